@@ -1,0 +1,1 @@
+"""Session-wide test configuration (fixtures live in tests/support and the per-suite conftests)."""
