@@ -1,0 +1,59 @@
+"""The scheduler's exceptions: one root, each with the HTTP status an API answer would carry.
+
+`message` is always safe to show to a user (no secrets, no stack traces).
+"""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Root of every error the scheduler raises on purpose."""
+
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SettingsError(SchedulerError):
+    """Invalid settings: unknown key, bad value, missing required value."""
+
+    http_status = 400
+
+    def __init__(self, problems: dict[str, str]) -> None:
+        self.problems = dict(problems)
+        text = "; ".join(f"{key}: {why}" for key, why in sorted(self.problems.items()))
+        super().__init__(f"invalid settings: {text}")
+
+
+class InvalidRequest(SchedulerError):
+    """Invalid input; `fields` maps each bad field to what is wrong with it."""
+
+    http_status = 400
+
+    def __init__(self, message: str, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = dict(fields or {})
+
+
+class NotFound(SchedulerError):
+    http_status = 404
+
+
+class Conflict(SchedulerError):
+    """Already exists, stale znode version, or a state that forbids the request."""
+
+    http_status = 409
+
+
+class NotLeader(SchedulerError):
+    """This replica is not (or no longer) the acting leader: retry on the leader."""
+
+    http_status = 503
+
+
+class RegistryError(SchedulerError):
+    """ZooKeeper could not be reached or refused an operation."""
+
+    http_status = 503
