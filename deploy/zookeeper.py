@@ -1,0 +1,218 @@
+"""Run real ZooKeeper servers (Debian's `zookeeper` package) as child processes.
+
+Used by the local cluster and by the test suite: a single server or an ensemble, each on free
+loopback ports, with its data and log in a directory of the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_JAR_DIR = Path("/usr/share/java")
+# The server jar's manifest lists most of what it needs; slf4j-simple gives it a log to stderr.
+_CLASSPATH_JARS = ("zookeeper.jar", "slf4j-simple.jar")
+
+
+class ZooKeeperUnavailable(RuntimeError):
+    """ZooKeeper or Java is not installed, or a server did not come up."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _classpath() -> str:
+    missing = [jar for jar in _CLASSPATH_JARS if not (_JAR_DIR / jar).exists()]
+    if missing:
+        raise ZooKeeperUnavailable(
+            f"missing {', '.join(missing)} in {_JAR_DIR}: install the Debian zookeeper package "
+            "(./dev.sh setup does)"
+        )
+    return ":".join(str(_JAR_DIR / jar) for jar in _CLASSPATH_JARS)
+
+
+def _ruok(port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(b"ruok")
+            return sock.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+def _serving(port: int, timeout_s: float = 1.0) -> bool:
+    """True when the server answers `srvr` as a member that serves clients."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(b"srvr")
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+    except OSError:
+        return False
+    return b"Mode:" in data
+
+
+@dataclass
+class ZooKeeperServer:
+    """One ZooKeeper server process; in an ensemble, `peers` lists every member's ports."""
+
+    data_dir: Path
+    client_port: int = field(default_factory=free_port)
+    server_id: int = 1
+    peers: list[tuple[int, int, int]] = field(default_factory=list)  # (id, quorum, election)
+    tick_ms: int = 500
+    _proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.log"
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "data").mkdir(exist_ok=True)
+        lines = [
+            f"tickTime={self.tick_ms}",
+            f"dataDir={self.data_dir / 'data'}",
+            f"clientPort={self.client_port}",
+            "clientPortAddress=127.0.0.1",
+            "initLimit=20",
+            "syncLimit=10",
+            # Sessions between 2 and 60 ticks: tests use short timeouts, users up to 30 s.
+            f"minSessionTimeout={2 * self.tick_ms}",
+            f"maxSessionTimeout={60 * self.tick_ms}",
+            "maxClientCnxns=0",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=*",
+            "autopurge.purgeInterval=1",
+        ]
+        if self.peers:
+            (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
+            for sid, quorum, election in self.peers:
+                lines.append(f"server.{sid}=127.0.0.1:{quorum}:{election}")
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text("\n".join(lines) + "\n")
+        return cfg
+
+    def start(self, wait: bool = True, timeout_s: float = 60.0) -> None:
+        """Start the server process; with `wait`, block until it answers `ruok`."""
+        if self.running:
+            return
+        java = shutil.which("java")
+        if java is None:
+            raise ZooKeeperUnavailable("java is not installed")
+        cfg = self._write_config()
+        logfile = open(self.log_path, "ab")
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    java,
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    "-Dzookeeper.jmx.log4j.disable=true",
+                    "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                    "-cp",
+                    _classpath(),
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                    str(cfg),
+                ],
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            logfile.close()
+        log.info("zookeeper %s: started pid %s", self.address, self._proc.pid)
+        if wait:
+            self.wait_ready(timeout_s)
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise ZooKeeperUnavailable(
+                    f"zookeeper {self.address} exited with {self._proc.returncode}; "
+                    f"see {self.log_path}"
+                )
+            if _ruok(self.client_port) and (not self.peers or _serving(self.client_port)):
+                return
+            time.sleep(0.05)
+        raise ZooKeeperUnavailable(f"zookeeper {self.address} not ready in {timeout_s}s")
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after `timeout_s`)."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.error("zookeeper %s: did not stop in %ss, killing it", self.address, timeout_s)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout_s)
+        log.info("zookeeper %s: stopped", self.address)
+
+
+@dataclass
+class ZooKeeperEnsemble:
+    """`size` servers on loopback forming one ensemble (size 1 = standalone)."""
+
+    base_dir: Path
+    size: int = 1
+    servers: list[ZooKeeperServer] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.servers:
+            return
+        peers = (
+            [(i + 1, free_port(), free_port()) for i in range(self.size)] if self.size > 1 else []
+        )
+        for i in range(self.size):
+            self.servers.append(
+                ZooKeeperServer(self.base_dir / f"zk{i + 1}", server_id=i + 1, peers=peers)
+            )
+
+    @property
+    def hosts(self) -> str:
+        """The client connection string, `127.0.0.1:p1,127.0.0.1:p2,...`."""
+        return ",".join(s.address for s in self.servers)
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        for server in self.servers:
+            server.start(wait=False)
+        for server in self.servers:
+            server.wait_ready(timeout_s)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()

@@ -1,0 +1,69 @@
+"""`python -m scheduler`: run one scheduler replica until SIGTERM/SIGINT.
+
+Exit codes: 0 after a clean stop, 1 when start-up fails (ZooKeeper unreachable, port taken),
+2 for invalid settings (the message names the key).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from scheduler.components import build_components
+from scheduler.errors import SchedulerError, SettingsError
+from scheduler.ha.replica import Replica
+from scheduler.settings import Settings, settings_from_argv
+
+log = logging.getLogger("scheduler")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    # kazoo logs every reconnect attempt at WARNING/INFO; werkzeug every request at INFO.
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = settings_from_argv(sys.argv[1:] if argv is None else argv)
+    except SettingsError as exc:
+        print(f"scheduler: {exc.message}", file=sys.stderr)
+        return 2
+    _configure_logging(settings)
+    log.info("scheduler %s: settings %s", settings.identity, settings.redacted())
+
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if stop_requested.is_set():
+            # Second signal: cold stop (RQ style). The session dies with the process.
+            os.write(2, b"scheduler: second signal, exiting now\n")
+            os._exit(1)
+        stop_requested.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    replica = Replica(settings, build_components)
+    try:
+        replica.start()
+    except (SchedulerError, OSError) as exc:
+        log.error("scheduler %s: cannot start: %s", settings.identity, exc)
+        return 1
+    print(f"scheduler {settings.identity}: http://{settings.identity}/health", flush=True)
+    while not stop_requested.wait(3600):
+        pass
+    replica.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

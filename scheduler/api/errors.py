@@ -1,0 +1,37 @@
+"""JSON errors for every `/api` answer: `{"error": message, "type": name[, "fields": {...}]}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from scheduler.errors import InvalidRequest, SchedulerError
+
+
+def error_response(status: int, message: str, kind: str, **extra: Any) -> Response:
+    body: dict[str, Any] = {"error": message, "type": kind}
+    body.update(extra)
+    response = jsonify(body)
+    response.status_code = status
+    return response
+
+
+def install_error_handlers(app: Flask) -> None:
+    @app.errorhandler(SchedulerError)
+    def _scheduler_error(exc: SchedulerError) -> Response:
+        extra: dict[str, Any] = {}
+        if isinstance(exc, InvalidRequest) and exc.fields:
+            extra["fields"] = exc.fields
+        return error_response(exc.http_status, exc.message, type(exc).__name__, **extra)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        code = exc.code or 500
+        return error_response(code, exc.description or exc.name, exc.name.replace(" ", ""))
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        app.logger.exception("api: unexpected error")
+        return error_response(500, "internal error; see the scheduler log", "InternalError")

@@ -1,0 +1,1 @@
+"""High availability: the election, leadership terms and their fence, the framework id."""

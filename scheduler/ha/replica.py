@@ -1,0 +1,331 @@
+"""A scheduler replica: ZooKeeper session, the election loop, leadership terms and shutdown.
+
+Threads (each owned, named and joined here):
+- `sched-election`: the contender loop, Curator's LeaderSelector with autoRequeue. Each pass
+  builds a fresh kazoo `Election`, blocks until it wins, runs one term (`_lead`) and re-enters.
+- `sched-leader-watch`: follows the election's first contender, for `/health` and redirects.
+- `sched-http` (scheduler.http): `/health`, `/metrics`, `/api/*`.
+
+kazoo never tells the holder of an `Election` that it lost, and reports LOST only once it has
+reconnected (shared/reference/peers-kazoo-apscheduler.md, B.1-B.5). So the state listener only
+sets flags: SUSPENDED fences the term at once (no launches, no leader writes), and the leader
+thread steps down on LOST, on a new session, or once SUSPENDED has lasted a session timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionClosedError, KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from scheduler.errors import RegistryError
+from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
+from scheduler.http import ReplicaHttp
+from scheduler.registry import Registry, make_client
+from scheduler.service import ComponentStartError, LeaderComponent, SchedulerService
+from scheduler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ComponentFactory = Callable[[LeaderContext], Sequence[LeaderComponent]]
+
+_LEADER_REFRESH_S = 2.0
+
+
+class Replica:
+    """One `python -m scheduler` process's scheduler logic (not the signal handling)."""
+
+    def __init__(self, settings: Settings, component_factory: ComponentFactory) -> None:
+        self.settings = settings
+        self._factory = component_factory
+        self._client: KazooClient = make_client(settings)
+        self.registry = Registry(self._client, settings.zk_namespace)
+        self._election_path = self.registry.abs(ELECTION_PATH)
+        self.http = ReplicaHttp(
+            settings.http_bind_address,
+            settings.http_port,
+            health=self.health,
+            metrics=self.metrics,
+            leader_address=lambda: self._leader,
+            is_acting_leader=self.is_acting_leader,
+        )
+        self._stopping = threading.Event()
+        self._wake = threading.Event()  # the leader thread re-checks the session state
+        self._leader_changed = threading.Event()
+        self._zk_state: str = KazooState.LOST
+        self._suspended_since: float | None = None
+        self._lost_count = 0
+        self._term: Term | None = None
+        self._service_up = False
+        self._election: Any = None
+        self._leader: str | None = None
+        self._threads: list[threading.Thread] = []
+        self._started_at = time.time()
+        self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0}
+        self.last_term: dict[str, Any] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect to ZooKeeper, serve HTTP and enter the election.
+
+        Raises RegistryError when ZooKeeper cannot be reached within the connection timeout, and
+        OSError when the HTTP port is taken.
+        """
+        self._client.add_listener(self._on_zk_state)
+        try:
+            self._client.start(timeout=self.settings.zk_connection_timeout_seconds)
+        except KazooTimeoutError as exc:
+            self._client.close()
+            raise RegistryError(
+                f"cannot connect to ZooKeeper at {self.settings.zk_servers} within "
+                f"{self.settings.zk_connection_timeout_seconds:g}s"
+            ) from exc
+        self.registry.ensure(ELECTION_PATH)
+        self.http.start()
+        for target, name in (
+            (self._contend, "sched-election"),
+            (self._watch_leader, "sched-leader-watch"),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info(
+            "replica %s: started (namespace /%s)",
+            self.settings.identity,
+            self.settings.zk_namespace,
+        )
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Warm stop: end the term (components stop, the election node is deleted), then close.
+
+        Blocks up to about `timeout_s`; threads still alive then are named in an ERROR.
+        """
+        log.info("replica %s: stopping", self.settings.identity)
+        self._stopping.set()
+        self._wake.set()
+        self._leader_changed.set()
+        election = self._election
+        if election is not None:
+            election.cancel()  # wakes a standby's blocking acquire
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.1, deadline - time.monotonic()))
+        # Closing the session also deletes any node a stuck thread still holds.
+        self._client.stop()
+        self._client.close()
+        for thread in self._threads:
+            thread.join(1.0)
+            if thread.is_alive():
+                log.error("replica: thread %s did not stop within %ss", thread.name, timeout_s)
+        self.http.stop()
+        log.info("replica %s: stopped", self.settings.identity)
+
+    # -- kazoo listener: flags only ----------------------------------------------------------
+
+    def _on_zk_state(self, state: str) -> None:
+        self._zk_state = state
+        term = self._term
+        if state == KazooState.SUSPENDED:
+            self._suspended_since = time.monotonic()
+            if term is not None:
+                term.stop_acting()
+        elif state == KazooState.LOST:
+            self._lost_count += 1
+            if term is not None:
+                term.stop_acting()
+        else:
+            self._suspended_since = None
+        self._wake.set()
+        self._leader_changed.set()
+
+    # -- election loop -----------------------------------------------------------------------
+
+    def _contend(self) -> None:
+        while not self._stopping.is_set():
+            if self._zk_state != KazooState.CONNECTED:
+                self._wake.wait(0.2)
+                self._wake.clear()
+                continue
+            failed = False
+            try:
+                self._election = self._client.Election(self._election_path, self.settings.identity)
+                if self._stopping.is_set():
+                    break
+                failed = bool(self._election.run(self._lead, self._election))
+            except ConnectionClosedError:
+                if not self._stopping.is_set():
+                    log.warning("election: ZooKeeper client closed; re-entering")
+            except Exception:
+                log.exception("election: unexpected error; re-entering after a back-off")
+                failed = True
+            finally:
+                self._election = None
+            # autoRequeue, with a back-off after a failed term so a broken leader cannot spin.
+            pause = self.settings.leader_retry_backoff_seconds if failed else 0.05
+            self._stopping.wait(pause)
+
+    def _lead(self, election: Any) -> bool:
+        """One leadership term, run in `sched-election` while holding the election lock.
+
+        Returns True when the term failed to start (the caller backs off).
+        """
+        lock = election.lock
+        client_id = self._client.client_id
+        if self._stopping.is_set() or client_id is None or self._zk_state != KazooState.CONNECTED:
+            return False
+        term = Term(term_number(lock.node), f"{lock.path}/{lock.node}", client_id[0])
+        lost_before = self._lost_count
+        self._term = term
+        log.info("leader: %s won term %s", self.settings.identity, term.number)
+        ctx = LeaderContext(self.settings, self.registry, term, self.http.mount_api)
+        try:
+            service = SchedulerService(self._factory(ctx))
+            service.start()
+        except ComponentStartError as exc:
+            return self._give_up(term, str(exc))
+        except Exception as exc:
+            log.exception("leader: term %s could not build its components", term.number)
+            return self._give_up(term, f"{type(exc).__name__}: {exc}")
+        self._service_up = True
+        self.counters["terms"] += 1
+        self._leader_changed.set()
+        reason = "?"
+        try:
+            reason = self._hold(term, service, lost_before)
+        finally:
+            term.end()  # fence first, so nothing acts while the components stop
+            self._service_up = False
+            service.stop()
+            self._term = None
+            self.last_term = term.describe() | {"endReason": reason}
+            log.info("leader: term %s ended (%s); components stopped", term.number, reason)
+        return False
+
+    def _give_up(self, term: Term, why: str) -> bool:
+        self.counters["term_failures"] += 1
+        term.end()
+        self._term = None
+        self.last_term = term.describe() | {"failed": why}
+        log.error(
+            "leader: term %s given up (%s); re-entering the election in %ss",
+            term.number,
+            why,
+            self.settings.leader_retry_backoff_seconds,
+        )
+        return True
+
+    def _hold(self, term: Term, service: SchedulerService, lost_before: int) -> str:
+        """Block while the term lasts; returns why it ended."""
+        timeout_s = self.settings.zk_session_timeout_seconds
+        while True:
+            self._wake.wait(0.5)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return "shutdown"
+            if self._lost_count != lost_before:
+                return "session lost"
+            state = self._zk_state
+            if state == KazooState.SUSPENDED:
+                term.stop_acting()
+                if not service.paused:
+                    log.warning("leader: term %s paused, ZooKeeper session suspended", term.number)
+                    service.pause()
+                since = self._suspended_since
+                if since is not None and time.monotonic() - since >= timeout_s:
+                    return f"suspended for {timeout_s:g}s"
+            elif state == KazooState.CONNECTED and not term.acting:
+                client_id = self._client.client_id
+                if client_id is None or client_id[0] != term.session_id:
+                    return "new ZooKeeper session"
+                term.resume_acting()
+                service.resume()
+                log.info("leader: term %s resumed, same ZooKeeper session is back", term.number)
+
+    # -- leader tracking ---------------------------------------------------------------------
+
+    def _watch_leader(self) -> None:
+        def on_children(_children: list[str]) -> bool:
+            self._leader_changed.set()
+            return not self._stopping.is_set()
+
+        watch_set = False
+        while not self._stopping.is_set():
+            if not watch_set and self._zk_state == KazooState.CONNECTED:
+                try:
+                    ChildrenWatch(self._client, self._election_path, on_children)
+                    watch_set = True
+                except KazooException:
+                    log.warning("leader-watch: could not watch %s yet", self._election_path)
+            self._refresh_leader()
+            self._leader_changed.wait(_LEADER_REFRESH_S)
+            self._leader_changed.clear()
+
+    def _refresh_leader(self) -> None:
+        if self._zk_state != KazooState.CONNECTED:
+            return
+        try:
+            contenders = self._client.Election(self._election_path).contenders()
+        except KazooException:
+            return
+        leader = contenders[0] if contenders else None
+        if leader != self._leader:
+            if leader is not None:
+                self.counters["leader_changes"] += 1
+            log.info("leader-watch: leader is now %s", leader or "unknown")
+            self._leader = leader
+
+    # -- status ------------------------------------------------------------------------------
+
+    def is_acting_leader(self) -> bool:
+        term = self._term
+        return self._service_up and term is not None and term.acting
+
+    def health(self) -> dict[str, Any]:
+        term = self._term
+        acting = self.is_acting_leader()
+        return {
+            "role": "leader" if acting else "standby",
+            "leader": self.settings.identity if acting else self._leader,
+            "zookeeper": str(self._zk_state),
+            "identity": self.settings.identity,
+            "term": term.describe() if term is not None else None,
+            "lastTerm": self.last_term,
+        }
+
+    def metrics(self) -> str:
+        term = self._term
+        lines = [
+            "# HELP ejc_leader 1 while this replica is the acting leader.",
+            "# TYPE ejc_leader gauge",
+            f"ejc_leader {int(self.is_acting_leader())}",
+            "# HELP ejc_leader_terms_total Leadership terms this replica started.",
+            "# TYPE ejc_leader_terms_total counter",
+            f"ejc_leader_terms_total {self.counters['terms']}",
+            "# HELP ejc_leader_term_failures_total Terms given up because a component failed.",
+            "# TYPE ejc_leader_term_failures_total counter",
+            f"ejc_leader_term_failures_total {self.counters['term_failures']}",
+            "# HELP ejc_leader_changes_total Leader changes this replica observed.",
+            "# TYPE ejc_leader_changes_total counter",
+            f"ejc_leader_changes_total {self.counters['leader_changes']}",
+            "# HELP ejc_leader_term_start_timestamp_seconds Start of the current term (0: none).",
+            "# TYPE ejc_leader_term_start_timestamp_seconds gauge",
+            f"ejc_leader_term_start_timestamp_seconds {term.started_at if term else 0}",
+            "# HELP ejc_zookeeper_state ZooKeeper session state of this replica.",
+            "# TYPE ejc_zookeeper_state gauge",
+        ]
+        for state in (KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST):
+            lines.append(f'ejc_zookeeper_state{{state="{state}"}} {int(self._zk_state == state)}')
+        lines += [
+            "# HELP ejc_replica_start_timestamp_seconds When this replica started.",
+            "# TYPE ejc_replica_start_timestamp_seconds gauge",
+            f"ejc_replica_start_timestamp_seconds {self._started_at}",
+        ]
+        return "\n".join(lines) + "\n"

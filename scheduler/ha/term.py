@@ -1,0 +1,81 @@
+"""One leadership term of this replica, and the fence its leader-only writes carry."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scheduler.registry import Fence
+
+if TYPE_CHECKING:
+    from scheduler.registry import Registry
+    from scheduler.settings import Settings
+
+ELECTION_PATH = "/ha/election"
+
+
+def term_number(node_name: str) -> int:
+    """The election node's sequence number (kazoo names nodes `<uuid>__lock__0000000012`)."""
+    digits = node_name.rsplit("__", 1)[-1]
+    return int(digits) if digits.isdigit() else 0
+
+
+@dataclass
+class Term:
+    """A leadership term: from winning the election to stepping down.
+
+    `number` is the election node's sequence number, so it grows across replicas. Acting turns
+    off at once when the session is SUSPENDED or LOST (the listener calls `stop_acting`, which
+    only clears a flag) and on again only if the same session comes back.
+    """
+
+    number: int
+    node_path: str
+    session_id: int
+    started_at: float = field(default_factory=time.time)
+    paused_at: float | None = None
+    ended_at: float | None = None
+    _acting: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._acting.set()
+        self.fence = Fence(self.node_path, self._acting.is_set, self.number)
+
+    @property
+    def acting(self) -> bool:
+        return self._acting.is_set()
+
+    def stop_acting(self) -> None:
+        """Fence the term now (non-blocking; safe from a kazoo listener)."""
+        if self._acting.is_set():
+            self._acting.clear()
+            self.paused_at = time.time()
+
+    def resume_acting(self) -> None:
+        self.paused_at = None
+        self._acting.set()
+
+    def end(self) -> None:
+        self.stop_acting()
+        self.ended_at = time.time()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "acting": self.acting,
+            "startedAt": self.started_at,
+            "pausedAt": self.paused_at,
+            "endedAt": self.ended_at,
+        }
+
+
+@dataclass(frozen=True)
+class LeaderContext:
+    """What a leader component may use during its term."""
+
+    settings: Settings
+    registry: Registry
+    term: Term
+    mount_api: Any  # Callable[[WSGIApplication | None], None]: serve /api/* from this app

@@ -1,0 +1,79 @@
+"""A fenced record of every leadership term, for operators and for proving terms never overlap.
+
+Each term writes `/ha/terms/{number}` = `{"identity", "number", "startedAt", "lastActingAt"}` at
+its start and refreshes `lastActingAt` while it acts. Every write is fenced, so a record's
+`lastActingAt` is always earlier than the next term's `startedAt` (the next leader can only win
+after this leader's election node is gone, and no fenced write passes after that).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from scheduler.errors import NotLeader, SchedulerError
+from scheduler.ha.term import LeaderContext
+from scheduler.service import LeaderComponent
+
+log = logging.getLogger(__name__)
+
+TERMS_PATH = "/ha/terms"
+_KEEP_TERMS = 100
+HEARTBEAT_INTERVAL_S = 0.25
+
+
+class TermRecorder(LeaderComponent):
+    name = "term-record"
+
+    def __init__(self, ctx: LeaderContext) -> None:
+        self._ctx = ctx
+        self._path = f"{TERMS_PATH}/{ctx.term.number:010d}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _record(self) -> bytes:
+        term = self._ctx.term
+        return json.dumps(
+            {
+                "identity": self._ctx.settings.identity,
+                "number": term.number,
+                "startedAt": term.started_at,
+                "lastActingAt": time.time(),
+            }
+        ).encode()
+
+    def start(self) -> None:
+        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        fenced.create(self._path, self._record())
+        self._trim()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name="sched-term-record", daemon=True)
+        self._thread.start()
+
+    def _trim(self) -> None:
+        names = self._ctx.registry.children(TERMS_PATH)
+        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        for old in names[:-_KEEP_TERMS]:
+            fenced.delete(f"{TERMS_PATH}/{old}")
+
+    def _beat(self) -> None:
+        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+            if not self._ctx.term.acting:
+                continue
+            try:
+                fenced.set(self._path, self._record())
+            except NotLeader:
+                log.info("term %s: record not refreshed, no longer acting", self._ctx.term.number)
+            except SchedulerError as exc:
+                log.warning("term %s: record not refreshed: %s", self._ctx.term.number, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.error("term %s: thread sched-term-record did not stop", self._ctx.term.number)
+            self._thread = None

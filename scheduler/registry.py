@@ -1,0 +1,304 @@
+"""ZooKeeper access for the whole scheduler: namespace, digest ACLs, JSON, CAS and fenced writes.
+
+Every path given to `Registry` is relative to the namespace (`/config/job/x` is stored at
+`/{zk_namespace}/config/job/x`). Errors are never swallowed: reads of a missing node return None,
+everything else that fails raises a `SchedulerError` (`NotFound`, `Conflict`, `NotLeader`,
+`RegistryError`) translated from kazoo's exception, and callers decide.
+
+Leader-only writes go through `registry.fenced(fence)`: each is one ZooKeeper transaction that
+also checks the leader's own election node, so a leader whose session has expired (its node is
+gone) cannot write even after kazoo has quietly opened a new session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.retry import KazooRetry
+from kazoo.security import make_digest_acl
+
+from scheduler.errors import Conflict, NotFound, NotLeader, RegistryError
+from scheduler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# How many times a read or an idempotent write is retried on connection loss.
+_READ_RETRY = KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0, ignore_expire=False)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a leader-only write must prove: the term is acting and its election node exists.
+
+    `node_path` is absolute (not namespace-relative); `is_acting` is checked before the write is
+    sent (it turns False at once when the session is SUSPENDED).
+    """
+
+    node_path: str
+    is_acting: Callable[[], bool]
+    term: int = 0
+
+
+def make_client(settings: Settings) -> KazooClient:
+    """A KazooClient for `settings` (not started), with digest auth and ACLs when configured."""
+    kwargs: dict[str, Any] = {}
+    if settings.zk_digest:
+        user, _, password = settings.zk_digest.partition(":")
+        kwargs["auth_data"] = [("digest", settings.zk_digest)]
+        # Only the credentials that created a node may touch it (Curator's CREATOR_ALL).
+        kwargs["default_acl"] = [make_digest_acl(user, password, all=True)]
+    return KazooClient(
+        hosts=settings.zk_servers,
+        timeout=settings.zk_session_timeout_seconds,
+        # Reconnect promptly and forever; the replica decides what a long outage means.
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+        **kwargs,
+    )
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, NoNodeError):
+        return NotFound(f"{what}: node does not exist")
+    if isinstance(exc, NodeExistsError):
+        return Conflict(f"{what}: node already exists")
+    if isinstance(exc, BadVersionError):
+        return Conflict(f"{what}: node was changed concurrently")
+    if isinstance(exc, NotEmptyError):
+        return Conflict(f"{what}: node has children")
+    if isinstance(exc, ConnectionClosedError):
+        return RegistryError(f"{what}: ZooKeeper client is closed")
+    return RegistryError(f"{what}: {type(exc).__name__}")
+
+
+def _cas_op(full: str, new: bytes | None, version: int, create: bool) -> Callable[[Any], None]:
+    def op(txn: Any) -> None:
+        if create:
+            txn.create(full, new)
+        elif new is None:
+            txn.delete(full, version)
+        else:
+            txn.set_data(full, new, version)
+
+    return op
+
+
+def _delete_op(full: str) -> Callable[[Any], None]:
+    return lambda txn: txn.delete(full)
+
+
+class Registry:
+    """Namespace-relative ZooKeeper operations. Thread-safe (kazoo clients are)."""
+
+    def __init__(self, client: KazooClient, namespace: str) -> None:
+        self._client = client
+        self._root = "/" + namespace.strip("/")
+
+    @property
+    def client(self) -> KazooClient:
+        return self._client
+
+    def abs(self, path: str) -> str:
+        """The absolute ZooKeeper path of namespace-relative `path`."""
+        if not path.startswith("/"):
+            raise ValueError(f"registry paths start with '/': {path!r}")
+        return self._root if path == "/" else self._root + path
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return _READ_RETRY.copy()(fn, *args, **kwargs)
+        except KazooException as exc:
+            raise _translate(exc, what) from exc
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, path: str) -> bytes | None:
+        got = self.get_versioned(path)
+        return None if got is None else got[0]
+
+    def get_versioned(self, path: str) -> tuple[bytes, int] | None:
+        """(data, version) of `path`, or None when it does not exist."""
+        try:
+            data, stat = self._call(f"get {path}", self._client.get, self.abs(path))
+        except NotFound:
+            return None
+        return (data or b""), int(stat.version)
+
+    def get_json(self, path: str) -> Any:
+        """The decoded JSON at `path`, or None when the node is missing.
+
+        Raises RegistryError when the node holds something that is not UTF-8 JSON.
+        """
+        data = self.get(path)
+        if data is None:
+            return None
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise RegistryError(f"{path} does not hold JSON") from exc
+
+    def exists(self, path: str) -> bool:
+        return self._call(f"exists {path}", self._client.exists, self.abs(path)) is not None
+
+    def children(self, path: str) -> list[str]:
+        """Child names of `path` (sorted); [] when it does not exist."""
+        try:
+            names = self._call(f"children {path}", self._client.get_children, self.abs(path))
+        except NotFound:
+            return []
+        return sorted(names)
+
+    # -- unfenced writes --------------------------------------------------------------------
+
+    def ensure(self, path: str) -> None:
+        """Create `path` and its parents (empty) if missing."""
+        self._call(f"ensure {path}", self._client.ensure_path, self.abs(path))
+
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
+        """Create `path` (parents too). Raises Conflict when it exists."""
+        try:
+            self._client.create(self.abs(path), data, ephemeral=ephemeral, makepath=True)
+        except KazooException as exc:
+            raise _translate(exc, f"create {path}") from exc
+
+    def put(self, path: str, data: bytes) -> None:
+        """Create `path` or overwrite its data."""
+        try:
+            self._client.create(self.abs(path), data, makepath=True)
+        except NodeExistsError:
+            self._call(f"set {path}", self._client.set, self.abs(path), data)
+        except KazooException as exc:
+            raise _translate(exc, f"put {path}") from exc
+
+    def delete(self, path: str, *, recursive: bool = True) -> bool:
+        """Delete `path` (and its subtree); False when it did not exist."""
+        try:
+            self._client.delete(self.abs(path), recursive=recursive)
+        except NoNodeError:
+            return False
+        except KazooException as exc:
+            raise _translate(exc, f"delete {path}") from exc
+        return True
+
+    def compare_and_set(
+        self, path: str, update: Callable[[bytes | None], bytes | None], max_tries: int = 50
+    ) -> bytes | None:
+        """Apply `update` to the node's data with a versioned write, retrying on races.
+
+        `update(old)` gets None for a missing node and returns the new data, or None to delete
+        the node. Returns what was written. Raises Conflict after `max_tries` lost races.
+        """
+        return self._cas(path, update, max_tries, fence=None)
+
+    def fenced(self, fence: Fence) -> FencedWriter:
+        """Writes that succeed only while `fence` holds (see module docstring)."""
+        return FencedWriter(self, fence)
+
+    # -- transactions (shared with FencedWriter) --------------------------------------------
+
+    def _transact(self, what: str, ops: list[Callable[[Any], None]], fence: Fence | None) -> None:
+        if fence is not None and not fence.is_acting():
+            raise NotLeader(f"{what}: this replica is not acting as leader")
+        txn = self._client.transaction()
+        if fence is not None:
+            txn.check(fence.node_path, -1)
+        for op in ops:
+            op(txn)
+        try:
+            results = txn.commit()
+        except KazooException as exc:
+            raise _translate(exc, what) from exc
+        failures = [r for r in results if isinstance(r, Exception)]
+        if not failures:
+            return
+        if fence is not None and isinstance(results[0], NoNodeError):
+            raise NotLeader(f"{what}: leadership lost (election node is gone)")
+        first = next((r for r in failures if not isinstance(r, RolledBackError)), failures[0])
+        raise _translate(first, what) from first
+
+    def _cas(
+        self,
+        path: str,
+        update: Callable[[bytes | None], bytes | None],
+        max_tries: int,
+        fence: Fence | None,
+    ) -> bytes | None:
+        full = self.abs(path)
+        for _ in range(max_tries):
+            got = self.get_versioned(path)
+            old, version = (None, -1) if got is None else got
+            new = update(old)
+            if got is None and new is None:
+                return None
+            if got is None:
+                self.ensure(path.rsplit("/", 1)[0] or "/")
+            ops = [_cas_op(full, new, version, got is None)]
+            try:
+                self._transact(f"compare-and-set {path}", ops, fence)
+            except (Conflict, NotFound):
+                continue  # lost a race: read again
+            return new
+        raise Conflict(f"compare-and-set {path}: too many concurrent changes")
+
+    def _subtree(self, path: str) -> Iterator[str]:
+        """Absolute paths of `path`'s descendants, deepest first, then `path` itself."""
+        for child in self.children(path):
+            yield from self._subtree(f"{path.rstrip('/')}/{child}")
+        yield self.abs(path)
+
+
+class FencedWriter:
+    """Leader-only writes: each is a transaction that checks the leader's election node."""
+
+    def __init__(self, registry: Registry, fence: Fence) -> None:
+        self._registry = registry
+        self._fence = fence
+
+    def create(self, path: str, data: bytes) -> None:
+        """Create `path` (parents are ensured first). Raises Conflict when it exists."""
+        reg = self._registry
+        reg.ensure(path.rsplit("/", 1)[0] or "/")
+        reg._transact(f"create {path}", [lambda t: t.create(reg.abs(path), data)], self._fence)
+
+    def put(self, path: str, data: bytes) -> None:
+        """Create `path` or overwrite its data."""
+        self._registry._cas(path, lambda _old: data, 50, self._fence)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> None:
+        """Overwrite existing `path` (at `version` unless -1). NotFound / Conflict on mismatch."""
+        reg = self._registry
+        reg._transact(
+            f"set {path}", [lambda t: t.set_data(reg.abs(path), data, version)], self._fence
+        )
+
+    def delete(self, path: str, *, recursive: bool = True) -> bool:
+        """Delete `path` (and its subtree, in one transaction); False when it did not exist."""
+        reg = self._registry
+        if not reg.exists(path):
+            return False
+        targets = list(reg._subtree(path)) if recursive else [reg.abs(path)]
+        ops = [_delete_op(p) for p in targets]
+        try:
+            reg._transact(f"delete {path}", ops, self._fence)
+        except NotFound:
+            return False
+        return True
+
+    def compare_and_set(
+        self, path: str, update: Callable[[bytes | None], bytes | None], max_tries: int = 50
+    ) -> bytes | None:
+        """As Registry.compare_and_set, fenced."""
+        return self._registry._cas(path, update, max_tries, self._fence)
