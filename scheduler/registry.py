@@ -28,6 +28,7 @@ from kazoo.exceptions import (
     NotEmptyError,
     RolledBackError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
@@ -96,6 +97,11 @@ def _cas_op(full: str, new: bytes | None, version: int, create: bool) -> Callabl
     return op
 
 
+def _check_acting(fence: Fence | None, what: str) -> None:
+    if fence is not None and not fence.is_acting():
+        raise NotLeader(f"{what}: this replica is not acting as leader")
+
+
 def _delete_op(full: str) -> Callable[[Any], None]:
     return lambda txn: txn.delete(full)
 
@@ -103,9 +109,11 @@ def _delete_op(full: str) -> Callable[[Any], None]:
 class Registry:
     """Namespace-relative ZooKeeper operations. Thread-safe (kazoo clients are)."""
 
-    def __init__(self, client: KazooClient, namespace: str) -> None:
+    def __init__(self, client: KazooClient, namespace: str, timeout_s: float = 10.0) -> None:
         self._client = client
         self._root = "/" + namespace.strip("/")
+        # kazoo's synchronous calls wait forever while disconnected; ours give up after this.
+        self._timeout_s = timeout_s
 
     @property
     def client(self) -> KazooClient:
@@ -118,10 +126,20 @@ class Registry:
         return self._root if path == "/" else self._root + path
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run kazoo's `fn_async` variant of `fn` with a deadline and retries."""
+        async_fn = getattr(self._client, fn.__name__ + "_async")
+
+        def attempt() -> Any:
+            return async_fn(*args, **kwargs).get(timeout=self._timeout_s)
+
         try:
-            return _READ_RETRY.copy()(fn, *args, **kwargs)
+            return _READ_RETRY.copy()(attempt)
         except KazooException as exc:
             raise _translate(exc, what) from exc
+        except KazooTimeoutError as exc:
+            raise RegistryError(
+                f"{what}: ZooKeeper did not answer in {self._timeout_s:g}s"
+            ) from exc
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -186,6 +204,8 @@ class Registry:
     def delete(self, path: str, *, recursive: bool = True) -> bool:
         """Delete `path` (and its subtree); False when it did not exist."""
         try:
+            if recursive and self._client.exists(self.abs(path)) is None:
+                return False  # kazoo's recursive delete does not report a missing node
             self._client.delete(self.abs(path), recursive=recursive)
         except NoNodeError:
             return False
@@ -210,17 +230,20 @@ class Registry:
     # -- transactions (shared with FencedWriter) --------------------------------------------
 
     def _transact(self, what: str, ops: list[Callable[[Any], None]], fence: Fence | None) -> None:
-        if fence is not None and not fence.is_acting():
-            raise NotLeader(f"{what}: this replica is not acting as leader")
+        _check_acting(fence, what)
         txn = self._client.transaction()
         if fence is not None:
             txn.check(fence.node_path, -1)
         for op in ops:
             op(txn)
         try:
-            results = txn.commit()
+            results = txn.commit_async().get(timeout=self._timeout_s)
         except KazooException as exc:
             raise _translate(exc, what) from exc
+        except KazooTimeoutError as exc:
+            raise RegistryError(
+                f"{what}: ZooKeeper did not answer in {self._timeout_s:g}s"
+            ) from exc
         failures = [r for r in results if isinstance(r, Exception)]
         if not failures:
             return
@@ -238,6 +261,7 @@ class Registry:
     ) -> bytes | None:
         full = self.abs(path)
         for _ in range(max_tries):
+            _check_acting(fence, f"compare-and-set {path}")
             got = self.get_versioned(path)
             old, version = (None, -1) if got is None else got
             new = update(old)
@@ -270,6 +294,7 @@ class FencedWriter:
     def create(self, path: str, data: bytes) -> None:
         """Create `path` (parents are ensured first). Raises Conflict when it exists."""
         reg = self._registry
+        _check_acting(self._fence, f"create {path}")
         reg.ensure(path.rsplit("/", 1)[0] or "/")
         reg._transact(f"create {path}", [lambda t: t.create(reg.abs(path), data)], self._fence)
 
@@ -287,6 +312,7 @@ class FencedWriter:
     def delete(self, path: str, *, recursive: bool = True) -> bool:
         """Delete `path` (and its subtree, in one transaction); False when it did not exist."""
         reg = self._registry
+        _check_acting(self._fence, f"delete {path}")
         if not reg.exists(path):
             return False
         targets = list(reg._subtree(path)) if recursive else [reg.abs(path)]

@@ -1,1 +1,52 @@
-"""Session-wide test configuration (fixtures live in tests/support and the per-suite conftests)."""
+"""Fixtures shared by every suite: a real ZooKeeper per test session, clients chrooted per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from deploy.zookeeper import ZooKeeperEnsemble
+
+_ensembles: list[ZooKeeperEnsemble] = []
+
+
+@pytest.fixture(scope="session")
+def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """One real ZooKeeper server for the whole session (never skipped: set-up installs it)."""
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"), size=1)
+    ensemble.start()
+    _ensembles.append(ensemble)
+    yield ensemble
+    ensemble.stop()
+    _ensembles.remove(ensemble)
+
+
+@pytest.fixture
+def zk_namespace() -> str:
+    """A namespace no other test uses."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk_client(zk: ZooKeeperEnsemble) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zk.hosts, timeout=4)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+def pytest_exception_interact(
+    node: pytest.Item, call: pytest.CallInfo[None], report: object
+) -> None:
+    """On a failure, show the end of each running ZooKeeper's log."""
+    for ensemble in _ensembles:
+        for server in ensemble.servers:
+            path: Path = server.log_path
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-20:]
+                print(f"\n--- {path} (last 20 lines) ---\n" + "\n".join(tail))

@@ -46,7 +46,9 @@ class Replica:
         self.settings = settings
         self._factory = component_factory
         self._client: KazooClient = make_client(settings)
-        self.registry = Registry(self._client, settings.zk_namespace)
+        self.registry = Registry(
+            self._client, settings.zk_namespace, settings.zk_session_timeout_seconds
+        )
         self._election_path = self.registry.abs(ELECTION_PATH)
         self.http = ReplicaHttp(
             settings.http_bind_address,

@@ -1,0 +1,166 @@
+"""Registry against a real ZooKeeper: JSON, CAS counters, digest ACLs and fenced writes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kazoo.client import KazooClient
+
+from deploy.zookeeper import ZooKeeperEnsemble
+from scheduler.errors import Conflict, NotFound, NotLeader, RegistryError
+from scheduler.registry import Fence, Registry, make_client
+from scheduler.settings import load_settings
+from tests.support.waiting import wait_for
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+def test_json_round_trip_and_missing_nodes(registry: Registry) -> None:
+    assert registry.get_json("/config/app/a") is None
+    assert registry.children("/config/app") == []
+    registry.create("/config/app/a", b'{"appName": "a"}')
+    assert registry.get_json("/config/app/a") == {"appName": "a"}
+    assert registry.children("/config/app") == ["a"]
+    with pytest.raises(Conflict):
+        registry.create("/config/app/a", b"{}")
+    registry.put("/config/app/a", b"[1]")
+    assert registry.get_json("/config/app/a") == [1]
+    registry.put("/config/app/not-json", b"\xff")
+    with pytest.raises(RegistryError):
+        registry.get_json("/config/app/not-json")
+    assert registry.delete("/config") is True
+    assert registry.delete("/config") is False
+
+
+def test_paths_live_under_the_namespace(
+    registry: Registry, zk_client: KazooClient, zk_namespace: str
+) -> None:
+    registry.put("/state/ready/j", b"1")
+    assert zk_client.get(f"/{zk_namespace}/state/ready/j")[0] == b"1"
+
+
+def test_concurrent_compare_and_set_loses_no_increment(registry: Registry) -> None:
+    def bump(old: bytes | None) -> bytes:
+        return str(int(old or b"0") + 1).encode()
+
+    def worker() -> None:
+        for _ in range(25):
+            registry.compare_and_set("/state/ready/counter", bump)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert registry.get("/state/ready/counter") == b"100"
+    # Returning None deletes the node.
+    registry.compare_and_set("/state/ready/counter", lambda old: None)
+    assert registry.get("/state/ready/counter") is None
+
+
+def test_fenced_write_needs_the_election_node_and_an_acting_term(
+    registry: Registry, zk_client: KazooClient
+) -> None:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    acting = threading.Event()
+    acting.set()
+    fenced = registry.fenced(Fence(node, acting.is_set))
+    fenced.put("/ha/framework_id", b"fw-1")
+    fenced.compare_and_set("/state/ready/j", lambda old: b"1")
+    assert registry.get("/ha/framework_id") == b"fw-1"
+
+    acting.clear()  # SUSPENDED: refused before anything is sent
+    with pytest.raises(NotLeader):
+        fenced.put("/ha/framework_id", b"fw-2")
+    acting.set()
+    zk_client.delete(node)  # the term is over (session gone or node removed)
+    for write in (
+        lambda: fenced.put("/ha/framework_id", b"fw-3"),
+        lambda: fenced.set("/ha/framework_id", b"fw-3"),
+        lambda: fenced.create("/state/new", b"x"),
+        lambda: fenced.delete("/ha/framework_id"),
+        lambda: fenced.compare_and_set("/state/ready/j", lambda old: b"2"),
+    ):
+        with pytest.raises(NotLeader):
+            write()
+    assert registry.get("/ha/framework_id") == b"fw-1"
+    assert registry.get("/state/ready/j") == b"1"
+    assert registry.get("/state/new") is None
+
+
+def test_fenced_errors_name_the_problem(registry: Registry, zk_client: KazooClient) -> None:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    fenced = registry.fenced(Fence(node, lambda: True))
+    with pytest.raises(NotFound):
+        fenced.set("/missing", b"x")
+    fenced.create("/here", b"x")
+    with pytest.raises(Conflict):
+        fenced.create("/here", b"y")
+    fenced.create("/tree/a/b", b"1")
+    assert fenced.delete("/tree") is True
+    assert registry.exists("/tree") is False
+
+
+def test_deposed_leader_cannot_write_after_its_session_expired(
+    zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    settings = load_settings(
+        {},
+        {},
+        {"zk_servers": zk.hosts, "zk_namespace": zk_namespace, "zk_session_timeout_seconds": "4"},
+    )
+    client = make_client(settings)
+    client.start(timeout=15)
+    try:
+        registry = Registry(client, zk_namespace)
+        registry.ensure("/ha/election")
+        node = client.create(registry.abs("/ha/election/n_"), b"a", ephemeral=True, sequence=True)
+        fenced = registry.fenced(Fence(node, lambda: True))
+        fenced.put("/owner", b"a")
+        session_id, password = client.client_id
+        lost = threading.Event()
+        client.add_listener(lambda state: lost.set() if state == "LOST" else None)
+        # Really expire the session on the server: a second connection with the same session
+        # credentials closes it.
+        twin = KazooClient(hosts=zk.hosts, client_id=(session_id, password))
+        twin.start(timeout=15)
+        twin.stop()
+        twin.close()
+        assert lost.wait(20), "client never saw LOST"
+        wait_for(
+            lambda: client.connected and client.client_id[0] != session_id,
+            20,
+            message="new session",
+        )
+        # A plain write on the new session goes through...
+        registry.put("/plain", b"new session")
+        # ...but the old term's fence holds: its node died with the old session.
+        with pytest.raises(NotLeader):
+            fenced.put("/owner", b"stale")
+        assert registry.get("/owner") == b"a"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_digest_acl_keeps_other_clients_out(zk: ZooKeeperEnsemble, zk_namespace: str) -> None:
+    settings = load_settings({}, {}, {"zk_servers": zk.hosts, "zk_digest": "ejc:secret"})
+    owner = make_client(settings)
+    owner.start(timeout=15)
+    stranger = KazooClient(hosts=zk.hosts)
+    stranger.start(timeout=15)
+    try:
+        Registry(owner, zk_namespace).put("/config/app/a", b"{}")
+        assert Registry(owner, zk_namespace).get("/config/app/a") == b"{}"
+        with pytest.raises(RegistryError):
+            Registry(stranger, zk_namespace).get("/config/app/a")
+    finally:
+        for c in (owner, stranger):
+            c.stop()
+            c.close()

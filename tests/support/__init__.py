@@ -1,0 +1,1 @@
+"""Test harness shared by the suites: real servers, real processes, waiting helpers."""

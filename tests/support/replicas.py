@@ -1,0 +1,112 @@
+"""Scheduler replicas as real `python -m scheduler` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from deploy.zookeeper import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, dict[str, str], bytes]:
+    """GET without following redirects: (status, headers, body)."""
+
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(url, timeout=timeout_s) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+class ReplicaProcess:
+    """One replica process on a free port, logging to `log_dir`; stopped by its own pid."""
+
+    def __init__(self, zk_servers: str, log_dir: Path, **settings: Any) -> None:
+        self.port = int(settings.pop("http_port", 0)) or free_port()
+        self.identity = f"127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"replica-{self.port}.log"
+        self.settings = {
+            "zk_servers": zk_servers,
+            "hostname": "127.0.0.1",
+            "http_bind_address": "127.0.0.1",
+            "http_port": str(self.port),
+            "zk_session_timeout_seconds": "4",
+            "leader_retry_backoff_seconds": "0.5",
+            **{k: str(v) for k, v in settings.items()},
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ReplicaProcess:
+        args = [sys.executable, "-m", "scheduler"]
+        for key, value in self.settings.items():
+            args += [f"--{key}", value]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def health(self) -> dict[str, Any] | None:
+        try:
+            status, _, body = http_get(f"http://{self.identity}/health", timeout_s=1.0)
+        except OSError:
+            return None
+        return json.loads(body) if status == 200 else None
+
+    def is_leader(self) -> bool:
+        h = self.health()
+        return h is not None and h["role"] == "leader"
+
+    def metrics(self) -> dict[str, float]:
+        _, _, body = http_get(f"http://{self.identity}/metrics")
+        out: dict[str, float] = {}
+        for line in body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            os.kill(self.pid, signum)
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout_s)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within 15 s."""
+        if not self.alive():
+            return
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
