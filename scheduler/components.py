@@ -7,6 +7,7 @@ driver, reconcile. Components appear here as they are built.
 from __future__ import annotations
 
 from scheduler.api import create_app
+from scheduler.api.auth import warn_about_defaults
 from scheduler.ha.framework_id import FrameworkIdStore
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
@@ -22,6 +23,7 @@ class RestApi(LeaderComponent):
         self._ctx = ctx
 
     def start(self) -> None:
+        warn_about_defaults(self._ctx.settings)
         self._ctx.mount_api(create_app(self._ctx))
 
     def stop(self) -> None:

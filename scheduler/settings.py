@@ -179,6 +179,25 @@ _KEYS: tuple[_Key, ...] = (
     _Key("framework_secret", "", _parse_str, "Mesos secret", secret=True),
     _Key("time_zone", "", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
     _Key("log_level", "INFO", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Key("auth_enabled", True, _parse_bool, "require HTTP Basic auth on /api/*"),
+    _Key("auth_admin_username", "root", _parse_str, "user that may read and write", _required),
+    _Key("auth_admin_password", "root", _parse_str, "its password", secret=True),
+    _Key(
+        "auth_admin_password_hash",
+        "",
+        _parse_str,
+        "its password as a hash (python -m scheduler.api.auth hash); wins over the password",
+        secret=True,
+    ),
+    _Key("auth_guest_username", "guest", _parse_str, "user that may only read", _required),
+    _Key("auth_guest_password", "guest", _parse_str, "its password", secret=True),
+    _Key(
+        "auth_guest_password_hash",
+        "",
+        _parse_str,
+        "its password as a hash; wins over the password",
+        secret=True,
+    ),
 )
 
 KEYS_BY_NAME: dict[str, _Key] = {k.name: k for k in _KEYS}
@@ -210,6 +229,13 @@ class Settings:
     framework_secret: str = ""
     time_zone: str = ""
     log_level: str = "INFO"
+    auth_enabled: bool = True
+    auth_admin_username: str = "root"
+    auth_admin_password: str = "root"
+    auth_admin_password_hash: str = ""
+    auth_guest_username: str = "guest"
+    auth_guest_password: str = "guest"
+    auth_guest_password_hash: str = ""
 
     @property
     def identity(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.ha.term import LeaderContext
 
@@ -14,5 +15,7 @@ def create_app(ctx: LeaderContext | None = None) -> Flask:
     app.config["PROPAGATE_EXCEPTIONS"] = False
     app.json.sort_keys = False  # type: ignore[attr-defined]
     install_error_handlers(app)
+    if ctx is not None:
+        install_auth(app, ctx.settings)
     app.extensions["ejc_context"] = ctx
     return app

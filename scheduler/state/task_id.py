@@ -1,0 +1,62 @@
+"""Task ids: `{job}@-@{item}@-@{READY|FAILOVER}@-@{agentId}@-@{uuid}` (DESIGN section 6)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+
+DELIMITER = "@-@"
+
+
+class TaskType(StrEnum):
+    READY = "READY"
+    FAILOVER = "FAILOVER"
+
+
+class InvalidTaskId(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TaskId:
+    job_name: str
+    item: int
+    type: TaskType
+    agent_id: str
+    uid: str
+
+    @classmethod
+    def new(cls, job_name: str, item: int, task_type: TaskType, agent_id: str) -> TaskId:
+        return cls(job_name, item, task_type, agent_id, uuid.uuid4().hex)
+
+    @classmethod
+    def parse(cls, text: str) -> TaskId:
+        """Raises InvalidTaskId unless `text` has the five parts of a task id."""
+        parts = text.split(DELIMITER)
+        if len(parts) != 5:
+            raise InvalidTaskId(f"task id {text!r} does not have 5 parts separated by {DELIMITER}")
+        job, item, kind, agent, uid = parts
+        if not item.isdigit():
+            raise InvalidTaskId(f"task id {text!r}: sharding item {item!r} is not a number")
+        try:
+            task_type = TaskType(kind)
+        except ValueError:
+            raise InvalidTaskId(
+                f"task id {text!r}: type {kind!r} is not READY or FAILOVER"
+            ) from None
+        return cls(job, int(item), task_type, agent, uid)
+
+    @property
+    def shard_key(self) -> str:
+        """`{job}@-@{item}`: the failover node name of this shard."""
+        return f"{self.job_name}{DELIMITER}{self.item}"
+
+    @property
+    def executor_suffix(self) -> str:
+        return self.agent_id
+
+    def __str__(self) -> str:
+        return DELIMITER.join(
+            (self.job_name, str(self.item), self.type.value, self.agent_id, self.uid)
+        )

@@ -1,0 +1,95 @@
+"""State stores on a real ZooKeeper: ready counts, caps, running tasks, failover, disable."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.errors import NotLeader
+from scheduler.registry import Fence, Registry
+from scheduler.state.stores import (
+    DisableStore,
+    FailoverQueue,
+    ReadyQueue,
+    RunningStore,
+    RunningTask,
+)
+from scheduler.state.task_id import TaskId, TaskType
+
+
+@pytest.fixture
+def fence(zk_client: KazooClient, zk_namespace: str) -> Fence:
+    reg = Registry(zk_client, zk_namespace)
+    reg.ensure("/ha/election")
+    node = zk_client.create(reg.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    return Fence(node, lambda: True)
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+def test_ready_queue_misfire_counts_and_caps(registry: Registry, fence: Fence) -> None:
+    ready = ReadyQueue(registry, fence, cap=2)
+    assert ready.add_transient("a", misfire=True)
+    assert ready.add_transient("a", misfire=True)
+    assert ready.add_transient("b", misfire=False)
+    assert ready.add_transient("b", misfire=False)
+    assert ready.counts() == {"a": 2, "b": 1}
+    assert registry.get("/state/ready/a") == b"2"  # the original's decimal encoding
+    assert ready.add_transient("c", misfire=True) is False  # cap of 2 jobs reached
+    ready.take("a")
+    ready.take("b")
+    assert ready.counts() == {"a": 1}
+    assert not registry.exists("/state/ready/b")
+    ready.remove("a")
+    assert ready.counts() == {}
+
+
+def test_task_ids_round_trip_and_bad_ids_are_named() -> None:
+    tid = TaskId.new("job", 3, TaskType.FAILOVER, "agent-S1")
+    assert TaskId.parse(str(tid)) == tid
+    assert tid.shard_key == "job@-@3"
+    for bad in ("x", "j@-@x@-@READY@-@a@-@u", "j@-@1@-@SOMETIMES@-@a@-@u"):
+        with pytest.raises(ValueError, match="task id"):
+            TaskId.parse(bad)
+
+
+def test_running_store_reads_ours_and_the_originals(registry: Registry, fence: Fence) -> None:
+    running = RunningStore(registry, fence)
+    tid = str(TaskId.new("job", 0, TaskType.READY, "S1"))
+    running.add(RunningTask(tid, "S1", hostname="h1", state="TASK_RUNNING"))
+    # Elastic-Job-Cloud 2.1.5 stored daemon tasks as {job}@-@{item} = task id.
+    original = "old@-@1@-@READY@-@S2@-@9f0e"
+    registry.put("/state/running/old/old@-@1", original.encode())
+    tasks = {t.task_id: t for t in running.tasks()}
+    assert tasks[tid].hostname == "h1" and tasks[tid].state == "TASK_RUNNING"
+    assert tasks[original].agent_id == "S2"
+    assert tasks[tid].to_json()["metaInfo"] == {"jobName": "job", "shardingItems": [0]}
+    running.remove(tid)
+    assert not registry.exists("/state/running/job")
+
+
+def test_failover_queue_keeps_one_entry_per_shard(registry: Registry, fence: Fence) -> None:
+    failover = FailoverQueue(registry, fence)
+    first = str(TaskId.new("job", 2, TaskType.READY, "S1"))
+    second = str(TaskId.new("job", 2, TaskType.FAILOVER, "S2"))
+    assert failover.add(first) and failover.add(second)
+    assert failover.entries() == [("job", 2, first)]
+    failover.remove("job", 2)
+    assert failover.entries() == []
+
+
+def test_disable_store_and_fence(registry: Registry, fence: Fence, zk_client: KazooClient) -> None:
+    disabled = DisableStore(registry, fence)
+    disabled.disable_app("app")
+    disabled.disable_job("job")
+    assert disabled.is_app_disabled("app") and disabled.is_job_disabled("job")
+    assert registry.get("/state/disable/job/job") == b"job"
+    disabled.enable_job("job")
+    assert not disabled.is_job_disabled("job")
+    zk_client.delete(fence.node_path)  # the term is over
+    with pytest.raises(NotLeader):
+        disabled.enable_app("app")
+    assert disabled.is_app_disabled("app")
