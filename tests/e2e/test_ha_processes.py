@@ -40,6 +40,12 @@ def cluster(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterato
         r.stop()
 
 
+def health(replica: ReplicaProcess) -> dict[str, Any]:
+    found = replica.health()
+    assert found is not None, f"{replica.identity} does not answer /health"
+    return found
+
+
 def leaders(replicas: list[ReplicaProcess]) -> list[ReplicaProcess]:
     return [r for r in replicas if r.is_leader()]
 
@@ -70,12 +76,12 @@ def test_exactly_one_leader_among_three_and_standbys_redirect(cluster: Any) -> N
     replicas = cluster(3)
     leader = one_leader(replicas)
     standbys = [r for r in replicas if r is not leader]
+    wait_for(
+        lambda: all(health(s)["leader"] == leader.identity for s in standbys),
+        10,
+        message="standbys know the leader",
+    )
     for s in standbys:
-        wait_for(
-            lambda s=s: (s.health() or {}).get("leader") == leader.identity,
-            10,
-            message="standby knows leader",
-        )
         status, headers, body = http_get(f"http://{s.identity}/api/job/jobs?x=1")
         assert status == 307
         assert headers["Location"] == f"http://{leader.identity}/api/job/jobs?x=1"
@@ -101,7 +107,7 @@ def test_sigterm_hands_over_at_once_and_exits_zero(
     # Well under a session timeout: the old node was deleted, not left to expire.
     assert handover_s < SESSION_TIMEOUT_S / 2, handover_s
     assert "term" in leader.log_text() and "components stopped" in leader.log_text()
-    assert new_leader.health()["leader"] == new_leader.identity
+    assert health(new_leader)["leader"] == new_leader.identity
     assert_terms_never_overlap(term_records(zk_client, zk_namespace))
 
 
@@ -135,8 +141,8 @@ def test_partitioned_leader_stops_acting_before_a_new_leader_starts(
         )
         proxy.cut()  # the leader alone loses ZooKeeper; its HTTP still answers
         new_leader = one_leader(others, timeout_s=SESSION_TIMEOUT_S + 10)
-        new_term = new_leader.health()["term"]
-        old = first.health()
+        new_term = health(new_leader)["term"]
+        old = health(first)
         assert old["role"] == "standby"
         paused_at = (old["term"] or old["lastTerm"])["pausedAt"]
         assert paused_at is not None and paused_at < new_term["startedAt"]
@@ -178,7 +184,7 @@ def test_replica_whose_component_fails_gives_up_the_term(
     assert "framework_id" in replicas[0].log_text()
     zk_client.set(f"/{zk_namespace}/ha/framework_id", b"20261121-0001")
     leader = one_leader(replicas, timeout_s=20)
-    assert leader.health()["role"] == "leader"
+    assert health(leader)["role"] == "leader"
 
 
 def test_no_leader_known_gives_503(cluster: Any, zk_client: KazooClient, zk_namespace: str) -> None:
