@@ -1,0 +1,559 @@
+"""One agent: runs executors and command tasks as local processes and relays their updates.
+
+Launching (fetch + spawn) happens on the shared launcher pool, outside the state lock;
+everything else runs under the state lock shared with the master. The executor HTTP API is in
+`executor_api.py`; the status update manager in `updates.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from .clock import Clock
+from .executors import (
+    AgentTask,
+    Executor,
+    ExecutorState,
+    command_argv,
+    command_executor_info,
+    executor_env,
+)
+from .fetcher import FetchError, Fetcher
+from .processes import ProcessHandle, ProcessSupervisor
+from .protocol import TERMINAL_STATES, Json, duration_s, event, has_capability, task_status, wrap
+from .resources import Resources
+from .streams import EventStream
+from .updates import StatusUpdateManager
+
+log = logging.getLogger(__name__)
+
+_COMMAND_KILL_GRACE_S = 3.0  # the command executor's default kill grace period
+_COMPLETED_EXECUTORS_KEPT = 200
+
+
+class MasterLink(Protocol):
+    """What an agent reports to the master (called under the state lock)."""
+
+    def task_state_changed(self, agent: Agent, framework_id: str, status: Json) -> None: ...
+    def forward_update(self, agent: Agent, framework_id: str, status: Json) -> None: ...
+    def executor_terminated(self, agent: Agent, executor: Executor) -> None: ...
+    def executor_message(
+        self, agent: Agent, framework_id: str, executor_id: str, data: str
+    ) -> None: ...
+
+
+class Agent:
+    """An agent's executors, sandboxes and update streams."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        hostname: str,
+        total: Resources,
+        work_dir: Path,
+        lock: threading.RLock,
+        clock: Clock,
+        supervisor: ProcessSupervisor,
+        launcher: ThreadPoolExecutor,
+        master: MasterLink,
+        registration_timeout_s: float,
+        shutdown_grace_period_s: float,
+    ) -> None:
+        self.id = agent_id
+        self.hostname = hostname
+        self.total = total
+        self.used = Resources()  # kept by the master: tasks plus executors
+        self.work_dir = work_dir
+        self.endpoint = ""  # "127.0.0.1:port" once its HTTP server listens
+        self.active = True
+        self.registered_time = 0.0
+        self.frameworks: dict[str, Json] = {}  # framework id -> FrameworkInfo with id
+        self.executors: dict[tuple[str, str], Executor] = {}
+        self.completed_executors: deque[Executor] = deque(maxlen=_COMPLETED_EXECUTORS_KEPT)
+        self.lock = lock
+        self._clock = clock
+        self._supervisor = supervisor
+        self._launcher = launcher
+        self.master = master
+        self._registration_timeout_s = registration_timeout_s
+        self._shutdown_grace_period_s = shutdown_grace_period_s
+        self._fetcher = Fetcher(work_dir / "cache" / agent_id)
+        self.updates = StatusUpdateManager(clock, self._forward, lock)
+
+    # -- info ------------------------------------------------------------------------------
+
+    def agent_info(self) -> Json:
+        port = int(self.endpoint.rpartition(":")[2] or 5051)
+        return {
+            "id": wrap(self.id),
+            "hostname": self.hostname,
+            "port": port,
+            "resources": self.total.to_json(),
+            "attributes": [],
+        }
+
+    def live_executor(self, framework_id: str, executor_id: str) -> Executor | None:
+        executor = self.executors.get((framework_id, executor_id))
+        if executor is None or executor.state is ExecutorState.TERMINATED:
+            return None
+        return executor
+
+    def executor_of_task(self, framework_id: str, task_id: str) -> Executor | None:
+        for executor in self.executors.values():
+            if executor.framework_id == framework_id and task_id in executor.tasks:
+                return executor
+        return None
+
+    # -- launching -------------------------------------------------------------------------
+
+    def run_tasks(
+        self, framework_info: Json, tasks: list[Json], executor_info: Json | None, group: bool
+    ) -> None:
+        """Start `tasks` (already validated and accounted by the master)."""
+        framework_id = framework_info["id"]["value"]
+        self.frameworks[framework_id] = framework_info
+        if executor_info is None:
+            for task in tasks:
+                self._start_command_task(framework_id, task)
+            return
+        executor_id = executor_info["executor_id"]["value"]
+        executor = self.live_executor(framework_id, executor_id)
+        if executor is not None and executor.state is ExecutorState.TERMINATING:
+            reason, state = "REASON_EXECUTOR_TERMINATED", self.lost_state(framework_id)
+            for task in tasks:
+                self.agent_update(
+                    framework_id, task, state, reason, "Executor terminating", executor_id
+                )
+            return
+        if executor is None:
+            executor = self._new_executor(framework_id, executor_id, executor_info, None)
+            executor.resources = Resources.from_json(executor_info.get("resources"))
+            self._launch(executor)
+        ids = [task["task_id"]["value"] for task in tasks]
+        for task in tasks:
+            executor.tasks[task["task_id"]["value"]] = AgentTask(task)
+        executor.queue.append(("LAUNCH_GROUP" if group else "LAUNCH", ids))
+        if executor.state is ExecutorState.RUNNING and executor.stream is not None:
+            self.flush_queue(executor)
+
+    def _new_executor(
+        self, framework_id: str, executor_id: str, info: Json, command_task: Json | None
+    ) -> Executor:
+        container_id = str(uuid.uuid4())
+        directory = (
+            self.work_dir
+            / "slaves"
+            / self.id
+            / "frameworks"
+            / framework_id
+            / "executors"
+            / executor_id
+            / "runs"
+            / container_id
+        )
+        executor = Executor(
+            framework_id=framework_id,
+            executor_id=executor_id,
+            info=info,
+            container_id=container_id,
+            directory=directory,
+            resources=Resources(),
+            command_task=command_task,
+        )
+        self.executors[executor.key] = executor
+        return executor
+
+    def _start_command_task(self, framework_id: str, task: Json) -> None:
+        task_id = task["task_id"]["value"]
+        info = command_executor_info(framework_id, task)
+        executor = self._new_executor(framework_id, task_id, info, task)
+        executor.tasks[task_id] = AgentTask(task, launched=True)
+        self._launch(executor)
+
+    def _launch(self, executor: Executor) -> None:
+        framework_info = self.frameworks[executor.framework_id]
+        self._launcher.submit(self._launch_blocking, executor, framework_info)
+
+    def _launch_blocking(self, executor: Executor, framework_info: Json) -> None:
+        """Fetch and spawn, on a launcher thread (no lock held while fetching/forking)."""
+        command = executor.info.get("command") or {}
+        try:
+            executor.directory.mkdir(parents=True, exist_ok=True)
+            latest = executor.directory.parent / "latest"
+            latest.unlink(missing_ok=True)
+            latest.symlink_to(executor.directory.name)
+            self._fetcher.fetch_all(command.get("uris"), executor.directory)
+            argv = command_argv(command)
+            env = executor_env(
+                framework_id=executor.framework_id,
+                executor_id=executor.executor_id,
+                agent_id=self.id,
+                agent_endpoint=self.endpoint,
+                directory=executor.directory,
+                checkpoint=bool(framework_info.get("checkpoint")),
+                shutdown_grace_period_s=self._grace_s(executor),
+                command=command,
+            )
+            with self.lock:
+                if executor.state is not ExecutorState.LAUNCHING:
+                    self._finish_cancelled_launch(executor)
+                    return
+            handle = self._supervisor.spawn(
+                argv,
+                cwd=executor.directory,
+                env=env,
+                tag=f"{executor.executor_id}@{self.id}",
+                on_exit=lambda h, status: self._on_exit(executor, h, status),
+            )
+        except (FetchError, OSError, ValueError) as exc:
+            with self.lock:
+                self._launch_failed(executor, str(exc))
+            return
+        with self.lock:
+            executor.handle = handle
+            if executor.state is not ExecutorState.LAUNCHING:  # killed while forking
+                self._supervisor.signal_group(handle, signal.SIGKILL)
+            elif executor.custom:
+                executor.state = ExecutorState.REGISTERING
+                executor.timers.append(
+                    self._clock.call_later(
+                        self._registration_timeout_s,
+                        lambda: self._registration_timed_out(executor),
+                    )
+                )
+            else:
+                self._command_started(executor)
+            if executor.pending_exit is not None:
+                self._exited(executor, executor.pending_exit)
+
+    def _finish_cancelled_launch(self, executor: Executor) -> None:
+        self._exited(executor, -1)
+
+    def _launch_failed(self, executor: Executor, error: str) -> None:
+        log.warning("executor %s: launch failed: %s", executor.executor_id, error)
+        if executor.state is ExecutorState.LAUNCHING:
+            for task in executor.tasks.values():
+                if task.state not in TERMINAL_STATES:
+                    self.agent_update(
+                        executor.framework_id,
+                        task.info,
+                        "TASK_FAILED",
+                        "REASON_CONTAINER_LAUNCH_FAILED",
+                        f"Failed to launch container: {error}",
+                        executor.executor_id if executor.custom else None,
+                    )
+        executor.exit_status = -1
+        self._terminated(executor)
+
+    def _command_started(self, executor: Executor) -> None:
+        executor.state = ExecutorState.RUNNING
+        task = executor.command_task
+        assert task is not None
+        for state in ("TASK_STARTING", "TASK_RUNNING"):
+            self.agent_update(executor.framework_id, task, state, None, None, None, "EXECUTOR")
+        limit_s = duration_s(task.get("max_completion_time"), -1.0)
+        if limit_s >= 0:
+            executor.timers.append(
+                self._clock.call_later(
+                    limit_s, lambda: self._kill_command(executor, "REASON_MAX_COMPLETION_TIME_REACHED")
+                )
+            )
+
+    def _registration_timed_out(self, executor: Executor) -> None:
+        with self.lock:
+            if executor.state is not ExecutorState.REGISTERING:
+                return
+            log.warning(
+                "executor %s: did not register within %.1fs",
+                executor.executor_id,
+                self._registration_timeout_s,
+            )
+            for task in executor.tasks.values():
+                if task.state not in TERMINAL_STATES:
+                    self.agent_update(
+                        executor.framework_id,
+                        task.info,
+                        "TASK_FAILED",
+                        "REASON_EXECUTOR_REGISTRATION_TIMEOUT",
+                        "Executor did not register within "
+                        f"{self._registration_timeout_s:g}secs",
+                        executor.executor_id,
+                    )
+            self._kill_now(executor)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def kill_task(self, framework_id: str, task_id: str, kill_policy: Any) -> None:
+        executor = self.executor_of_task(framework_id, task_id)
+        if executor is None or executor.state is ExecutorState.TERMINATED:
+            log.info("task %s: kill ignored, no live executor holds it", task_id)
+            return
+        task = executor.tasks[task_id]
+        if task.state in TERMINAL_STATES:
+            return
+        if not executor.custom:
+            if executor.state is ExecutorState.LAUNCHING:
+                self._killed_during_launch(executor, task)
+                executor.state = ExecutorState.TERMINATING
+            else:
+                grace_s = duration_s((kill_policy or {}).get("grace_period"), -1.0)
+                self._kill_command(executor, "KILL", grace_s)
+            return
+        if not task.launched:
+            executor.queue = [
+                (kind, [i for i in ids if i != task_id]) for kind, ids in executor.queue
+            ]
+            executor.queue = [(kind, ids) for kind, ids in executor.queue if ids]
+            self._killed_during_launch(executor, task)
+            if executor.stream is None and all(
+                t.state in TERMINAL_STATES for t in executor.tasks.values()
+            ):
+                self.shutdown_executor(framework_id, executor.executor_id)
+            return
+        if executor.stream is None:
+            log.warning("task %s: executor %s is not connected", task_id, executor.executor_id)
+            return
+        kill: Json = {"task_id": wrap(task_id)}
+        if kill_policy:
+            kill["kill_policy"] = kill_policy
+        executor.stream.send(event("KILL", kill))
+
+    def _killed_during_launch(self, executor: Executor, task: AgentTask) -> None:
+        self.agent_update(
+            executor.framework_id,
+            task.info,
+            "TASK_KILLED",
+            "REASON_TASK_KILLED_DURING_LAUNCH",
+            "Killed before delivery to the executor",
+            executor.executor_id if executor.custom else None,
+        )
+
+    def _kill_command(self, executor: Executor, reason: str, grace_s: float = -1.0) -> None:
+        with self.lock:
+            if executor.state is not ExecutorState.RUNNING or executor.handle is None:
+                return
+            task = executor.command_task
+            assert task is not None
+            executor.kill_reason = reason
+            executor.state = ExecutorState.TERMINATING
+            framework = self.frameworks.get(executor.framework_id, {})
+            if reason == "KILL" and has_capability(framework, "TASK_KILLING_STATE"):
+                self.agent_update(
+                    executor.framework_id, task, "TASK_KILLING", None, None, None, "EXECUTOR"
+                )
+            self._supervisor.signal_group(executor.handle, signal.SIGTERM)
+            if grace_s < 0:
+                grace_s = duration_s(
+                    (task.get("kill_policy") or {}).get("grace_period"), _COMMAND_KILL_GRACE_S
+                )
+            self._kill_later(executor, grace_s)
+
+    def shutdown_executor(self, framework_id: str, executor_id: str) -> None:
+        """SHUTDOWN to the executor, SIGKILL after its grace period (or now if unregistered)."""
+        executor = self.live_executor(framework_id, executor_id)
+        if executor is None or executor.state is ExecutorState.TERMINATING:
+            return
+        log.info("executor %s: shutting down", executor_id)
+        if not executor.custom:
+            if executor.state is ExecutorState.LAUNCHING:
+                executor.state = ExecutorState.TERMINATING
+            else:
+                self._kill_command(executor, "KILL")
+            return
+        previous = executor.state
+        executor.state = ExecutorState.TERMINATING
+        if previous is ExecutorState.RUNNING and executor.stream is not None:
+            executor.stream.send(event("SHUTDOWN"))
+            self._kill_later(executor, self._grace_s(executor))
+        elif executor.handle is not None:
+            self._supervisor.signal_group(executor.handle, signal.SIGKILL)
+
+    def remove_framework(self, framework_id: str) -> None:
+        """Shut the framework's executors down; no more updates for it."""
+        for executor in list(self.executors.values()):
+            if executor.framework_id == framework_id:
+                executor.framework_removed = True
+                self.shutdown_executor(framework_id, executor.executor_id)
+        self.updates.drop_framework(framework_id)
+        self.frameworks.pop(framework_id, None)
+
+    def kill_everything(self) -> None:
+        """The agent goes away: SIGKILL every process now, report nothing more."""
+        self.active = False
+        for executor in list(self.executors.values()):
+            executor.framework_removed = True
+            self._kill_now(executor)
+        self.updates.drop_all()
+
+    def _kill_now(self, executor: Executor) -> None:
+        if executor.state is not ExecutorState.TERMINATED:
+            executor.state = ExecutorState.TERMINATING
+        if executor.handle is not None:
+            self._supervisor.signal_group(executor.handle, signal.SIGKILL)
+
+    def _kill_later(self, executor: Executor, grace_s: float) -> None:
+        def kill() -> None:
+            with self.lock:
+                if executor.handle is not None:
+                    self._supervisor.signal_group(executor.handle, signal.SIGKILL)
+
+        executor.timers.append(self._clock.call_later(grace_s, kill))
+
+    def kill_executor_process(self, framework_id: str, executor_id: str) -> bool:
+        """Fault injection: SIGKILL the executor's session as if it crashed."""
+        executor = self.live_executor(framework_id, executor_id)
+        if executor is None or executor.handle is None:
+            return False
+        self._supervisor.signal_group(executor.handle, signal.SIGKILL)
+        return True
+
+    def _grace_s(self, executor: Executor) -> float:
+        return duration_s(
+            executor.info.get("shutdown_grace_period"), self._shutdown_grace_period_s
+        )
+
+    # -- exits -----------------------------------------------------------------------------
+
+    def _on_exit(self, executor: Executor, handle: ProcessHandle, status: int) -> None:
+        with self.lock:
+            if executor.handle is None:  # the launcher has not recorded it yet
+                executor.pending_exit = status
+                return
+            self._exited(executor, status)
+
+    def _exited(self, executor: Executor, status: int) -> None:
+        executor.pending_exit = None
+        executor.exit_status = status
+        if not executor.framework_removed and self.active:
+            if executor.custom:
+                for task in executor.tasks.values():
+                    if task.state not in TERMINAL_STATES:
+                        self.agent_update(
+                            executor.framework_id,
+                            task.info,
+                            "TASK_FAILED",
+                            "REASON_EXECUTOR_TERMINATED",
+                            "Executor terminated",
+                            executor.executor_id,
+                        )
+            else:
+                self._command_exited(executor, status)
+        self._terminated(executor)
+
+    def _command_exited(self, executor: Executor, status: int) -> None:
+        task = executor.command_task
+        assert task is not None
+        if task["task_id"]["value"] in executor.tasks and executor.tasks[
+            task["task_id"]["value"]
+        ].state in TERMINAL_STATES:
+            return
+        code = _describe_exit(status)
+        if executor.kill_reason == "KILL":
+            state, reason = "TASK_KILLED", None
+        elif executor.kill_reason is not None:
+            state, reason = "TASK_FAILED", executor.kill_reason
+        elif status == 0:
+            state, reason = "TASK_FINISHED", None
+        else:
+            state, reason = "TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED"
+        self.agent_update(executor.framework_id, task, state, reason, code, None, "EXECUTOR")
+
+    def _terminated(self, executor: Executor) -> None:
+        if executor.state is ExecutorState.TERMINATED:
+            return
+        executor.state = ExecutorState.TERMINATED
+        executor.cancel_timers()
+        if executor.stream is not None:
+            executor.stream.close()
+            executor.stream = None
+        if self.executors.get(executor.key) is executor:
+            del self.executors[executor.key]
+        self.completed_executors.append(executor)
+        self.master.executor_terminated(self, executor)
+
+    # -- updates ---------------------------------------------------------------------------
+
+    def agent_update(
+        self,
+        framework_id: str,
+        task: Json,
+        state: str,
+        reason: str | None,
+        message: str | None,
+        executor_id: str | None,
+        source: str = "AGENT",
+    ) -> None:
+        status = task_status(
+            task["task_id"]["value"],
+            state,
+            source=f"SOURCE_{source}",
+            reason=reason,
+            message=message,
+            agent_id=self.id,
+            executor_id=executor_id,
+            with_uuid=True,
+        )
+        self.status_update(framework_id, status)
+
+    def status_update(self, framework_id: str, status: Json) -> None:
+        """A new update for a task (it has a uuid): record it and queue it to the master."""
+        if framework_id not in self.frameworks:
+            return
+        task_id = status["task_id"]["value"]
+        executor = self.executor_of_task(framework_id, task_id)
+        if executor is not None:
+            task = executor.tasks[task_id]
+            if task.state in TERMINAL_STATES:
+                log.warning("task %s: %s after terminal", task_id, status.get("state"))
+                return
+            task.state = status["state"]
+        status.setdefault("agent_id", wrap(self.id))
+        self.master.task_state_changed(self, framework_id, status)
+        self.updates.add(framework_id, status)
+
+    def _forward(self, framework_id: str, status: Json) -> None:
+        self.master.forward_update(self, framework_id, status)
+
+    def lost_state(self, framework_id: str) -> str:
+        framework = self.frameworks.get(framework_id, {})
+        return "TASK_DROPPED" if has_capability(framework, "PARTITION_AWARE") else "TASK_LOST"
+
+    def flush_queue(self, executor: Executor) -> None:
+        """Deliver queued tasks to a subscribed executor, each exactly once."""
+        assert executor.stream is not None
+        for kind, ids in executor.queue:
+            infos = [executor.tasks[i].info for i in ids]
+            for task_id in ids:
+                executor.tasks[task_id].launched = True
+            if kind == "LAUNCH_GROUP":
+                executor.stream.send(
+                    event("LAUNCH_GROUP", {"task_group": {"tasks": infos}})
+                )
+            else:
+                for info in infos:
+                    executor.stream.send(event("LAUNCH", {"task": info}))
+        executor.queue.clear()
+
+
+def _describe_exit(status: int) -> str:
+    """The command executor's message: `Command exited with status N` and friends."""
+    try:
+        code = os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return f"Command exited with wait status {status}"
+    if code >= 0:
+        return f"Command exited with status {code}"
+    try:
+        name = signal.strsignal(-code) or str(-code)
+    except ValueError:
+        name = str(-code)
+    return f"Command terminated with signal {name}"
