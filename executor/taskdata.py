@@ -6,7 +6,8 @@
      "executionType": "TRANSIENT" | "DAEMON",
      "shardingContext": {"jobName", "taskId", "shardingTotalCount", "shardingItem",
                          "shardingParameter", "jobParameter"},
-     "jobConfig": {"jobName", "jobType", "jobClass", "cron", "jobParameter",
+     "jobConfig": {"jobName", "jobType", "jobClass", "cron", "cronFields", "timeZone",
+                   "jobParameter",
                    "streamingProcess", "scriptCommandLine", "jobProperties", "misfire",
                    "eventTraceSamplingCount"}}
 
@@ -74,6 +75,9 @@ class JobSpec:
     job_type: str
     job_class: str = ""
     cron: str = ""
+    # The scheduler translates the cron once; the executor builds an APScheduler CronTrigger
+    # from these fields (second, minute, hour, day, month, day_of_week, year) and `time_zone`.
+    cron_fields: dict[str, str] = field(default_factory=dict)
     time_zone: str = ""
     job_parameter: str = ""
     streaming_process: bool = False
@@ -88,6 +92,7 @@ class JobSpec:
             "jobType": self.job_type,
             "jobClass": self.job_class,
             "cron": self.cron,
+            "cronFields": dict(self.cron_fields),
             "timeZone": self.time_zone,
             "jobParameter": self.job_parameter,
             "streamingProcess": self.streaming_process,
@@ -183,6 +188,12 @@ class TaskData:
         if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
             problems.append("jobConfig.jobProperties: not an object of strings")
             props = {}
+        cron_fields = job.get("cronFields") or {}
+        if not isinstance(cron_fields, dict) or not all(
+            isinstance(v, str) for v in cron_fields.values()
+        ):
+            problems.append("jobConfig.cronFields: not an object of strings")
+            cron_fields = {}
         sampling = job.get("eventTraceSamplingCount", 0)
         if isinstance(sampling, bool) or not isinstance(sampling, int) or sampling < 0:
             problems.append("jobConfig.eventTraceSamplingCount: not a whole number >= 0")
@@ -192,6 +203,7 @@ class TaskData:
             job_type=job_type,
             job_class=text(job, "jobClass", "jobConfig"),
             cron=text(job, "cron", "jobConfig"),
+            cron_fields=dict(cron_fields),
             time_zone=text(job, "timeZone", "jobConfig"),
             job_parameter=text(job, "jobParameter", "jobConfig"),
             streaming_process=bool(job.get("streamingProcess", False)),
@@ -204,8 +216,8 @@ class TaskData:
             problems.append(f"jobConfig.jobClass: required for {job_type} jobs")
         if job_type == "SCRIPT" and not spec.script_command_line:
             problems.append("jobConfig.scriptCommandLine: required for SCRIPT jobs")
-        if execution_type == "DAEMON" and not spec.cron:
-            problems.append("jobConfig.cron: required for DAEMON jobs")
+        if execution_type == "DAEMON" and not spec.cron_fields:
+            problems.append("jobConfig.cronFields: required for DAEMON jobs")
         if problems:
             raise TaskDataError("invalid task data: " + "; ".join(problems))
         return cls(str(execution_type), sharding, spec)
