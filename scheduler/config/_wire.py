@@ -1,0 +1,313 @@
+"""Wire helpers shared by the app and job models.
+
+- `FieldReader` reads one JSON object leniently, as the original's Gson adapters did (numbers and
+  booleans may arrive as strings, null means absent, unknown keys are ignored), and collects a
+  problem per bad field instead of stopping at the first.
+- `gson_dumps` writes JSON byte-for-byte as Gson 2.6 does with Elastic-Job's `GsonFactory`: no
+  spaces, HTML-safe escapes (`=` is written `\\u003d`), doubles as Java's `Double.toString`.
+  Stored configs therefore look exactly like the ones Elastic-Job-Cloud 2.1.5 writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+
+from scheduler.errors import InvalidRequest
+
+JAVA_INT_MAX = 2**31 - 1
+NAME_MAX_LENGTH = 100
+RESERVED_NAMES = frozenset({"list"})  # `GET /api/app/list` would shadow an app named "list"
+
+# Names become ZooKeeper node names and parts of Mesos task and executor ids (`{job}@-@{item}...`),
+# so no `/`, `@` or whitespace, and no leading `.` (ZooKeeper refuses "." and "..").
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# Gson's JsonReader accepts these number shapes from a string; Python's float() would also take
+# "nan", "inf", "1_000" and non-ASCII digits, which we must refuse.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
+_SHOWN_VALUE_MAX = 40
+
+
+def shown(value: object) -> str:
+    """A short repr of a user value for an error message."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_VALUE_MAX else text[: _SHOWN_VALUE_MAX - 3] + "..."
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name an app or a job, or None if it can."""
+    if not name:
+        return "must not be empty"
+    if len(name) > NAME_MAX_LENGTH:
+        return f"must be at most {NAME_MAX_LENGTH} characters"
+    if not _NAME.fullmatch(name):
+        return (
+            "may contain only letters, digits, '_', '-' and '.', and must not start with '-' or '.'"
+        )
+    if name in RESERVED_NAMES:
+        return f"{name!r} is reserved"
+    return None
+
+
+def to_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValueError("must be a string")
+
+
+def to_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+    raise ValueError(f"must be true or false, not {shown(value)}")
+
+
+def to_float(value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError("is too large") from None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        result = float(value.strip())
+        if not math.isfinite(result):
+            raise ValueError("must be a finite number")
+        return result
+    raise ValueError(f"must be a number, not {shown(value)}")
+
+
+def to_int(value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        result = int(value.strip())
+    else:
+        # Gson's nextInt() also takes 5.0 and "5.0", but not 5.5.
+        number = to_float(value)
+        if not number.is_integer():
+            raise ValueError(f"must be an integer, not {shown(value)}")
+        result = int(number)
+    if abs(result) > JAVA_INT_MAX:
+        raise ValueError(f"must be at most {JAVA_INT_MAX}")
+    return result
+
+
+class FieldReader:
+    """Reads the fields of one JSON object, recording one problem per bad field.
+
+    A key whose value is null counts as absent. Readers with a default return it when the key
+    is absent; `required_*` readers record "is required" instead and return None. Every reader
+    returns None (or the default) after recording a problem.
+    """
+
+    def __init__(self, data: Mapping[str, object]) -> None:
+        self._data = data
+        self.problems: dict[str, str] = {}
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.setdefault(key, message)
+
+    def ok(self, key: str) -> bool:
+        return key not in self.problems
+
+    def present(self, key: str) -> bool:
+        return self._data.get(key) is not None
+
+    def raw(self, key: str) -> object:
+        return self._data.get(key)
+
+    def text(self, key: str, default: str) -> str:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        try:
+            return to_text(value)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return default
+
+    def optional_text(self, key: str) -> str | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        try:
+            return to_text(value)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return None
+
+    def required_text(self, key: str, *, allow_blank: bool = False) -> str | None:
+        value = self.optional_text(key)
+        if value is None:
+            if self.ok(key):
+                self.problem(key, "is required")
+            return None
+        if not allow_blank and not value.strip():
+            self.problem(key, "must not be empty")
+            return None
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        try:
+            return to_bool(value)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return default
+
+    def number(self, key: str, default: float | None = None) -> float | None:
+        value = self._data.get(key)
+        if value is None:
+            if default is None:
+                self.problem(key, "is required")
+            return default
+        try:
+            return to_float(value)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return None
+
+    def integer(self, key: str, default: int | None = None) -> int | None:
+        value = self._data.get(key)
+        if value is None:
+            if default is None:
+                self.problem(key, "is required")
+            return default
+        try:
+            return to_int(value)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return None
+
+    def raise_if_any(self, what: str) -> None:
+        """Raise one InvalidRequest naming every bad field, if there is any."""
+        if self.problems:
+            raise invalid(what, self.problems)
+
+
+def invalid(what: str, problems: Mapping[str, str]) -> InvalidRequest:
+    text = "; ".join(f"{key}: {why}" for key, why in problems.items())
+    return InvalidRequest(f"invalid {what}: {text}", fields=dict(problems))
+
+
+def require_object(data: object, what: str) -> Mapping[str, object]:
+    if not isinstance(data, dict):
+        raise invalid(what, {"body": f"must be a JSON object, not {_json_type(data)}"})
+    return data
+
+
+def loads_object(data: bytes, what: str) -> Mapping[str, object]:
+    """Decode UTF-8 JSON that must be an object; NaN and Infinity literals are refused."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise invalid(what, {"body": "is not valid UTF-8"}) from None
+    try:
+        parsed: object = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError is a ValueError; so are over-long integers and NaN/Infinity.
+        raise invalid(what, {"body": f"is not valid JSON ({exc})"}) from exc
+    return require_object(parsed, what)
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+# Gson's JsonWriter in its default HTML-safe mode.
+_GSON_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\f": "\\f",
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "=": "\\u003d",
+    "'": "\\u0027",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def _gson_string(text: str) -> str:
+    out = ['"']
+    for char in text:
+        escaped = _GSON_ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif char < " " or "\ud800" <= char <= "\udfff":
+            # Control characters as Gson writes them; lone surrogates so the bytes stay UTF-8.
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def java_double(value: float) -> str:
+    """`Double.toString(value)`: plain between 10^-3 and 10^7, else `1.0E7` notation."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} cannot be written as JSON")
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python's shortest repr is plain notation in this range, with ".0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = f"{digits[0]}.{''.join(map(str, digits[1:])) or '0'}"
+    return f"{'-' if sign else ''}{mantissa}E{len(digits) + exponent - 1}"
+
+
+def gson_dumps(value: object) -> str:
+    """Serialise dicts, strings, booleans, ints and floats as Gson writes them (nulls omitted)."""
+    if isinstance(value, dict):
+        members = (
+            f"{_gson_string(str(key))}:{gson_dumps(item)}"
+            for key, item in value.items()
+            if item is not None
+        )
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, str):
+        return _gson_string(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return java_double(value)
+    raise TypeError(f"cannot write {type(value).__name__} as config JSON")
