@@ -207,6 +207,30 @@ def invalid(what: str, problems: Mapping[str, str]) -> InvalidRequest:
     return InvalidRequest(f"invalid {what}: {text}", fields=dict(problems))
 
 
+def merge_patch(
+    base: Mapping[str, object], patch: object, name_key: str, what: str
+) -> dict[str, object]:
+    """`base` with `patch`'s keys laid over it, for updates that keep what they leave out.
+
+    A null in the patch removes the key (back to its default), except the name, which identifies
+    the object and must not change: a different name raises InvalidRequest.
+    """
+    changes = require_object(patch, what)
+    name = changes.get(name_key)
+    if name is not None and name != base.get(name_key):
+        raise invalid(
+            what, {name_key: f"does not match the one being updated ({base.get(name_key)!r})"}
+        )
+    result = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            if key != name_key:
+                result.pop(key, None)
+        else:
+            result[key] = value
+    return result
+
+
 def require_object(data: object, what: str) -> Mapping[str, object]:
     if not isinstance(data, dict):
         raise invalid(what, {"body": f"must be a JSON object, not {_json_type(data)}"})
