@@ -26,11 +26,10 @@ from .executors import (
     command_executor_info,
     executor_env,
 )
-from .fetcher import FetchError, Fetcher
+from .fetcher import Fetcher, FetchError
 from .processes import ProcessHandle, ProcessSupervisor
 from .protocol import TERMINAL_STATES, Json, duration_s, event, has_capability, task_status, wrap
 from .resources import Resources
-from .streams import EventStream
 from .updates import StatusUpdateManager
 
 log = logging.getLogger(__name__)
@@ -264,7 +263,8 @@ class Agent:
         if limit_s >= 0:
             executor.timers.append(
                 self._clock.call_later(
-                    limit_s, lambda: self._kill_command(executor, "REASON_MAX_COMPLETION_TIME_REACHED")
+                    limit_s,
+                    lambda: self._kill_command(executor, "REASON_MAX_COMPLETION_TIME_REACHED"),
                 )
             )
 
@@ -284,8 +284,7 @@ class Agent:
                         task.info,
                         "TASK_FAILED",
                         "REASON_EXECUTOR_REGISTRATION_TIMEOUT",
-                        "Executor did not register within "
-                        f"{self._registration_timeout_s:g}secs",
+                        f"Executor did not register within {self._registration_timeout_s:g}secs",
                         executor.executor_id,
                     )
             self._kill_now(executor)
@@ -417,9 +416,7 @@ class Agent:
         return True
 
     def _grace_s(self, executor: Executor) -> float:
-        return duration_s(
-            executor.info.get("shutdown_grace_period"), self._shutdown_grace_period_s
-        )
+        return duration_s(executor.info.get("shutdown_grace_period"), self._shutdown_grace_period_s)
 
     # -- exits -----------------------------------------------------------------------------
 
@@ -452,9 +449,10 @@ class Agent:
     def _command_exited(self, executor: Executor, status: int) -> None:
         task = executor.command_task
         assert task is not None
-        if task["task_id"]["value"] in executor.tasks and executor.tasks[
-            task["task_id"]["value"]
-        ].state in TERMINAL_STATES:
+        if (
+            task["task_id"]["value"] in executor.tasks
+            and executor.tasks[task["task_id"]["value"]].state in TERMINAL_STATES
+        ):
             return
         code = _describe_exit(status)
         if executor.kill_reason == "KILL":
@@ -535,9 +533,7 @@ class Agent:
             for task_id in ids:
                 executor.tasks[task_id].launched = True
             if kind == "LAUNCH_GROUP":
-                executor.stream.send(
-                    event("LAUNCH_GROUP", {"task_group": {"tasks": infos}})
-                )
+                executor.stream.send(event("LAUNCH_GROUP", {"task_group": {"tasks": infos}}))
             else:
                 for info in infos:
                     executor.stream.send(event("LAUNCH", {"task": info}))

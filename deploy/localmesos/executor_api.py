@@ -44,9 +44,7 @@ def subscribe(agent: Agent, call: Json) -> EventStream:
     for status in payload.get("unacknowledged_updates") or []:
         if isinstance(status, dict) and isinstance(status.get("status"), dict):
             agent.status_update(framework_id, status["status"])
-    unacked = {
-        id_value(task, "task_id") for task in payload.get("unacknowledged_tasks") or []
-    }
+    unacked = {id_value(task, "task_id") for task in payload.get("unacknowledged_tasks") or []}
     for task_id, task in executor.tasks.items():
         if task.launched and task.state == "TASK_STAGING" and task_id not in unacked:
             agent.agent_update(

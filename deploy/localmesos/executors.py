@@ -103,9 +103,7 @@ def executor_env(
     MESOS_CHECKPOINT is set only for checkpointing frameworks: pymesos treats any value as
     true and then never exits on its own when the agent goes away.
     """
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MESOS_", "LIBPROCESS_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESOS_", "LIBPROCESS_"))}
     env.update(
         {
             "MESOS_FRAMEWORK_ID": framework_id,

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from .protocol import LAST_CHUNK, Json, encode_chunk, event
 
@@ -74,7 +74,7 @@ class EventStream:
         except BlockingIOError:  # pipe full: the writer is already awake
             pass
 
-    def serve(self, sock: socket.socket, wfile: BinaryIO) -> None:
+    def serve(self, sock: socket.socket, wfile: BufferedIOBase) -> None:
         """Write events until closed or the peer leaves. Runs in the connection's thread."""
         next_heartbeat = self._next_heartbeat()
         try:
@@ -96,10 +96,10 @@ class EventStream:
                 timeout_s = None
                 if next_heartbeat is not None:
                     timeout_s = max(0.0, next_heartbeat - time.monotonic())
-                ready, _, _ = select.select([sock, self._wake_r], [], [], timeout_s)
+                ready, _, _ = select.select([sock.fileno(), self._wake_r], [], [], timeout_s)
                 if self._wake_r in ready:
                     os.read(self._wake_r, 4096)
-                if sock in ready and not sock.recv(4096):
+                if sock.fileno() in ready and not sock.recv(4096):
                     log.info("stream %s: peer closed the connection", self.name)
                     return
         except OSError as exc:

@@ -1,0 +1,39 @@
+"""A local Mesos stand-in: one master and N agents in one process (DESIGN.md section 8).
+
+It speaks the Mesos v1 scheduler and executor HTTP APIs closely enough for pymesos 0.3.15's
+`MesosSchedulerDriver` and `MesosExecutorDriver` to work unchanged
+(`/work/shared/reference/mesos-v1-contract.md`), runs executors and command tasks as local
+processes in sandboxes under `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<c>`,
+offers resources, tracks task states, and answers reconciliation and `/master/state`.
+
+Master port (`LocalMesos.address`), all on 127.0.0.1:
+    GET  /version, /health, /master/state (/state), /master/state.json
+    POST /api/v1/scheduler (/master/api/v1/scheduler)   the scheduler API
+    POST /api/v1 (/api/v1/operator, /master/api/v1)       GET_STATE, GET_TASKS, GET_FRAMEWORKS,
+                                                          GET_AGENTS, GET_EXECUTORS, GET_HEALTH,
+                                                          GET_VERSION, GET_FLAGS, GET_MASTER
+    POST /api/v1/executor                                 executor API, routed to the agent that
+                                                          runs the executor
+Each agent has its own port (`MESOS_AGENT_ENDPOINT`, `slave(1)@127.0.0.1:PORT` in /state):
+    GET  /state (/slave(1)/state), /version, /health; POST /api/v1/executor
+
+Fault injection, on the master port; JSON in, JSON out; ids may be strings or {"value": ...}:
+    POST /faults/remove_agent  {"agent_id": A}
+        -> 200 {"removed": A}; 404 if unknown. Offers on A are rescinded, its tasks become
+           TASK_LOST (TASK_GONE for PARTITION_AWARE frameworks, reason REASON_AGENT_REMOVED,
+           no uuid), every framework gets FAILURE{agent_id}, its processes are SIGKILLed.
+    POST /faults/kill_executor {"framework_id": F, "executor_id": E}
+        -> 200 {"killed": E}; 404 if no such live executor. SIGKILLs the executor's process
+           group; its unfinished tasks then get TASK_FAILED/REASON_EXECUTOR_TERMINATED and the
+           framework a FAILURE with the wait status (9). Command tasks: executor_id = task id.
+    POST /faults/add_agent     {"resources": "cpus:2;mem:1024"} (optional)
+        -> 200 {"agent_id": A, "endpoint": "127.0.0.1:PORT"}
+The same faults are methods of `LocalMesos`: remove_agent, kill_executor, add_agent.
+"""
+
+from __future__ import annotations
+
+from .cluster import DEFAULT_RESOURCES, LocalMesos
+from .resources import Resources
+
+__all__ = ["DEFAULT_RESOURCES", "LocalMesos", "Resources"]
