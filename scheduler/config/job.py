@@ -316,7 +316,7 @@ def _read_job_class(reader: _wire.FieldReader, job_type: JobType | None, strict:
         return reader.text("jobClass", "")
     job_class = reader.required_text("jobClass")
     if job_class is None:
-        if reader.problems.get("jobClass") == "is required":
+        if reader.problems.get("jobClass") in ("is required", "must not be empty"):
             reader.problems["jobClass"] = f"is required for {job_type.value} jobs"
         return ""
     if strict:
