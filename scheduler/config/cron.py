@@ -65,7 +65,8 @@ class CronSpec:
 
     @property
     def schedule_key(self) -> tuple[tuple[tuple[str, str], ...], str]:
-        """Equal for every expression that fires at the same instants (one trigger per key)."""
+        """Equal for expressions that translate to the same fields in the same zone, such as
+        `0 0 12 ? * 2-6` and `0 12 * * mon-fri`: one APScheduler job per key is enough."""
         return self.fields, self.time_zone
 
     def trigger(self) -> CronTrigger:
@@ -135,7 +136,7 @@ def time_zone_problem(name: str) -> str | None:
         return f"{name!r} is not an IANA time zone name"
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         return f"unknown time zone {name!r} (expected an IANA name such as 'Asia/Shanghai')"
     return None
 
