@@ -135,6 +135,10 @@ class StandIn:
     def state(self) -> Json:
         return dict(self.get_json("/master/state"))
 
+    def agent_endpoint(self, index: int = 0) -> str:
+        """`127.0.0.1:PORT` of an agent, from its pid in /master/state."""
+        return str(self.state()["slaves"][index]["pid"]).split("@", 1)[1]
+
     def framework_state(self, framework_id: str) -> Json | None:
         state = self.state()
         for framework in state["frameworks"] + state["completed_frameworks"]:
@@ -258,11 +262,17 @@ class Framework:
         **framework_info: Any,
     ) -> None:
         self.scheduler = scheduler or RecordingScheduler()
-        self._principal = framework_info.pop("principal", None)
-        self._secret = framework_info.pop("secret", None)
+        principal = framework_info.pop("principal", None)
+        secret = framework_info.pop("secret", None)
+        implicit_acks = framework_info.pop("implicit_acknowledgements", True)
         info = {"user": "tester", "name": "localmesos-test", **framework_info}
         self.driver = MesosSchedulerDriver(
-            self.scheduler, info, address, principal=self._principal, secret=self._secret
+            self.scheduler,
+            info,
+            address,
+            implicit_acknowledgements=implicit_acks,
+            principal=principal,
+            secret=secret,
         )
         self._running = False
 

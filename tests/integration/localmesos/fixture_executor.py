@@ -52,6 +52,10 @@ class FixtureExecutor(Executor):  # type: ignore[misc]
                 daemon=True,
             ).start()
 
+    def launchTaskGroup(self, driver: Any, tasks: list[dict[str, Any]]) -> None:
+        for task in tasks:
+            self.launchTask(driver, task)
+
     def _run(
         self, driver: Any, task_id: str, finish_file: str | None, killed: threading.Event
     ) -> None:
