@@ -294,8 +294,11 @@ class Framework:
         """Stop the driver; without failover pymesos sends TEARDOWN first."""
         if self._running:
             self._running = False
+            detector = self.driver.detector
             self.driver.stop(failover=failover)
             self.driver.join()
+            if detector is not None:
+                detector.zk.close()  # pymesos only stop()s its KazooClient, leaking sockets
 
 
 def scalar(name: str, value: float) -> Json:
