@@ -65,7 +65,7 @@ def test_an_archived_executor_is_fetched_extracted_and_cached(
     with zipfile.ZipFile(tmp_path / "conf.zip", "w") as archive:
         archive.writestr("conf/app.properties", "answer=42\n")
 
-    uris = [
+    uris: list[dict[str, Any]] = [
         {"value": f"{base_url}/app.tar.gz", "extract": True, "cache": True},
         {"value": f"file://{tool}", "executable": True},
         {"value": str(tmp_path / "conf.zip")},
