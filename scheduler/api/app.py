@@ -4,18 +4,30 @@ from __future__ import annotations
 
 from flask import Flask
 
+from scheduler.api import apps, history, jobs, openapi, operate
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
+from scheduler.api.services import ApiServices
+from scheduler.config.store import resolve_time_zone
 from scheduler.ha.term import LeaderContext
+from scheduler.scheduling import SchedulingActions
 
 
-def create_app(ctx: LeaderContext | None = None) -> Flask:
-    """The `/api` application of a leader (blueprints register here as they are built)."""
+def create_app(ctx: LeaderContext, actions: SchedulingActions | None = None) -> Flask:
+    """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
     app.config["PROPAGATE_EXCEPTIONS"] = False
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.url_map.strict_slashes = False
     install_error_handlers(app)
-    if ctx is not None:
-        install_auth(app, ctx.settings)
-    app.extensions["ejc_context"] = ctx
+    install_auth(app, ctx.settings)
+    app.extensions["ejc_services"] = ApiServices.build(
+        ctx.registry,
+        ctx.term.fence,
+        resolve_time_zone(ctx.settings.time_zone),
+        ctx.settings.job_state_queue_size,
+        actions,
+    )
+    for module in (apps, jobs, history, operate, openapi):
+        app.register_blueprint(module.bp)
     return app

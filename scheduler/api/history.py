@@ -1,0 +1,80 @@
+"""`/api/job/events/*` and `/api/job/statistics/*`.
+
+They answer with the original's shapes; until the statistics component is attached to the term
+(the statistics issue), with the original's empty results (as the original did without a
+database), except the job counts, which come live from ZooKeeper as in the original.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from scheduler.api.services import services
+from scheduler.config.job import JobExecutionType, JobType
+from scheduler.errors import InvalidRequest
+
+bp = Blueprint("history", __name__, url_prefix="/api/job")
+
+_PERIODS = ("online", "lastWeek", "lastHour", "lastMinute")
+
+
+@bp.get("/events/executions")
+def executions() -> Response:
+    return jsonify({"total": 0, "rows": []})
+
+
+@bp.get("/events/statusTraces")
+def status_traces() -> Response:
+    return jsonify({"total": 0, "rows": []})
+
+
+@bp.get("/statistics/tasks/results")
+def task_results() -> Response:
+    return jsonify([])
+
+
+@bp.get("/statistics/tasks/results/<period>")
+def task_results_period(period: str) -> Response:
+    if period not in _PERIODS:
+        raise InvalidRequest(
+            f"period must be one of {', '.join(_PERIODS)}", {"period": f"unknown {period!r}"}
+        )
+    return jsonify({"successCount": 0, "failedCount": 0})
+
+
+@bp.get("/statistics/tasks/running")
+def tasks_running() -> Response:
+    return jsonify([])
+
+
+@bp.get("/statistics/jobs/running")
+def jobs_running() -> Response:
+    return jsonify([])
+
+
+@bp.get("/statistics/jobs/register")
+def jobs_register() -> Response:
+    return jsonify([])
+
+
+@bp.get("/statistics/jobs/type")
+def jobs_type() -> Response:
+    jobs = services().config.jobs()
+    return jsonify(
+        {
+            "scriptJobCount": sum(j.job_type is JobType.SCRIPT for j in jobs),
+            "simpleJobCount": sum(j.job_type is JobType.SIMPLE for j in jobs),
+            "dataflowJobCount": sum(j.job_type is JobType.DATAFLOW for j in jobs),
+        }
+    )
+
+
+@bp.get("/statistics/jobs/executionType")
+def jobs_execution_type() -> Response:
+    jobs = services().config.jobs()
+    return jsonify(
+        {
+            "transientJobCount": sum(j.execution_type is JobExecutionType.TRANSIENT for j in jobs),
+            "daemonJobCount": sum(j.execution_type is JobExecutionType.DAEMON for j in jobs),
+        }
+    )

@@ -1,0 +1,145 @@
+"""`/api/job`: register, update, deregister, read, enable/disable, trigger, and task views."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, jsonify
+
+from scheduler.api.apps import remove_job_everywhere
+from scheduler.api.bodies import json_body, name_body
+from scheduler.api.services import services
+from scheduler.config.job import JobConfig, JobExecutionType
+from scheduler.errors import Conflict
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("jobs", __name__, url_prefix="/api/job")
+
+
+def _no_content() -> Response:
+    return Response(status=204)
+
+
+@bp.post("/register")
+def register_job() -> Response:
+    svc = services()
+    job = JobConfig.from_json(
+        json_body(),
+        default_time_zone=svc.config.default_time_zone,
+        app_exists=svc.config.app_exists,
+    )
+    if svc.config.job(job.job_name) is not None:
+        raise Conflict(f"job '{job.job_name}' already exists")
+    if svc.disabled.is_app_disabled(job.app_name):
+        raise Conflict(f"app '{job.app_name}' is disabled; enable it before registering jobs")
+    svc.disabled.enable_job(job.job_name)  # a stale disable node must not hide the new job
+    svc.config.add_job(job)
+    log.info("api: job %s registered", job.job_name)
+    return _no_content()
+
+
+@bp.put("/update")
+def update_job() -> Response:
+    svc = services()
+    body = json_body()
+    name = body.get("jobName") if isinstance(body, dict) else None
+    if not isinstance(name, str) or not name:
+        JobConfig.from_json(body, default_time_zone=svc.config.default_time_zone)
+    existing = svc.config.require_job(str(name))
+    updated = existing.merged(body, app_exists=svc.config.app_exists)
+    svc.config.update_job(updated)
+    log.info("api: job %s updated", updated.job_name)
+    return _no_content()
+
+
+@bp.delete("/deregister")
+def deregister_job() -> Response:
+    return _deregister(name_body())
+
+
+@bp.delete("/<job_name>/deregister")
+def deregister_job_by_path(job_name: str) -> Response:
+    return _deregister(job_name)
+
+
+def _deregister(job_name: str) -> Response:
+    services().config.require_job(job_name)
+    remove_job_everywhere(job_name)
+    log.info("api: job %s deregistered", job_name)
+    return _no_content()
+
+
+@bp.get("/jobs")
+def list_jobs() -> Response:
+    return jsonify([j.to_json() for j in services().config.jobs()])
+
+
+@bp.get("/jobs/<job_name>")
+def get_job(job_name: str) -> Response:
+    return jsonify(services().config.require_job(job_name).to_json())
+
+
+@bp.get("/<job_name>/disable")
+def is_job_disabled(job_name: str) -> Response:
+    svc = services()
+    job = svc.config.require_job(job_name)
+    disabled = svc.disabled.is_job_disabled(job_name) or svc.disabled.is_app_disabled(job.app_name)
+    return jsonify(disabled)
+
+
+@bp.post("/<job_name>/disable")
+def disable_job(job_name: str) -> Response:
+    svc = services()
+    svc.config.require_job(job_name)
+    if not svc.disabled.disable_job(job_name):
+        raise Conflict("the disabled-job list is full (job_state_queue_size)")
+    svc.ready.remove(job_name)  # no burst of stale runs on enable (the original's #367)
+    log.info("api: job %s disabled", job_name)
+    return _no_content()
+
+
+@bp.delete("/<job_name>/disable")
+@bp.post("/<job_name>/enable")
+def enable_job(job_name: str) -> Response:
+    svc = services()
+    svc.config.require_job(job_name)
+    svc.disabled.enable_job(job_name)
+    log.info("api: job %s enabled", job_name)
+    return _no_content()
+
+
+@bp.post("/trigger")
+def trigger_job() -> Response:
+    svc = services()
+    job_name = name_body()
+    job = svc.config.require_job(job_name)
+    if job.execution_type is JobExecutionType.DAEMON:
+        raise Conflict(f"daemon job '{job_name}' cannot be triggered")
+    if svc.disabled.is_job_disabled(job_name) or svc.disabled.is_app_disabled(job.app_name):
+        raise Conflict(f"job '{job_name}' is disabled; enable it first")
+    if not svc.ready.add_transient(job_name, job.misfire):
+        raise Conflict("the ready queue is full (job_state_queue_size)")
+    log.info("api: job %s triggered", job_name)
+    return _no_content()
+
+
+@bp.get("/tasks/running")
+def running_tasks() -> Response:
+    return jsonify([t.to_json() for t in services().running.tasks()])
+
+
+@bp.get("/tasks/ready")
+def ready_tasks() -> Response:
+    counts = services().ready.counts()
+    return jsonify([{"jobName": job, "times": str(n)} for job, n in sorted(counts.items())])
+
+
+@bp.get("/tasks/failover")
+def failover_tasks() -> Response:
+    return jsonify(
+        [
+            {"taskInfo": {"jobName": job, "shardingItems": [item]}, "originalTaskId": original}
+            for job, item, original in services().failover.entries()
+        ]
+    )

@@ -1,0 +1,335 @@
+"""The OpenAPI 3 document of `/api` (served at `/api/openapi.json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+bp = Blueprint("openapi", __name__, url_prefix="/api")
+
+_NAME = {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "maxLength": 100}
+_NUMBER = {"oneOf": [{"type": "number"}, {"type": "string"}]}
+_FLAG = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"]}]}
+_INT = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error", "type"],
+        "properties": {
+            "error": {"type": "string", "description": "what is wrong, naming the field or object"},
+            "type": {"type": "string"},
+            "fields": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "App": {
+        "type": "object",
+        "required": ["appName", "appURL", "bootstrapScript"],
+        "properties": {
+            "appName": _NAME,
+            "appURL": {"type": "string"},
+            "bootstrapScript": {"type": "string"},
+            "cpuCount": _NUMBER,
+            "memoryMB": _NUMBER,
+            "appCacheEnable": _FLAG,
+            "eventTraceSamplingCount": _INT,
+        },
+    },
+    "Job": {
+        "type": "object",
+        "required": [
+            "jobName",
+            "cron",
+            "shardingTotalCount",
+            "jobType",
+            "appName",
+            "cpuCount",
+            "memoryMB",
+            "jobExecutionType",
+        ],
+        "properties": {
+            "jobName": _NAME,
+            "jobClass": {
+                "type": "string",
+                "description": "package.module:callable or package.module.Class",
+            },
+            "jobType": {"type": "string", "enum": ["SIMPLE", "DATAFLOW", "SCRIPT"]},
+            "cron": {"type": "string", "description": "Quartz (with seconds) or 5-field crontab"},
+            "timeZone": {"type": "string", "description": "IANA zone; default: time_zone setting"},
+            "shardingTotalCount": _INT,
+            "shardingItemParameters": {"type": "string", "example": "0=a,1=b"},
+            "jobParameter": {"type": "string"},
+            "failover": _FLAG,
+            "misfire": _FLAG,
+            "description": {"type": "string"},
+            "jobProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+            "streamingProcess": _FLAG,
+            "scriptCommandLine": {"type": "string"},
+            "appName": _NAME,
+            "cpuCount": _NUMBER,
+            "memoryMB": _NUMBER,
+            "jobExecutionType": {"type": "string", "enum": ["TRANSIENT", "DAEMON"]},
+            "beanName": {"type": "string"},
+            "applicationContext": {"type": "string"},
+        },
+    },
+    "TaskContext": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "metaInfo": {
+                "type": "object",
+                "properties": {
+                    "jobName": {"type": "string"},
+                    "shardingItems": {"type": "array", "items": {"type": "integer"}},
+                },
+            },
+            "type": {"type": "string", "enum": ["READY", "FAILOVER"]},
+            "slaveId": {"type": "string"},
+            "idle": {"type": "boolean"},
+            "hostname": {"type": "string"},
+            "state": {"type": "string"},
+        },
+    },
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    str(code): {"description": why, **_json(_ref("Error"))}
+    for code, why in (
+        (400, "invalid input"),
+        (401, "authentication required"),
+        (403, "read-only user"),
+        (404, "unknown app or job"),
+        (409, "conflict: exists, disabled, or not allowed for the job"),
+        (415, "body is not JSON"),
+        (503, "not the leader, or ZooKeeper unavailable"),
+    )
+}
+_NAME_BODY = {
+    "required": True,
+    "content": {
+        "text/plain": {"schema": {"type": "string", "description": "the job name"}},
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "object", "properties": {"jobName": {"type": "string"}}},
+                ]
+            }
+        },
+    },
+}
+
+
+def _op(
+    summary: str,
+    ok: dict[str, Any] | None = None,
+    body: Any = None,
+    params: list[Any] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = dict(_ERRORS)
+    responses.update(ok or {"204": {"description": "done"}})
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if body is not None:
+        op["requestBody"] = body
+    if params:
+        op["parameters"] = params
+    return op
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, required: bool = False, kind: str = "string") -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+
+
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"200": {"description": "ok", **_json(schema)}}
+
+
+def document() -> dict[str, Any]:
+    app_body = {"required": True, **_json(_ref("App"))}
+    job_body = {"required": True, **_json(_ref("Job"))}
+    app_p, job_p = [_path_param("appName")], [_path_param("jobName")]
+    page = [
+        _query(n)
+        for n in ("per_page", "page", "sort", "order", "startTime", "endTime", "jobName", "taskId")
+    ]
+    rows = {
+        "type": "object",
+        "properties": {
+            "total": {"type": "integer"},
+            "rows": {"type": "array", "items": {"type": "object"}},
+        },
+    }
+    paths: dict[str, Any] = {
+        "/api/app": {
+            "post": _op("register an app", body=app_body),
+            "put": _op("update an app (omitted fields are kept)", body=app_body),
+        },
+        "/api/app/list": {"get": _op("list apps", _ok({"type": "array", "items": _ref("App")}))},
+        "/api/app/{appName}": {
+            "get": _op("one app", _ok(_ref("App")), params=app_p),
+            "delete": _op("delete an app with its jobs; its executors get STOP", params=app_p),
+        },
+        "/api/app/{appName}/disable": {
+            "get": _op("is the app disabled", _ok({"type": "boolean"}), params=app_p),
+            "post": _op("disable the app", params=app_p),
+            "delete": _op("enable the app", params=app_p),
+        },
+        "/api/app/{appName}/enable": {"post": _op("enable the app", params=app_p)},
+        "/api/job/register": {"post": _op("register a job", body=job_body)},
+        "/api/job/update": {"put": _op("update a job (omitted fields are kept)", body=job_body)},
+        "/api/job/deregister": {"delete": _op("deregister a job (name as body)", body=_NAME_BODY)},
+        "/api/job/{jobName}/deregister": {"delete": _op("deregister a job", params=job_p)},
+        "/api/job/jobs": {"get": _op("list jobs", _ok({"type": "array", "items": _ref("Job")}))},
+        "/api/job/jobs/{jobName}": {"get": _op("one job", _ok(_ref("Job")), params=job_p)},
+        "/api/job/{jobName}/disable": {
+            "get": _op(
+                "is the job disabled (job or its app)", _ok({"type": "boolean"}), params=job_p
+            ),
+            "post": _op("disable the job", params=job_p),
+            "delete": _op("enable the job", params=job_p),
+        },
+        "/api/job/{jobName}/enable": {"post": _op("enable the job", params=job_p)},
+        "/api/job/trigger": {
+            "post": _op("run a transient job once now (name as body)", body=_NAME_BODY)
+        },
+        "/api/job/tasks/running": {
+            "get": _op("running tasks", _ok({"type": "array", "items": _ref("TaskContext")}))
+        },
+        "/api/job/tasks/ready": {
+            "get": _op(
+                "pending runs",
+                _ok(
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "jobName": {"type": "string"},
+                                "times": {"type": "string"},
+                            },
+                        },
+                    }
+                ),
+            )
+        },
+        "/api/job/tasks/failover": {
+            "get": _op(
+                "shards waiting to fail over", _ok({"type": "array", "items": {"type": "object"}})
+            )
+        },
+        "/api/job/events/executions": {
+            "get": _op(
+                "execution history", _ok(rows), params=[*page, _query("ip"), _query("isSuccess")]
+            )
+        },
+        "/api/job/events/statusTraces": {
+            "get": _op(
+                "task state history",
+                _ok(rows),
+                params=[
+                    *page,
+                    _query("slaveId"),
+                    _query("source"),
+                    _query("executionType"),
+                    _query("state"),
+                ],
+            )
+        },
+        "/api/job/statistics/tasks/results": {
+            "get": _op(
+                "task results per minute, last 24 h",
+                _ok({"type": "array", "items": {"type": "object"}}),
+                params=[_query("since")],
+            )
+        },
+        "/api/job/statistics/tasks/results/{period}": {
+            "get": _op(
+                "task results of a period (online, lastWeek, lastHour, lastMinute)",
+                _ok({"type": "object"}),
+                params=[_path_param("period")],
+            )
+        },
+        "/api/job/statistics/tasks/running": {
+            "get": _op(
+                "running tasks over time",
+                _ok({"type": "array", "items": {"type": "object"}}),
+                params=[_query("since")],
+            )
+        },
+        "/api/job/statistics/jobs/running": {
+            "get": _op(
+                "running jobs over time",
+                _ok({"type": "array", "items": {"type": "object"}}),
+                params=[_query("since")],
+            )
+        },
+        "/api/job/statistics/jobs/register": {
+            "get": _op(
+                "registered jobs over time", _ok({"type": "array", "items": {"type": "object"}})
+            )
+        },
+        "/api/job/statistics/jobs/type": {
+            "get": _op("job counts by type", _ok({"type": "object"}))
+        },
+        "/api/job/statistics/jobs/executionType": {
+            "get": _op("job counts by execution type", _ok({"type": "object"}))
+        },
+        "/api/operate/reconcile/explicit": {
+            "post": _op("reconcile the tracked tasks (at most every 10 s; 429 otherwise)")
+        },
+        "/api/operate/reconcile/implicit": {
+            "post": _op("reconcile all tasks (at most every 10 s; 429 otherwise)")
+        },
+        "/api/operate/sandbox": {
+            "get": _op(
+                "the app's executor sandboxes",
+                _ok(
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "hostname": {"type": "string"},
+                                "path": {"type": "string"},
+                            },
+                        },
+                    }
+                ),
+                params=[_query("appName", True)],
+            )
+        },
+        "/api/openapi.json": {"get": _op("this document", _ok({"type": "object"}))},
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "ejcloud scheduler API (Elastic-Job-Cloud 2.1.5 compatible)",
+            "version": "1",
+        },
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+        },
+        "security": [{"basic": []}],
+        "paths": paths,
+    }
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(document())

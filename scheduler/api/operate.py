@@ -1,0 +1,47 @@
+"""`/api/operate`: reconciliation on demand and app sandboxes."""
+
+from __future__ import annotations
+
+import math
+
+from flask import Blueprint, Response, jsonify, request
+
+from scheduler.api.errors import error_response
+from scheduler.api.services import services
+from scheduler.errors import InvalidRequest
+
+bp = Blueprint("operate", __name__, url_prefix="/api/operate")
+
+
+def _reconcile(explicit: bool) -> Response:
+    svc = services()
+    wait_s = svc.reconcile_throttle.try_acquire()
+    if wait_s > 0:
+        # The original answered 500 "Repeat explicitReconcile"; this says when to come back.
+        response = error_response(
+            429, f"a reconciliation ran less than 10 s ago; retry in {wait_s:.1f} s", "Throttled"
+        )
+        response.headers["Retry-After"] = str(math.ceil(wait_s))
+        return response
+    svc.actions.reconcile(explicit)
+    return Response(status=204)
+
+
+@bp.post("/reconcile/explicit")
+def reconcile_explicit() -> Response:
+    return _reconcile(True)
+
+
+@bp.post("/reconcile/implicit")
+def reconcile_implicit() -> Response:
+    return _reconcile(False)
+
+
+@bp.get("/sandbox")
+def sandbox() -> Response:
+    app_name = request.args.get("appName", "").strip()
+    if not app_name:
+        raise InvalidRequest("the query parameter appName is required", {"appName": "missing"})
+    svc = services()
+    svc.config.require_app(app_name)
+    return jsonify(svc.actions.sandboxes(app_name))
