@@ -278,13 +278,13 @@ class Framework:
 
     @property
     def id(self) -> str:
-        return self.scheduler.framework_ids[0]
+        return str(self.driver.framework_id)
 
     def start(self, timeout_s: float = 10.0) -> Framework:
         self.driver.start()
         self._running = True
         wait_for(
-            lambda: self.driver.connected and self.scheduler.framework_ids,
+            lambda: self.driver.connected and self.driver.framework_id,
             timeout_s,
             message="framework subscription",
         )
