@@ -241,3 +241,29 @@ def test_unknown_paths_are_json_404(api: Api, path: str) -> None:
 def test_wrong_method_is_json_405(api: Api) -> None:
     got = api.call("PATCH", "/api/app")
     assert got.status_code == 405 and json.loads(got.data)["type"]
+
+
+def test_reads_what_elastic_job_cloud_2_1_5_wrote(api: Api) -> None:
+    # Byte for byte what the original's Gson wrote (including its \u003d escaping of '=').
+    app = (
+        b'{"appName":"test_app","appURL":"http://localhost/app.jar","bootstrapScript":"bin/start.sh",'
+        b'"cpuCount":1.0,"memoryMB":128.0,"appCacheEnable":true,"eventTraceSamplingCount":0}'
+    )
+    job = (
+        b'{"jobName":"test_job","jobClass":"com.example.Job$Inner","jobType":"SIMPLE",'
+        b'"cron":"0/30 * * * * ?","shardingTotalCount":10,'
+        b'"shardingItemParameters":"0\\u003dA,1\\u003dB","jobParameter":"",'
+        b'"failover":true,"misfire":true,"description":"",'
+        b'"jobProperties":{"job_exception_handler":"com.dangdang.ddframe.job.executor.handler.impl.DefaultJobExceptionHandler",'
+        b'"executor_service_handler":"com.dangdang.ddframe.job.executor.handler.impl.DefaultExecutorServiceHandler"},'
+        b'"appName":"test_app","cpuCount":1.0,"memoryMB":128.0,"jobExecutionType":"TRANSIENT"}'
+    )
+    api.registry.put("/config/app/test_app", app)
+    api.registry.put("/config/job/test_job", job)
+    got_app = api.call("GET", "/api/app/test_app")
+    assert got_app.status_code == 200 and got_app.json["appURL"] == "http://localhost/app.jar"
+    got_job = api.call("GET", "/api/job/jobs/test_job")
+    assert got_job.status_code == 200
+    assert got_job.json["shardingItemParameters"] == "0=A,1=B"
+    assert got_job.json["jobClass"] == "com.example.Job$Inner"
+    assert [j["jobName"] for j in api.call("GET", "/api/job/jobs").json] == ["test_job"]
