@@ -221,3 +221,50 @@ class TaskData:
         if problems:
             raise TaskDataError("invalid task data: " + "; ".join(problems))
         return cls(str(execution_type), sharding, spec)
+
+
+# -- the app executor's ExecutorInfo ------------------------------------------------------------
+
+ID_SEPARATOR = "@-@"
+
+
+def executor_id(app_name: str, agent_id: str) -> str:
+    """`{app}@-@{agentId}`: one executor per app per agent (DESIGN section 6)."""
+    return f"{app_name}{ID_SEPARATOR}{agent_id}"
+
+
+def executor_info(
+    *,
+    app_name: str,
+    agent_id: str,
+    app_url: str,
+    bootstrap_script: str,
+    cpus: float,
+    mem_mb: float,
+    cache: bool = True,
+    role: str | None = None,
+) -> dict[str, Any]:
+    """The ExecutorInfo (Mesos v1 JSON, as pymesos sends it) of an app's executor on an agent.
+
+    The agent fetches `app_url` into the sandbox (extracting archives) and runs
+    `bootstrap_script` there with `sh -c`; for an archive from `python -m executor.package`
+    that is `bin/start.sh`. `cache` is the app's `appCacheEnable`; `role` the offer's role.
+    """
+    resources: list[dict[str, Any]] = [
+        {"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}},
+        {"name": "mem", "type": "SCALAR", "scalar": {"value": mem_mb}},
+    ]
+    if role is not None:
+        for resource in resources:
+            resource["role"] = role
+    return {
+        "type": "CUSTOM",
+        "executor_id": {"value": executor_id(app_name, agent_id)},
+        "name": app_name,
+        "command": {
+            "value": bootstrap_script,
+            "shell": True,
+            "uris": [{"value": app_url, "extract": True, "cache": cache}],
+        },
+        "resources": resources,
+    }

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "script failing" >&2
+exit 3
