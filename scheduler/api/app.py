@@ -11,9 +11,14 @@ from scheduler.api.services import ApiServices
 from scheduler.config.store import resolve_time_zone
 from scheduler.ha.term import LeaderContext
 from scheduler.scheduling import SchedulingActions
+from scheduler.state.facade import StateFacade
 
 
-def create_app(ctx: LeaderContext, actions: SchedulingActions | None = None) -> Flask:
+def create_app(
+    ctx: LeaderContext,
+    actions: SchedulingActions | None = None,
+    facade: StateFacade | None = None,
+) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
     app.config["PROPAGATE_EXCEPTIONS"] = False
@@ -21,13 +26,14 @@ def create_app(ctx: LeaderContext, actions: SchedulingActions | None = None) -> 
     app.url_map.strict_slashes = False
     install_error_handlers(app)
     install_auth(app, ctx.settings)
-    app.extensions["ejc_services"] = ApiServices.build(
-        ctx.registry,
-        ctx.term.fence,
-        resolve_time_zone(ctx.settings.time_zone),
-        ctx.settings.job_state_queue_size,
-        actions,
-    )
+    if facade is None:
+        facade = StateFacade.build(
+            ctx.registry,
+            ctx.term.fence,
+            resolve_time_zone(ctx.settings.time_zone),
+            ctx.settings.job_state_queue_size,
+        )
+    app.extensions["ejc_services"] = ApiServices.build(facade, actions)
     for module in (apps, jobs, history, operate, openapi):
         app.register_blueprint(module.bp)
     return app
