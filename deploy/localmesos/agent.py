@@ -8,8 +8,6 @@ everything else runs under the state lock shared with the master. The executor H
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import uuid
 from collections import deque
@@ -17,24 +15,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import commands
 from .clock import Clock
+from .containers import Containers
 from .executors import (
     AgentTask,
     Executor,
     ExecutorState,
     command_argv,
-    command_executor_info,
     executor_env,
 )
-from .fetcher import Fetcher, FetchError
-from .processes import ProcessHandle, ProcessSupervisor
+from .processes import ProcessSupervisor
 from .protocol import TERMINAL_STATES, Json, duration_s, event, has_capability, task_status, wrap
 from .resources import Resources
 from .updates import StatusUpdateManager
 
 log = logging.getLogger(__name__)
 
-_COMMAND_KILL_GRACE_S = 3.0  # the command executor's default kill grace period
 _COMPLETED_EXECUTORS_KEPT = 200
 
 
@@ -79,13 +76,19 @@ class Agent:
         self.executors: dict[tuple[str, str], Executor] = {}
         self.completed_executors: deque[Executor] = deque(maxlen=_COMPLETED_EXECUTORS_KEPT)
         self.lock = lock
-        self._clock = clock
-        self._supervisor = supervisor
-        self._launcher = launcher
+        self.clock = clock
         self.master = master
         self._registration_timeout_s = registration_timeout_s
         self._shutdown_grace_period_s = shutdown_grace_period_s
-        self._fetcher = Fetcher(work_dir / "cache" / agent_id)
+        self.containers = Containers(
+            agent_id=agent_id,
+            work_dir=work_dir,
+            lock=lock,
+            clock=clock,
+            supervisor=supervisor,
+            launcher=launcher,
+            hooks=self,
+        )
         self.updates = StatusUpdateManager(clock, self._forward, lock)
 
     # -- info ------------------------------------------------------------------------------
@@ -148,23 +151,12 @@ class Agent:
         self, framework_id: str, executor_id: str, info: Json, command_task: Json | None
     ) -> Executor:
         container_id = str(uuid.uuid4())
-        directory = (
-            self.work_dir
-            / "slaves"
-            / self.id
-            / "frameworks"
-            / framework_id
-            / "executors"
-            / executor_id
-            / "runs"
-            / container_id
-        )
         executor = Executor(
             framework_id=framework_id,
             executor_id=executor_id,
             info=info,
             container_id=container_id,
-            directory=directory,
+            directory=self.containers.sandbox(framework_id, executor_id, container_id),
             resources=Resources(),
             command_task=command_task,
         )
@@ -173,100 +165,59 @@ class Agent:
 
     def _start_command_task(self, framework_id: str, task: Json) -> None:
         task_id = task["task_id"]["value"]
-        info = command_executor_info(framework_id, task)
+        info = commands.command_executor_info(framework_id, task)
         executor = self._new_executor(framework_id, task_id, info, task)
         executor.tasks[task_id] = AgentTask(task, launched=True)
         self._launch(executor)
 
     def _launch(self, executor: Executor) -> None:
-        framework_info = self.frameworks[executor.framework_id]
-        self._launcher.submit(self._launch_blocking, executor, framework_info)
-
-    def _launch_blocking(self, executor: Executor, framework_info: Json) -> None:
-        """Fetch and spawn, on a launcher thread (no lock held while fetching/forking)."""
         command = executor.info.get("command") or {}
         try:
-            executor.directory.mkdir(parents=True, exist_ok=True)
-            latest = executor.directory.parent / "latest"
-            latest.unlink(missing_ok=True)
-            latest.symlink_to(executor.directory.name)
-            self._fetcher.fetch_all(command.get("uris"), executor.directory)
             argv = command_argv(command)
-            env = executor_env(
-                framework_id=executor.framework_id,
-                executor_id=executor.executor_id,
-                agent_id=self.id,
-                agent_endpoint=self.endpoint,
-                directory=executor.directory,
-                checkpoint=bool(framework_info.get("checkpoint")),
-                shutdown_grace_period_s=self._grace_s(executor),
-                command=command,
-            )
-            with self.lock:
-                if executor.state is not ExecutorState.LAUNCHING:
-                    self._finish_cancelled_launch(executor)
-                    return
-            handle = self._supervisor.spawn(
-                argv,
-                cwd=executor.directory,
-                env=env,
-                tag=f"{executor.executor_id}@{self.id}",
-                on_exit=lambda h, status: self._on_exit(executor, h, status),
-            )
-        except (FetchError, OSError, ValueError) as exc:
-            with self.lock:
-                self._launch_failed(executor, str(exc))
+        except ValueError as exc:
+            self.container_failed(executor, str(exc))
             return
-        with self.lock:
-            executor.handle = handle
-            if executor.state is not ExecutorState.LAUNCHING:  # killed while forking
-                self._supervisor.signal_group(handle, signal.SIGKILL)
-            elif executor.custom:
-                executor.state = ExecutorState.REGISTERING
-                executor.timers.append(
-                    self._clock.call_later(
-                        self._registration_timeout_s,
-                        lambda: self._registration_timed_out(executor),
-                    )
-                )
-            else:
-                self._command_started(executor)
-            if executor.pending_exit is not None:
-                self._exited(executor, executor.pending_exit)
+        env = executor_env(
+            framework_id=executor.framework_id,
+            executor_id=executor.executor_id,
+            agent_id=self.id,
+            agent_endpoint=self.endpoint,
+            directory=executor.directory,
+            checkpoint=bool(self.frameworks[executor.framework_id].get("checkpoint")),
+            shutdown_grace_period_s=self._grace_s(executor),
+            command=command,
+        )
+        self.containers.launch(executor, argv, env)
 
-    def _finish_cancelled_launch(self, executor: Executor) -> None:
-        self._exited(executor, -1)
+    # -- container hooks (under the lock) ---------------------------------------------------
 
-    def _launch_failed(self, executor: Executor, error: str) -> None:
+    def container_started(self, executor: Executor) -> None:
+        if not executor.custom:
+            commands.command_started(self, executor)
+            return
+        executor.state = ExecutorState.REGISTERING
+        executor.timers.append(
+            self.clock.call_later(
+                self._registration_timeout_s, lambda: self._registration_timed_out(executor)
+            )
+        )
+
+    def container_failed(self, executor: Executor, error: str) -> None:
         log.warning("executor %s: launch failed: %s", executor.executor_id, error)
         if executor.state is ExecutorState.LAUNCHING:
-            for task in executor.tasks.values():
-                if task.state not in TERMINAL_STATES:
-                    self.agent_update(
-                        executor.framework_id,
-                        task.info,
-                        "TASK_FAILED",
-                        "REASON_CONTAINER_LAUNCH_FAILED",
-                        f"Failed to launch container: {error}",
-                        executor.executor_id if executor.custom else None,
-                    )
+            message = f"Failed to launch container: {error}"
+            self._fail_open_tasks(executor, "REASON_CONTAINER_LAUNCH_FAILED", message)
         executor.exit_status = -1
         self._terminated(executor)
 
-    def _command_started(self, executor: Executor) -> None:
-        executor.state = ExecutorState.RUNNING
-        task = executor.command_task
-        assert task is not None
-        for state in ("TASK_STARTING", "TASK_RUNNING"):
-            self.agent_update(executor.framework_id, task, state, None, None, None, "EXECUTOR")
-        limit_s = duration_s(task.get("max_completion_time"), -1.0)
-        if limit_s >= 0:
-            executor.timers.append(
-                self._clock.call_later(
-                    limit_s,
-                    lambda: self._kill_command(executor, "REASON_MAX_COMPLETION_TIME_REACHED"),
-                )
-            )
+    def container_exited(self, executor: Executor, wait_status: int) -> None:
+        executor.exit_status = wait_status
+        if not executor.framework_removed and self.active:
+            if executor.custom:
+                self._fail_open_tasks(executor, "REASON_EXECUTOR_TERMINATED", "Executor terminated")
+            else:
+                commands.command_exited(self, executor, wait_status)
+        self._terminated(executor)
 
     def _registration_timed_out(self, executor: Executor) -> None:
         with self.lock:
@@ -277,17 +228,18 @@ class Agent:
                 executor.executor_id,
                 self._registration_timeout_s,
             )
-            for task in executor.tasks.values():
-                if task.state not in TERMINAL_STATES:
-                    self.agent_update(
-                        executor.framework_id,
-                        task.info,
-                        "TASK_FAILED",
-                        "REASON_EXECUTOR_REGISTRATION_TIMEOUT",
-                        f"Executor did not register within {self._registration_timeout_s:g}secs",
-                        executor.executor_id,
-                    )
+            message = f"Executor did not register within {self._registration_timeout_s:g}secs"
+            self._fail_open_tasks(executor, "REASON_EXECUTOR_REGISTRATION_TIMEOUT", message)
             self._kill_now(executor)
+
+    def _fail_open_tasks(self, executor: Executor, reason: str, message: str) -> None:
+        """TASK_FAILED (an agent update, with uuid) for each of its unfinished tasks."""
+        executor_id = executor.executor_id if executor.custom else None
+        for task in executor.tasks.values():
+            if task.state not in TERMINAL_STATES:
+                self.agent_update(
+                    executor.framework_id, task.info, "TASK_FAILED", reason, message, executor_id
+                )
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -305,7 +257,7 @@ class Agent:
                 executor.state = ExecutorState.TERMINATING
             else:
                 grace_s = duration_s((kill_policy or {}).get("grace_period"), -1.0)
-                self._kill_command(executor, "KILL", grace_s)
+                commands.kill_command(self, executor, "KILL", grace_s)
             return
         if not task.launched:
             executor.queue = [
@@ -336,26 +288,6 @@ class Agent:
             executor.executor_id if executor.custom else None,
         )
 
-    def _kill_command(self, executor: Executor, reason: str, grace_s: float = -1.0) -> None:
-        with self.lock:
-            if executor.state is not ExecutorState.RUNNING or executor.handle is None:
-                return
-            task = executor.command_task
-            assert task is not None
-            executor.kill_reason = reason
-            executor.state = ExecutorState.TERMINATING
-            framework = self.frameworks.get(executor.framework_id, {})
-            if reason == "KILL" and has_capability(framework, "TASK_KILLING_STATE"):
-                self.agent_update(
-                    executor.framework_id, task, "TASK_KILLING", None, None, None, "EXECUTOR"
-                )
-            self._supervisor.signal_group(executor.handle, signal.SIGTERM)
-            if grace_s < 0:
-                grace_s = duration_s(
-                    (task.get("kill_policy") or {}).get("grace_period"), _COMMAND_KILL_GRACE_S
-                )
-            self._kill_later(executor, grace_s)
-
     def shutdown_executor(self, framework_id: str, executor_id: str) -> None:
         """SHUTDOWN to the executor, SIGKILL after its grace period (or now if unregistered)."""
         executor = self.live_executor(framework_id, executor_id)
@@ -366,15 +298,15 @@ class Agent:
             if executor.state is ExecutorState.LAUNCHING:
                 executor.state = ExecutorState.TERMINATING
             else:
-                self._kill_command(executor, "KILL")
+                commands.kill_command(self, executor, "KILL")
             return
         previous = executor.state
         executor.state = ExecutorState.TERMINATING
         if previous is ExecutorState.RUNNING and executor.stream is not None:
             executor.stream.send(event("SHUTDOWN"))
-            self._kill_later(executor, self._grace_s(executor))
-        elif executor.handle is not None:
-            self._supervisor.signal_group(executor.handle, signal.SIGKILL)
+            self.containers.kill_later(executor, self._grace_s(executor))
+        else:
+            self.containers.kill(executor)
 
     def remove_framework(self, framework_id: str) -> None:
         """Shut the framework's executors down; no more updates for it."""
@@ -396,74 +328,17 @@ class Agent:
     def _kill_now(self, executor: Executor) -> None:
         if executor.state is not ExecutorState.TERMINATED:
             executor.state = ExecutorState.TERMINATING
-        if executor.handle is not None:
-            self._supervisor.signal_group(executor.handle, signal.SIGKILL)
-
-    def _kill_later(self, executor: Executor, grace_s: float) -> None:
-        def kill() -> None:
-            with self.lock:
-                if executor.handle is not None:
-                    self._supervisor.signal_group(executor.handle, signal.SIGKILL)
-
-        executor.timers.append(self._clock.call_later(grace_s, kill))
+        self.containers.kill(executor)
 
     def kill_executor_process(self, framework_id: str, executor_id: str) -> bool:
         """Fault injection: SIGKILL the executor's session as if it crashed."""
         executor = self.live_executor(framework_id, executor_id)
-        if executor is None or executor.handle is None:
-            return False
-        self._supervisor.signal_group(executor.handle, signal.SIGKILL)
-        return True
+        return executor is not None and self.containers.kill(executor)
 
     def _grace_s(self, executor: Executor) -> float:
         return duration_s(executor.info.get("shutdown_grace_period"), self._shutdown_grace_period_s)
 
-    # -- exits -----------------------------------------------------------------------------
-
-    def _on_exit(self, executor: Executor, handle: ProcessHandle, status: int) -> None:
-        with self.lock:
-            if executor.handle is None:  # the launcher has not recorded it yet
-                executor.pending_exit = status
-                return
-            self._exited(executor, status)
-
-    def _exited(self, executor: Executor, status: int) -> None:
-        executor.pending_exit = None
-        executor.exit_status = status
-        if not executor.framework_removed and self.active:
-            if executor.custom:
-                for task in executor.tasks.values():
-                    if task.state not in TERMINAL_STATES:
-                        self.agent_update(
-                            executor.framework_id,
-                            task.info,
-                            "TASK_FAILED",
-                            "REASON_EXECUTOR_TERMINATED",
-                            "Executor terminated",
-                            executor.executor_id,
-                        )
-            else:
-                self._command_exited(executor, status)
-        self._terminated(executor)
-
-    def _command_exited(self, executor: Executor, status: int) -> None:
-        task = executor.command_task
-        assert task is not None
-        if (
-            task["task_id"]["value"] in executor.tasks
-            and executor.tasks[task["task_id"]["value"]].state in TERMINAL_STATES
-        ):
-            return
-        code = _describe_exit(status)
-        if executor.kill_reason == "KILL":
-            state, reason = "TASK_KILLED", None
-        elif executor.kill_reason is not None:
-            state, reason = "TASK_FAILED", executor.kill_reason
-        elif status == 0:
-            state, reason = "TASK_FINISHED", None
-        else:
-            state, reason = "TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED"
-        self.agent_update(executor.framework_id, task, state, reason, code, None, "EXECUTOR")
+    # -- exits ---------------------------------------------------------------------------
 
     def _terminated(self, executor: Executor) -> None:
         if executor.state is ExecutorState.TERMINATED:
@@ -538,18 +413,3 @@ class Agent:
                 for info in infos:
                     executor.stream.send(event("LAUNCH", {"task": info}))
         executor.queue.clear()
-
-
-def _describe_exit(status: int) -> str:
-    """The command executor's message: `Command exited with status N` and friends."""
-    try:
-        code = os.waitstatus_to_exitcode(status)
-    except ValueError:
-        return f"Command exited with wait status {status}"
-    if code >= 0:
-        return f"Command exited with status {code}"
-    try:
-        name = signal.strsignal(-code) or str(-code)
-    except ValueError:
-        name = str(-code)
-    return f"Command terminated with signal {name}"

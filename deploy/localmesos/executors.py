@@ -132,17 +132,3 @@ def executor_env(
         ):
             env[variable["name"]] = str(variable.get("value", ""))
     return env
-
-
-def command_executor_info(framework_id: str, task: Json) -> Json:
-    """The ExecutorInfo Mesos makes up for a command task (shown in the agent's /state)."""
-    task_id = task["task_id"]["value"]
-    command = task.get("command") or {}
-    return {
-        "executor_id": {"value": task_id},
-        "framework_id": {"value": framework_id},
-        "name": f"Command Executor (Task: {task_id}) (Command: sh -c '{command.get('value')}')",
-        "source": task_id,
-        "command": command,
-        "type": "DEFAULT",
-    }

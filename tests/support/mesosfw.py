@@ -275,15 +275,18 @@ class Framework:
             secret=secret,
         )
         self._running = False
+        self._id: str | None = None
 
     @property
     def id(self) -> str:
-        return str(self.driver.framework_id)
+        """The framework id of the first registration (pymesos forgets it on TEARDOWN)."""
+        assert self._id is not None, "not registered yet"
+        return self._id
 
     def start(self, timeout_s: float = 10.0) -> Framework:
         self.driver.start()
         self._running = True
-        wait_for(
+        self._id = wait_for(
             lambda: self.driver.connected and self.driver.framework_id,
             timeout_s,
             message="framework subscription",

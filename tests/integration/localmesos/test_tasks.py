@@ -233,3 +233,32 @@ def test_launch_group_runs_its_tasks_on_one_executor(
     for name in ("g1", "g2"):
         update = scheduler.wait_state(name, "TASK_FINISHED")
         assert update.status["executor_id"] == {"value": "app@-@group"}
+
+
+def test_an_executor_that_never_subscribes_times_out_and_fails_its_tasks(
+    make_standin: Callable[..., StandIn],
+) -> None:
+    standin = make_standin("--executor-registration-timeout-seconds", "1")
+    scheduler = RecordingScheduler()
+    framework = Framework(standin.address, scheduler).start()
+    try:
+        silent = executor_info("app@-@silent", "exec sleep 60")
+        scheduler.launch(executor_task("waiting", silent))
+        failed = scheduler.wait_state("waiting", "TASK_FAILED")
+        assert failed.status["reason"] == "REASON_EXECUTOR_REGISTRATION_TIMEOUT"
+        wait_for(lambda: scheduler.failures, 10, message="FAILURE of the killed executor")
+        assert scheduler.failures[0][0] == "app@-@silent"
+    finally:
+        framework.stop()
+
+
+def test_a_command_task_over_its_max_completion_time_fails(
+    make_framework: Callable[..., Framework],
+) -> None:
+    scheduler = RecordingScheduler()
+    make_framework(scheduler)
+    task = command_task("slow", "exec sleep 60")
+    task["max_completion_time"] = {"nanoseconds": 300_000_000}
+    scheduler.launch(task)
+    failed = scheduler.wait_state("slow", "TASK_FAILED")
+    assert failed.status["reason"] == "REASON_MAX_COMPLETION_TIME_REACHED"
