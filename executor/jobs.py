@@ -6,8 +6,8 @@ worker):
 - `package.module:function` or `package.module.function`: SIMPLE, called as `function(ctx)`;
 - `package.module:Class` or `package.module.Class`: instantiated with no arguments; SIMPLE
   calls `execute(ctx)`, DATAFLOW calls `fetch_data(ctx)` and `process_data(ctx, items)`;
-- `package.module:object` or `package.module` (with `:`, a module works too): for DATAFLOW any
-  object with `fetch_data` and `process_data`.
+- `package.module:object`, or the module itself as `package.module`: for DATAFLOW, any object
+  (or module) with `fetch_data` and `process_data`.
 
 After the `:` a dotted path is followed attribute by attribute (`pkg.mod:Outer.Inner`).
 Every loading problem is a `JobLoadError` whose message names the `jobClass`.
@@ -16,6 +16,7 @@ Every loading problem is a `JobLoadError` whose message names the `jobClass`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import signal
 import subprocess
 import threading
@@ -66,7 +67,7 @@ def split_job_class(job_class: str) -> tuple[str, list[str]]:
     text = job_class.strip()
     if ":" in text:
         module, _, attrs = text.partition(":")
-        path = attrs.split(".") if attrs else []
+        path = attrs.split(".")
     else:
         module, _, attr = text.rpartition(".")
         path = [attr]
@@ -79,10 +80,38 @@ def split_job_class(job_class: str) -> tuple[str, list[str]]:
 
 
 def load_target(job_class: str) -> object:
-    """Import the module and follow the attribute path. Raises JobLoadError."""
+    """Import the module and follow the attribute path. Raises JobLoadError.
+
+    Without a `:`, the last name may also be a submodule (`package.module` for a DATAFLOW
+    module with fetch_data and process_data functions).
+    """
     module_name, path = split_job_class(job_class)
+    target: object = _import(job_class, module_name)
+    where = module_name
+    for index, name in enumerate(path):
+        try:
+            target = getattr(target, name)
+        except AttributeError as exc:
+            if ":" not in job_class and index == 0 and _is_module_file(f"{where}.{name}"):
+                target = _import(job_class, f"{where}.{name}")
+            else:
+                raise JobLoadError(
+                    f"jobClass {job_class!r}: {where!r} has no attribute {name!r}"
+                ) from exc
+        where = f"{where}.{name}"
+    return target
+
+
+def _is_module_file(name: str) -> bool:
     try:
-        target: object = importlib.import_module(module_name)
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _import(job_class: str, module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):
@@ -97,16 +126,6 @@ def load_target(job_class: str) -> object:
         raise JobLoadError(
             f"jobClass {job_class!r}: importing {module_name!r} failed: {_describe(exc)}"
         ) from exc
-    where = module_name
-    for name in path:
-        try:
-            target = getattr(target, name)
-        except AttributeError as exc:
-            raise JobLoadError(
-                f"jobClass {job_class!r}: {where!r} has no attribute {name!r}"
-            ) from (exc)
-        where = f"{where}.{name}"
-    return target
 
 
 def load_simple(job_class: str) -> Callable[[JobContext], object]:
