@@ -165,3 +165,19 @@ def test_suppressed_frameworks_get_no_offers_until_revive(
     assert not got_more, "offers kept coming while suppressed"
     framework.driver.reviveOffers()
     wait_for(lambda: len(scheduler.offers) > count, 5, message="offers after REVIVE")
+
+
+def test_heartbeats_follow_subscribed_and_repeat_at_the_interval(
+    make_standin: Callable[..., StandIn],
+) -> None:
+    standin = make_standin("--heartbeat-interval-seconds", "0.3")
+    sub = RawSubscription(standin.address, SUBSCRIBE)
+    try:
+        subscribed = sub.next_event()
+        assert subscribed["subscribed"]["heartbeat_interval_seconds"] == 0.3
+        assert sub.next_event() == {"type": "HEARTBEAT"}
+        first = time.monotonic()
+        sub.next_of("HEARTBEAT")
+        assert time.monotonic() - first >= 0.2
+    finally:
+        sub.close()
