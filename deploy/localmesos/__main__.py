@@ -27,7 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=5050, help="master port (0: any free port)")
     parser.add_argument("--agents", type=int, default=1, help="number of agents")
     parser.add_argument("--resources", default=DEFAULT_RESOURCES, help="each agent's resources")
-    parser.add_argument("--work-dir", default=None, help="sandboxes and caches (default: temp)")
+    parser.add_argument(
+        "--work-dir",
+        default=None,
+        help="sandboxes and fetch caches (default: a temporary directory, removed on exit)",
+    )
     parser.add_argument("--zk", default=None, help="zk://host:port/path to announce the master")
     parser.add_argument(
         "--credentials",
