@@ -262,3 +262,31 @@ def test_a_command_task_over_its_max_completion_time_fails(
     scheduler.launch(task)
     failed = scheduler.wait_state("slow", "TASK_FAILED")
     assert failed.status["reason"] == "REASON_MAX_COMPLETION_TIME_REACHED"
+
+
+def test_a_shutdown_call_stops_the_executor_and_fails_its_tasks(
+    standin: StandIn, make_framework: Callable[..., Framework]
+) -> None:
+    scheduler = RecordingScheduler()
+    framework = make_framework(scheduler)
+    scheduler.launch(executor_task("held", executor_info("app@-@shutdown"), mode="run"))
+    running = scheduler.wait_state("held", "TASK_RUNNING")
+    directory = _executor_directory(standin, framework.id, "app@-@shutdown")
+    pid = int((directory / "executor.pid").read_text())
+
+    # pymesos has no method for SHUTDOWN; send it on the driver's own stream.
+    shutdown = {
+        "type": "SHUTDOWN",
+        "framework_id": {"value": framework.id},
+        "shutdown": {
+            "executor_id": {"value": "app@-@shutdown"},
+            "agent_id": running.status["agent_id"],
+        },
+    }
+    status, body, _ = standin.request(
+        "POST", "/api/v1/scheduler", shutdown, {"Mesos-Stream-Id": framework.driver.stream_id}
+    )
+    assert (status, body) == (202, b"")
+    wait_gone(pid)
+    failed = scheduler.wait_state("held", "TASK_FAILED")
+    assert failed.status["reason"] == "REASON_EXECUTOR_TERMINATED"
