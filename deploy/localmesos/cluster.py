@@ -128,9 +128,14 @@ class LocalMesos:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Close streams, kill every process, stop servers and threads (reverse start order)."""
-        if self._stopped or not self._started:
+        if self._stopped:
             return
         self._stopped = True
+        if not self._started:  # only the master port was bound
+            self._server.stop(timeout_s)
+            self._launcher.shutdown(wait=False)
+            self._remove_work_dir()
+            return
         deadline = time.monotonic() + timeout_s
 
         def left() -> float:
@@ -147,9 +152,12 @@ class LocalMesos:
         for server in self._agent_servers.values():
             server.stop(left())
         self._clock.stop(left())
+        self._remove_work_dir()
+        log.info("localmesos: stopped")
+
+    def _remove_work_dir(self) -> None:
         if self._owns_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
-        log.info("localmesos: stopped")
 
     def __enter__(self) -> LocalMesos:
         return self.start()
