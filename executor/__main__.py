@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from .service import ExecutorService, ExecutorSettings
@@ -96,10 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     log.info(
-        "executor %s: starting for app dir %s (python %s)",
+        "executor %s: starting for app dir %s (python %s, executor package %s)",
         os.environ["MESOS_EXECUTOR_ID"],
         settings.app_dir,
         settings.python,
+        Path(__file__).resolve().parent,
     )
     service.start()
     driver.start()

@@ -149,7 +149,7 @@ class ExecutorService:
         """
         with self._lock:
             self._closing = True
-            runners = list(self._runners.values())
+            runners = [r for r in self._runners.values() if not r.done.is_set()]
         if runners:
             log.info("executor: stopping %d task(s)", len(runners))
         # Leave half the time for the SIGKILL and the reaping after the grace period.

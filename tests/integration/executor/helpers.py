@@ -29,13 +29,21 @@ def task_data(
     total: int = 1,
     job_name: str | None = None,
     task_id: str | None = None,
+    job_parameter: str | None = None,
 ) -> TaskData:
     """A task whose job writes its markers into `out_dir` (the job parameter)."""
     name = job_name or f"job{uuid.uuid4().hex[:6]}"
     tid = task_id or f"{name}@-@{item}@-@READY@-@S0@-@{uuid.uuid4()}"
     return TaskData(
         execution,
-        ShardingContext(name, tid, total, item, f"param{item}", str(out_dir)),
+        ShardingContext(
+            name,
+            tid,
+            total,
+            item,
+            f"param{item}",
+            str(out_dir) if job_parameter is None else job_parameter,
+        ),
         JobSpec(
             job_name=name,
             job_type=job_type,
