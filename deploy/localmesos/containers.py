@@ -99,10 +99,11 @@ class Containers:
             return
         with self._lock:
             executor.handle = handle
-            if executor.state is not ExecutorState.LAUNCHING:  # killed while forking
-                self._supervisor.signal_group(handle, signal.SIGKILL)
-            else:
+            if executor.state in (ExecutorState.TERMINATING, ExecutorState.TERMINATED):
+                self._supervisor.signal_group(handle, signal.SIGKILL)  # killed while forking
+            elif executor.state is ExecutorState.LAUNCHING:
                 self._hooks.container_started(executor)
+            # else: it subscribed before this thread got the lock back; nothing left to do
             status, executor.pending_exit = executor.pending_exit, None
             if status is not None:
                 self._hooks.container_exited(executor, status)
