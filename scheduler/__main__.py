@@ -17,6 +17,7 @@ from types import FrameType
 from scheduler.components import build_components
 from scheduler.errors import SchedulerError, SettingsError
 from scheduler.ha.replica import Replica
+from scheduler.mesos.driver import DRIVER_CRASHED
 from scheduler.settings import Settings, settings_from_argv
 
 log = logging.getLogger("scheduler")
@@ -31,6 +32,17 @@ def _configure_logging(settings: Settings) -> None:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 
+def _pymesos_thread_died() -> bool:
+    import pymesos.process
+
+    if getattr(pymesos.process, "_exc_info", None) is None:
+        return False
+    exc_info = pymesos.process._exc_info
+    pymesos.process._exc_info = None
+    os.write(2, f"scheduler: pymesos driver thread died: {exc_info[1]!r}\n".encode())
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_argv(sys.argv[1:] if argv is None else argv)
@@ -43,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_requested = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and _pymesos_thread_died():
+            # pymesos reports a dead IO thread with a simulated SIGINT: reconnect, not exit.
+            DRIVER_CRASHED.set()
+            return
         if stop_requested.is_set():
             # Second signal: cold stop (RQ style). The session dies with the process.
             os.write(2, b"scheduler: second signal, exiting now\n")

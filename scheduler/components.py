@@ -1,17 +1,31 @@
 """The leader's components for one term, in start order (DESIGN section 3).
 
-facade/state reload, producer, statistics, config listener, task launcher, REST API, Mesos
-driver, reconcile. Components appear here as they are built.
+term record, framework id, state, producer, config listener, task launcher, REST API, Mesos
+driver, reconcile. Components are built fresh for every term.
 """
 
 from __future__ import annotations
 
+import logging
+
 from scheduler.api import create_app
 from scheduler.api.auth import warn_about_defaults
+from scheduler.config.listener import ConfigListener
+from scheduler.config.store import resolve_time_zone
 from scheduler.ha.framework_id import FrameworkIdStore
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
+from scheduler.mesos.actions import MesosActions
+from scheduler.mesos.driver import MesosDriver
+from scheduler.mesos.launcher import Launcher
+from scheduler.mesos.reconcile import Reconciler
+from scheduler.mesos.status import StatusHandler
+from scheduler.producer import Producer
+from scheduler.scheduling import SchedulingActions
 from scheduler.service import LeaderComponent
+from scheduler.state.facade import StateFacade
+
+log = logging.getLogger(__name__)
 
 
 class RestApi(LeaderComponent):
@@ -19,21 +33,70 @@ class RestApi(LeaderComponent):
 
     name = "rest-api"
 
-    def __init__(self, ctx: LeaderContext) -> None:
+    def __init__(
+        self, ctx: LeaderContext, facade: StateFacade, actions: SchedulingActions | None = None
+    ) -> None:
         self._ctx = ctx
+        self._facade = facade
+        self._actions = actions
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
-        self._ctx.mount_api(create_app(self._ctx))
+        self._ctx.mount_api(create_app(self._ctx, self._actions, self._facade))
 
     def stop(self) -> None:
         self._ctx.mount_api(None)
 
 
 def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
+    settings = ctx.settings
+    facade = StateFacade.build(
+        ctx.registry,
+        ctx.term.fence,
+        resolve_time_zone(settings.time_zone),
+        settings.job_state_queue_size,
+    )
     framework_ids = FrameworkIdStore(ctx)
+    driver_box: list[MesosDriver] = []
+    launcher = Launcher(facade, ctx.term, lambda: driver_box[0] if driver_box else None)
+
+    def kill_job_tasks(job_name: str) -> None:
+        for task in facade.running.tasks(job_name):
+            if driver_box:
+                driver_box[0].kill(task.task_id)
+
+    producer = Producer(facade, ctx.term, launcher.wake)
+    listener = ConfigListener(facade, producer, kill_job_tasks)
+    status = StatusHandler(facade, lambda t: driver_box[0].kill(t), launcher.wake)
+    reconciler_box: list[Reconciler] = []
+
+    def on_connected() -> None:
+        launcher.on_connected()
+        if reconciler_box:
+            reconciler_box[0].on_connected()
+
+    driver = MesosDriver(
+        settings,
+        framework_ids,
+        on_offers=launcher.add_offers,
+        on_rescind=launcher.rescind,
+        on_status=status.handle,
+        on_connected=on_connected,
+        on_disconnected=launcher.drop_offers,
+    )
+    driver_box.append(driver)
+    reconciler = Reconciler(facade, driver, settings.reconcile_interval_minutes)
+    reconciler_box.append(reconciler)
+    actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
+    ctx.info["mesos"] = lambda: driver.status
+    ctx.info["launched"] = lambda: launcher.launched
     return [
         TermRecorder(ctx),
         framework_ids,
-        RestApi(ctx),
+        producer,
+        listener,
+        launcher,
+        RestApi(ctx, facade, actions),
+        driver,
+        reconciler,
     ]

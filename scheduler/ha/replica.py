@@ -72,6 +72,7 @@ class Replica:
         self._started_at = time.time()
         self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0}
         self.last_term: dict[str, Any] | None = None
+        self._ctx: LeaderContext | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class Replica:
         self._term = term
         log.info("leader: %s won term %s", self.settings.identity, term.number)
         ctx = LeaderContext(self.settings, self.registry, term, self.http.mount_api)
+        self._ctx = ctx
         try:
             service = SchedulerService(self._factory(ctx))
             service.start()
@@ -300,7 +302,17 @@ class Replica:
             "identity": self.settings.identity,
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,
+            "mesos": self._leader_info("mesos") if acting else None,
         }
+
+    def _leader_info(self, key: str) -> Any:
+        ctx = self._ctx
+        getter = ctx.info.get(key) if ctx is not None else None
+        try:
+            return getter() if getter is not None else None
+        except Exception:
+            log.exception("health: %s not available", key)
+            return None
 
     def metrics(self) -> str:
         term = self._term

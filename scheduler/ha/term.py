@@ -79,3 +79,5 @@ class LeaderContext:
     registry: Registry
     term: Term
     mount_api: Any  # Callable[[WSGIApplication | None], None]: serve /api/* from this app
+    # Live figures for /health while the term lasts: name -> Callable[[], JSON value].
+    info: dict[str, Any] = field(default_factory=dict)

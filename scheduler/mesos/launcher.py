@@ -1,0 +1,361 @@
+"""The task launcher: matches pending work with held offers, event driven.
+
+It wakes when offers arrive, when work is queued (cron fires, triggers, failovers, finished
+tasks) and once a second while it holds offers. Each round: failover shards first (placed one
+by one), then READY runs oldest first, each all-or-nothing. A READY run that does not fit is
+skipped; once the oldest one has waited `STARVATION_S`, younger READY runs stop being placed
+so that freed resources accumulate for it (no starvation of big jobs by small ones). Offers
+not used are declined with a filter; with no work the framework suppresses offers and revives
+when work comes back (the original hoarded offers and starved other frameworks).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.config.app import AppConfig
+from scheduler.config.job import JobConfig
+from scheduler.errors import NotLeader, SchedulerError
+from scheduler.ha.term import Term
+from scheduler.mesos.driver import MesosDriver
+from scheduler.mesos.placement import OfferSlot, Shard, place
+from scheduler.mesos.taskinfo import build_task_info, executor_id, runs_as_command_task
+from scheduler.service import LeaderComponent
+from scheduler.state.facade import StateFacade
+from scheduler.state.stores import RunningTask
+from scheduler.state.task_id import TaskId, TaskType
+
+log = logging.getLogger(__name__)
+
+STARVATION_S = 30.0
+IDLE_REFUSE_S = 30.0
+BUSY_REFUSE_S = 1.0
+
+
+@dataclass
+class _Unit:
+    kind: TaskType
+    job: JobConfig
+    app: AppConfig
+    items: list[int]
+    originals: dict[int, str] = field(default_factory=dict)
+
+
+def _scalar(offer: dict[str, Any], name: str) -> float:
+    total = 0.0
+    for res in offer.get("resources", []):
+        if res.get("name") == name and res.get("type", "SCALAR") == "SCALAR":
+            total += float(res.get("scalar", {}).get("value", 0.0))
+    return total
+
+
+def _undo_running(facade: StateFacade, task_id: str) -> Callable[[], None]:
+    return lambda: facade.running.remove(task_id)
+
+
+def _undo_failover(facade: StateFacade, original: str) -> Callable[[], None]:
+    def undo() -> None:
+        if original:
+            facade.failover.add(original)
+
+    return undo
+
+
+def _undo_ready(facade: StateFacade, job_name: str) -> Callable[[], None]:
+    def undo() -> None:
+        facade.ready.add_transient(job_name, True)
+
+    return undo
+
+
+class Launcher(LeaderComponent):
+    name = "task-launcher"
+
+    def __init__(
+        self, facade: StateFacade, term: Term, driver: Callable[[], MesosDriver | None]
+    ) -> None:
+        self._facade = facade
+        self._term = term
+        self._driver = driver
+        self._lock = threading.Lock()
+        self._offers: dict[str, dict[str, Any]] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._paused = False
+        self._suppressed = False
+        self._thread: threading.Thread | None = None
+        self._waiting_since: dict[str, float] = {}
+        self.launched = 0
+        self.last_launch_at: float = 0.0
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sched-launcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.error("launcher: thread sched-launcher did not stop")
+            self._thread = None
+        self.drop_offers()
+
+    def pause(self) -> None:
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        self._wake.set()
+
+    # -- inputs (any thread) ----------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def add_offers(self, offers: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for offer in offers:
+                self._offers[offer["id"]["value"]] = offer
+        self._wake.set()
+
+    def rescind(self, offer_id: str) -> None:
+        with self._lock:
+            self._offers.pop(offer_id, None)
+
+    def drop_offers(self) -> None:
+        """Forget held offers (disconnected: Mesos discarded them)."""
+        with self._lock:
+            self._offers.clear()
+        self._suppressed = False
+
+    def on_connected(self) -> None:
+        self._suppressed = False
+        self._wake.set()
+
+    # -- the launcher thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            if self._paused or not self._term.acting:
+                continue
+            try:
+                self._round()
+            except NotLeader:
+                log.info("launcher: not acting; round abandoned")
+            except Exception:
+                log.exception("launcher: round failed")
+
+    def _take_offers(self) -> list[dict[str, Any]]:
+        with self._lock:
+            offers = list(self._offers.values())
+            self._offers.clear()
+        return offers
+
+    def _round(self) -> None:
+        driver = self._driver()
+        if driver is None or not driver.connected.is_set():
+            return
+        work = self._gather()
+        if not work:
+            offers = self._take_offers()
+            if offers:
+                driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S)
+            if not self._suppressed and driver.suppress():
+                self._suppressed = True
+                log.info("launcher: no pending work; offers suppressed")
+            return
+        if self._suppressed:
+            if driver.revive():
+                self._suppressed = False
+                log.info("launcher: work pending; offers revived")
+        offers = self._take_offers()
+        if not offers:
+            return
+        slots: dict[str, OfferSlot] = {}
+        for offer in offers:
+            agent = offer["agent_id"]["value"]
+            slot = slots.get(agent)
+            if slot is None:
+                slot = slots[agent] = OfferSlot(agent, offer.get("hostname", ""), [], 0.0, 0.0)
+            slot.offer_ids.append(offer["id"]["value"])
+            slot.cpus += _scalar(offer, "cpus")
+            slot.mem_mb += _scalar(offer, "mem")
+            slot.executor_ids.update(e["value"] for e in offer.get("executor_ids", []))
+        launches: dict[str, list[dict[str, Any]]] = {}
+        undo: list[Callable[[], None]] = []
+        left_over = False
+        now = time.monotonic()
+        oldest_blocked: float | None = None
+        for unit in work:
+            placed = self._place(unit, list(slots.values()), launches, undo, now)
+            if not placed:
+                left_over = True
+                if unit.kind is TaskType.READY:
+                    since = self._waiting_since.get(unit.job.job_name, now)
+                    if oldest_blocked is None and now - since >= STARVATION_S:
+                        oldest_blocked = since
+                        log.warning(
+                            "launcher: job %s has waited %.0f s for resources; holding back "
+                            "younger runs until it fits",
+                            unit.job.job_name,
+                            now - since,
+                        )
+                        break
+        for agent, tasks in launches.items():
+            if not driver.accept(slots[agent].offer_ids, tasks, BUSY_REFUSE_S):
+                for fn in undo:
+                    fn()
+                return
+            self.launched += len(tasks)
+            self.last_launch_at = time.time()
+            log.info(
+                "launcher: launched %s tasks on %s", len(tasks), slots[agent].hostname or agent
+            )
+        unused = [o for agent, s in slots.items() if agent not in launches for o in s.offer_ids]
+        if unused:
+            driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)
+
+    def _place(
+        self,
+        unit: _Unit,
+        slots: list[OfferSlot],
+        launches: dict[str, list[dict[str, Any]]],
+        undo: list[Callable[[], None]],
+        now: float,
+    ) -> bool:
+        job, app = unit.job, unit.app
+        uses_executor = not runs_as_command_task(job)
+        executors = {s.agent_id: executor_id(app.app_name, s.agent_id) for s in slots}
+        shards = [
+            Shard(
+                job.job_name,
+                item,
+                app.app_name,
+                job.cpu_count,
+                job.memory_mb,
+                app.cpu_count,
+                app.memory_mb,
+                uses_executor,
+            )
+            for item in unit.items
+        ]
+        if unit.kind is TaskType.READY:
+            chosen = place(slots, shards, executors)
+            if chosen is None:
+                self._waiting_since.setdefault(job.job_name, now)
+                return False
+        else:
+            chosen = {}
+            for shard in shards:
+                one = place(slots, [shard], executors)
+                if one is not None:
+                    chosen.update(one)
+            if not chosen:
+                return False
+        self._waiting_since.pop(job.job_name, None)
+        framework_id = self._framework_id()
+        facade = self._facade
+        for item, slot in sorted(chosen.items()):
+            tid = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
+            info = build_task_info(job, app, tid, framework_id)
+            facade.running.add(
+                RunningTask(
+                    str(tid), slot.agent_id, hostname=slot.hostname, launched_at=time.time()
+                )
+            )
+            undo.append(_undo_running(facade, str(tid)))
+            if unit.kind is TaskType.FAILOVER:
+                facade.failover.remove(job.job_name, item)
+                undo.append(_undo_failover(facade, unit.originals.get(item, "")))
+            launches.setdefault(slot.agent_id, []).append(info)
+        if unit.kind is TaskType.READY:
+            facade.ready.take(job.job_name)
+            undo.append(_undo_ready(facade, job.job_name))
+        return True
+
+    def _framework_id(self) -> str:
+        driver = self._driver()
+        if driver is None:
+            return ""
+        info = driver.framework_info()
+        return str(info.get("id", {}).get("value", ""))
+
+    def _gather(self) -> list[_Unit]:
+        facade = self._facade
+        running: dict[str, set[int]] = {}
+        for task in facade.running.tasks():
+            try:
+                tid = task.parsed
+            except ValueError:
+                continue
+            running.setdefault(tid.job_name, set()).add(tid.item)
+        jobs: dict[str, JobConfig | None] = {}
+        apps: dict[str, AppConfig | None] = {}
+
+        def job_of(name: str) -> JobConfig | None:
+            if name not in jobs:
+                try:
+                    jobs[name] = facade.config.job(name)
+                except SchedulerError as exc:
+                    log.error("launcher: %s", exc.message)
+                    jobs[name] = None
+            return jobs[name]
+
+        def app_of(name: str) -> AppConfig | None:
+            if name not in apps:
+                apps[name] = facade.config.app(name)
+            return apps[name]
+
+        units: list[_Unit] = []
+        failover: dict[str, _Unit] = {}
+        for job_name, item, original in facade.failover.entries():
+            job = job_of(job_name)
+            if job is None:
+                facade.failover.remove_job(job_name)
+                continue
+            if item in running.get(job_name, set()) or item >= job.sharding_total_count:
+                facade.failover.remove(job_name, item)
+                continue
+            app = app_of(job.app_name)
+            if app is None or facade.is_disabled(job):
+                continue
+            unit = failover.get(job_name)
+            if unit is None:
+                unit = failover[job_name] = _Unit(TaskType.FAILOVER, job, app, [])
+                units.append(unit)
+            unit.items.append(item)
+            unit.originals[item] = original
+        ready: list[tuple[float, _Unit]] = []
+        now = time.monotonic()
+        for job_name in facade.ready.counts():
+            job = job_of(job_name)
+            if job is None:
+                facade.ready.remove(job_name)
+                continue
+            if job_name in running or job_name in failover:
+                continue  # a run at a time per job; its failover shards go first
+            if facade.is_disabled(job):
+                facade.ready.remove(job_name)
+                continue
+            app = app_of(job.app_name)
+            if app is None:
+                continue
+            items = list(range(job.sharding_total_count))
+            ready.append(
+                (self._waiting_since.get(job_name, now), _Unit(TaskType.READY, job, app, items))
+            )
+        ready.sort(key=lambda pair: pair[0])
+        units.extend(unit for _, unit in ready)
+        return units

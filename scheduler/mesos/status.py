@@ -1,0 +1,141 @@
+"""Status updates: the original's state table (reference 4.9), done right.
+
+Every task's running state lives in ZooKeeper (transient ones too), so a new leader knows what
+runs. Terminal failures go to the failover queue when the job has `failover` (daemon jobs
+always). TASK_UNKNOWN (Mesos does not know the task: with PARTITION_AWARE that is what
+reconciliation answers for a task that is gone) counts as lost; TASK_UNREACHABLE keeps the task
+until Mesos says more. Updates for tasks the leader does not know are logged and acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.config.job import JobExecutionType
+from scheduler.errors import NotLeader, SchedulerError
+from scheduler.state.facade import StateFacade
+from scheduler.state.stores import RunningTask
+from scheduler.state.task_id import InvalidTaskId, TaskId
+
+log = logging.getLogger(__name__)
+
+FAILED_STATES = frozenset(
+    {
+        "TASK_FAILED",
+        "TASK_LOST",
+        "TASK_ERROR",
+        "TASK_DROPPED",
+        "TASK_GONE",
+        "TASK_GONE_BY_OPERATOR",
+        "TASK_UNKNOWN",
+    }
+)
+TERMINAL_STATES = FAILED_STATES | {"TASK_FINISHED", "TASK_KILLED"}
+
+StatusListener = Callable[[dict[str, Any], TaskId], None]
+
+
+class StatusHandler:
+    """Called from `sched-mesos-events` for each update; returns True when it may be acked."""
+
+    def __init__(
+        self,
+        facade: StateFacade,
+        kill: Callable[[str], bool],
+        wake_launcher: Callable[[], None],
+    ) -> None:
+        self._facade = facade
+        self._kill = kill
+        self._wake = wake_launcher
+        self.listeners: list[StatusListener] = []
+        self.counts: dict[str, int] = {}
+
+    def handle(self, status: dict[str, Any]) -> bool:
+        task_id = str(status.get("task_id", {}).get("value", ""))
+        state = str(status.get("state", ""))
+        message = str(status.get("message", ""))
+        try:
+            tid = TaskId.parse(task_id)
+        except InvalidTaskId:
+            log.warning(
+                "status: %s for a task this scheduler did not launch (%s); ignored", state, task_id
+            )
+            return True
+        try:
+            self._apply(tid, task_id, state, message, status)
+        except NotLeader:
+            return False  # not acked: Mesos resends it to the next (or resumed) leader
+        except SchedulerError as exc:
+            log.error("status: %s of %s not recorded: %s", state, task_id, exc.message)
+            return False
+        self.counts[state] = self.counts.get(state, 0) + 1
+        for listener in self.listeners:
+            try:
+                listener(status, tid)
+            except Exception:
+                log.exception("status: listener failed on %s", task_id)
+        return True
+
+    def _apply(
+        self, tid: TaskId, task_id: str, state: str, message: str, status: dict[str, Any]
+    ) -> None:
+        facade = self._facade
+        known = {t.task_id: t for t in facade.running.tasks(tid.job_name)}
+        task = known.get(task_id)
+        job = facade.config.job(tid.job_name)
+        if state in ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING"):
+            if job is None:
+                log.info("status: job %s is gone; killing %s", tid.job_name, task_id)
+                self._kill(task_id)
+                return
+            if task is None:
+                # Running but unknown here (e.g. launched just before a crash): adopt it.
+                task = RunningTask(task_id, tid.agent_id)
+            changed = task.state != state
+            if message in ("BEGIN", "COMPLETE"):
+                idle = message == "COMPLETE"
+                changed = changed or task.idle != idle
+                task.idle = idle
+            if changed:
+                task.state = state
+                facade.running.update(task)
+            return
+        if state == "TASK_UNREACHABLE":
+            log.warning(
+                "status: %s unreachable (%s); waiting for Mesos to decide", task_id, message
+            )
+            if task is not None and task.state != state:
+                task.state = state
+                facade.running.update(task)
+            return
+        if state not in TERMINAL_STATES:
+            log.warning("status: %s in unexpected state %s", task_id, state)
+            return
+        if task is not None:
+            facade.running.remove(task_id)
+        if state == "TASK_FINISHED":
+            log.info("status: %s finished", task_id)
+        elif state == "TASK_KILLED":
+            log.info("status: %s killed", task_id)
+            if (
+                job is not None
+                and job.execution_type is JobExecutionType.DAEMON
+                and not facade.is_disabled(job)
+                and not facade.running.tasks(job.job_name)
+            ):
+                facade.ready.add_daemon(job.job_name)
+        else:
+            reason = status.get("reason", "")
+            log.warning("status: %s %s (%s) %s", task_id, state, reason, message)
+            if task is None:
+                pass  # already handled (a resent update) or never ours
+            elif (
+                job is not None
+                and not facade.is_disabled(job)
+                and (job.failover or job.execution_type is JobExecutionType.DAEMON)
+            ):
+                if facade.failover.add(task_id):
+                    log.info("status: shard %s of %s queued for failover", tid.item, tid.job_name)
+        self._wake()
