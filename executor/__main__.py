@@ -25,6 +25,7 @@ log = logging.getLogger("executor")
 _REQUIRED_ENV = ("MESOS_AGENT_ENDPOINT", "MESOS_FRAMEWORK_ID", "MESOS_EXECUTOR_ID")
 _EXIT_POLL_S = 0.2
 _STOP_TIMEOUT_S = 30.0
+_DEFAULT_RECOVERY_TIMEOUT_S = 15 * 60.0  # Mesos's default MESOS_RECOVERY_TIMEOUT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         from pymesos import MesosExecutorDriver
+        from pymesos.utils import parse_duration
 
         from .mesos import DriverReporter, MesosExecutor
     except ImportError as exc:
@@ -86,7 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reporter = DriverReporter()
     service = ExecutorService(settings, reporter)
-    driver = MesosExecutorDriver(MesosExecutor(service), use_addict=False)
+    # pymesos retries an unreachable agent for a day by default; give up after the agent's
+    # recovery timeout instead (exit 1), as a Mesos executor would.
+    try:
+        connect_timeout_s = float(parse_duration(os.environ.get("MESOS_RECOVERY_TIMEOUT", "")))
+    except (AssertionError, TypeError, ValueError):  # pymesos asserts on a bad duration
+        connect_timeout_s = _DEFAULT_RECOVERY_TIMEOUT_S
+    driver = MesosExecutorDriver(
+        MesosExecutor(service), use_addict=False, timeout=connect_timeout_s
+    )
     reporter.attach(driver)
 
     signalled: list[int] = []

@@ -138,3 +138,19 @@ __all__ = [
     "read_pid",
     "task_data",
 ]
+
+
+def executor_pid(framework_id: str, executor_id: str) -> int | None:
+    """The pid of the `python -m executor` process of that executor, if one runs."""
+    wanted = {f"MESOS_FRAMEWORK_ID={framework_id}", f"MESOS_EXECUTOR_ID={executor_id}"}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = set((entry / "environ").read_bytes().decode(errors="replace").split("\0"))
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"executor"] and wanted <= environ and pid_alive(int(entry.name)):
+            return int(entry.name)
+    return None

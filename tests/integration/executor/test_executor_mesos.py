@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from tests.support.waiting import wait_for
 
 from .conftest import sandboxes
 from .framework import App, TestFramework
-from .helpers import pid_alive, process_group_alive, read_pid, task_data
+from .helpers import executor_pid, pid_alive, process_group_alive, read_pid, task_data
 
 
 def only_agent(framework: TestFramework) -> str:
@@ -43,6 +45,7 @@ def test_simple_dataflow_and_script_jobs_finish_with_their_records(
         assert finished.record.is_success is True
         assert finished.record.task_id == task_id
         assert finished.source == "SOURCE_EXECUTOR"
+        assert (finished.record.hostname, finished.record.ip) == ("agent0.localmesos", "127.0.0.1")
     simple, dataflow, script = tasks
     ctx = json.loads((tmp_path / f"{simple.sharding.job_name}-0.json").read_text())
     assert (ctx["sharding_item"], ctx["sharding_total_count"]) == (0, 2)
@@ -185,6 +188,23 @@ def test_an_agent_shutdown_stops_every_task_and_the_executor_exits_0(
     assert not pid_alive(pid)
     lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
     assert lost == [(f"testapp@-@{only_agent(framework)}", 0)]
+
+
+def test_sigterm_stops_every_task_and_the_executor_exits_0(
+    framework: TestFramework, test_app: App, tmp_path: Path
+) -> None:
+    hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:hang")
+    hang_id = framework.launch(test_app, hang)
+    pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
+    framework.wait_state(hang_id, "TASK_RUNNING")
+    agent = only_agent(framework)
+    executor = executor_pid(framework.driver.framework_id, executor_id("testapp", agent))
+    assert executor is not None
+    os.kill(executor, signal.SIGTERM)
+    assert framework.wait_terminal(hang_id).state == "TASK_KILLED"
+    assert not pid_alive(pid)
+    lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
+    assert lost == [(f"testapp@-@{agent}", 0)]
 
 
 def test_a_crashed_executor_takes_its_job_processes_with_it(
