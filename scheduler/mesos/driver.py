@@ -40,9 +40,16 @@ def _stop_driver(driver: Any, timeout_s: float = 3.0) -> None:
     """Stop a pymesos driver without TEARDOWN (failover=True: the framework and its tasks survive
     for the next leader). pymesos's stop can block while its zk:// detector is still connecting,
     so it runs in its own thread with a deadline."""
-    thread = threading.Thread(
-        target=driver.stop, kwargs={"failover": True}, name="sched-mesos-stop", daemon=True
-    )
+    detector = getattr(driver, "detector", None)
+
+    def stop() -> None:
+        driver.stop(failover=True)
+        # pymesos stops its zk:// detector's client but never closes it (leaks its socket).
+        zk = getattr(detector, "zk", None)
+        if zk is not None:
+            zk.close()
+
+    thread = threading.Thread(target=stop, name="sched-mesos-stop", daemon=True)
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():

@@ -1,0 +1,160 @@
+"""A whole local system for pipeline tests: ZooKeeper (session fixture), the local Mesos
+stand-in with two agents, and scheduler replica processes, plus a job script that records each
+shard run in a file."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support.mesosfw import StandIn
+from tests.support.replicas import ReplicaProcess
+
+AUTH = "Basic " + base64.b64encode(b"root:root").decode()
+
+RECORD_SH = """#!/bin/sh
+# $1 is the sharding context JSON. Appends "start <item> <epoch> <json>" / "end ..." lines.
+out="{out}"
+item="$EJC_SHARDING_ITEM"
+echo "start $item $(date +%s.%N) $1" >> "$out"
+if [ -n "$FAIL_ONCE_ITEM" ] && [ "$item" = "$FAIL_ONCE_ITEM" ] && [ ! -e "$out.failed-$item" ]; then
+  touch "$out.failed-$item"; echo "end $item $(date +%s.%N) failed" >> "$out"; exit 3
+fi
+sleep "${{SLEEP_S:-0}}"
+echo "end $item $(date +%s.%N) ok" >> "$out"
+"""
+
+
+@dataclass
+class Runs:
+    """Parsed lines of a record file."""
+
+    path: Path
+
+    def lines(self) -> list[list[str]]:
+        if not self.path.exists():
+            return []
+        return [line.split(" ", 3) for line in self.path.read_text().splitlines() if line]
+
+    def starts(self, item: int | None = None) -> list[float]:
+        return [
+            float(p[2])
+            for p in self.lines()
+            if p[0] == "start" and (item is None or p[1] == str(item))
+        ]
+
+    def ends(self, item: int | None = None, ok: bool | None = None) -> list[float]:
+        return [
+            float(p[2])
+            for p in self.lines()
+            if p[0] == "end"
+            and (item is None or p[1] == str(item))
+            and (ok is None or (p[3] == "ok") == ok)
+        ]
+
+    def intervals(self, item: int) -> list[tuple[float, float]]:
+        starts, ends = self.starts(item), self.ends(item)
+        return list(zip(starts, ends + [float("inf")] * (len(starts) - len(ends)), strict=False))
+
+
+@dataclass
+class System:
+    tmp: Path
+    mesos: StandIn
+    replicas: list[ReplicaProcess] = field(default_factory=list)
+
+    def leader(self) -> ReplicaProcess | None:
+        found = [r for r in self.replicas if r.alive() and r.is_leader()]
+        return found[0] if len(found) == 1 else None
+
+    def api(
+        self, method: str, path: str, body: Any = None, raw: str | None = None
+    ) -> tuple[int, Any]:
+        leader = self.leader()
+        assert leader is not None, "no leader"
+        data = (
+            raw.encode()
+            if raw is not None
+            else (None if body is None else json.dumps(body).encode())
+        )
+        req = urllib.request.Request(f"http://{leader.identity}{path}", data=data, method=method)
+        req.add_header("Authorization", AUTH)
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                text = resp.read()
+                return resp.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as exc:
+            text = exc.read()
+            return exc.code, json.loads(text) if text else None
+
+    def make_app(self, name: str = "rec_app") -> str:
+        """Register an app whose archive holds record.sh; returns the record file path."""
+        src = self.tmp / f"{name}-src"
+        src.mkdir(exist_ok=True)
+        out = self.tmp / f"{name}.runs"
+        (src / "record.sh").write_text(RECORD_SH.format(out=out))
+        archive = self.tmp / f"{name}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(src / "record.sh", arcname="record.sh")
+        status, body = self.api(
+            "POST",
+            "/api/app",
+            {
+                "appName": name,
+                "appURL": str(archive),
+                "bootstrapScript": "true",
+                "cpuCount": 0.1,
+                "memoryMB": 32,
+            },
+        )
+        assert status == 204, body
+        return str(out)
+
+    def script_job(
+        self,
+        name: str,
+        cron: str,
+        *,
+        shards: int = 3,
+        app: str = "rec_app",
+        env: str = "",
+        **extra: Any,
+    ) -> dict[str, Any]:
+        job = {
+            "jobName": name,
+            "appName": app,
+            "jobType": "SCRIPT",
+            "jobExecutionType": "TRANSIENT",
+            "scriptCommandLine": f"{env} sh record.sh".strip(),
+            "cron": cron,
+            "shardingTotalCount": shards,
+            "cpuCount": 0.1,
+            "memoryMB": 16,
+            **extra,
+        }
+        status, body = self.api("POST", "/api/job/register", job)
+        assert status == 204, body
+        return job
+
+    def running(self) -> list[dict[str, Any]]:
+        status, body = self.api("GET", "/api/job/tasks/running")
+        assert status == 200
+        return list(body)
+
+    def master_state(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{self.mesos.address}/master/state", timeout=5) as resp:
+            state: dict[str, Any] = json.load(resp)
+            return state
+
+
+def now() -> float:
+    return time.time()

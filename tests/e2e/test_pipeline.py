@@ -1,0 +1,154 @@
+"""The scheduling pipeline end to end: replicas, the local Mesos stand-in with two agents, real
+command tasks; fires, triggers, disable, failover and a leader crash while tasks run."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deploy.zookeeper import ZooKeeperEnsemble
+from tests.e2e.pipeline_support import Runs, System
+from tests.support.mesosfw import StandIn
+from tests.support.replicas import ReplicaProcess
+from tests.support.waiting import wait_for
+
+NEVER = "0 0 0 1 1 ? 2099"
+
+
+@pytest.fixture
+def system(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[System]:
+    mesos = StandIn(
+        tmp_path / "mesos", "--agents", "2", "--allocation-interval-seconds", "0.5"
+    ).start()
+    sys_ = System(tmp_path, mesos)
+    try:
+        for _ in range(2):
+            sys_.replicas.append(
+                ReplicaProcess(
+                    zk.hosts,
+                    tmp_path,
+                    zk_namespace=zk_namespace,
+                    mesos_url=mesos.address,
+                    framework_failover_timeout_seconds=300,
+                ).start()
+            )
+        leader = wait_for(sys_.leader, 20, message="a leader")
+        wait_for(
+            lambda: (leader.health() or {}).get("mesos") == "connected",
+            20,
+            message="mesos connected",
+        )
+        yield sys_
+    finally:
+        for r in sys_.replicas:
+            r.stop()
+        mesos.stop()
+
+
+def test_transient_job_runs_every_shard_on_each_fire(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("every2s", "0/2 * * * * ?")
+    wait_for(
+        lambda: all(len(runs.ends(i, ok=True)) >= 2 for i in range(3)),
+        30,
+        message="two fires of 3 shards",
+    )
+    counts = [len(runs.starts(i)) for i in range(3)]
+    assert max(counts) - min(counts) <= 1, counts
+    # Both agents were used (tasks spread by free resources).
+    agents = {
+        t["slave_id"]
+        for f in system.master_state()["frameworks"]
+        for t in f.get("completed_tasks", [])
+    }
+    assert len(agents) == 2
+
+
+def test_trigger_runs_once_and_disable_kills_running_tasks(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("manual", NEVER)
+    assert system.api("POST", "/api/job/trigger", raw="manual")[0] == 204
+    wait_for(lambda: len(runs.ends(ok=True)) == 3, 20, message="one triggered run")
+    wait_for(lambda: system.running() == [], 10, message="tasks done")
+    assert sorted(int(p[1]) for p in runs.lines() if p[0] == "start") == [0, 1, 2]
+    # A long run, then disable: its tasks are killed and nothing more runs.
+    system.script_job("long", NEVER, env="SLEEP_S=300")
+    assert system.api("POST", "/api/job/trigger", raw="long")[0] == 204
+    wait_for(
+        lambda: len([t for t in system.running() if t["state"] == "TASK_RUNNING"]) == 3,
+        20,
+        message="3 running",
+    )
+    assert system.api("POST", "/api/job/long/disable")[0] == 204
+    wait_for(lambda: system.running() == [], 20, message="killed on disable")
+    killed = [
+        t
+        for f in system.master_state()["frameworks"]
+        for t in f.get("completed_tasks", [])
+        if t["id"].startswith("long@-@")
+    ]
+    assert {t["state"] for t in killed} == {"TASK_KILLED"} and len(killed) == 3
+
+
+def test_failover_relaunches_a_failed_shard_only_when_enabled(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("with_fo", NEVER, env="FAIL_ONCE_ITEM=1", failover=True)
+    system.script_job("without_fo", NEVER, env="FAIL_ONCE_ITEM=1", failover=False, app="rec_app")
+    assert system.api("POST", "/api/job/trigger", raw="with_fo")[0] == 204
+    # Item 1 fails once, then runs again as a FAILOVER task and succeeds.
+    wait_for(
+        lambda: len(runs.ends(1, ok=True)) == 1 and len(runs.ends(1, ok=False)) == 1,
+        30,
+        message="failover of item 1",
+    )
+    ids = [p[3] for p in runs.lines() if p[0] == "start" and p[1] == "1"]
+    assert "@-@FAILOVER@-@" in ids[-1]
+    wait_for(lambda: system.running() == [], 10, message="idle")
+    Path(str(runs.path) + ".failed-1").unlink()
+    before = len(runs.lines())
+    assert system.api("POST", "/api/job/trigger", raw="without_fo")[0] == 204
+    wait_for(lambda: len(runs.lines()) - before == 6, 20, message="one run of 3 shards")
+    wait_for(lambda: system.running() == [], 10, message="idle")
+    assert system.api("GET", "/api/job/tasks/failover")[1] == []
+    assert len(runs.ends(1, ok=False)) == 2  # it failed and was not relaunched
+
+
+def test_leader_crash_adopts_running_tasks_and_fires_continue(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("steady", "0/2 * * * * ?", env="SLEEP_S=5", misfire=False)
+    wait_for(lambda: len(runs.starts()) >= 3, 20, message="first run started")
+    old = system.leader()
+    assert old is not None
+    framework_before = {f["id"] for f in system.master_state()["frameworks"]}
+    old.signal(signal.SIGKILL)
+    new = wait_for(system.leader, 30, message="new leader")
+    assert new is not old
+    wait_for(lambda: (new.health() or {}).get("mesos") == "connected", 20, message="re-subscribed")
+    # Same framework (failover), and later fires still run.
+    assert {
+        f["id"] for f in system.master_state()["frameworks"] if f.get("active")
+    } <= framework_before
+    started_at_switch = len(runs.starts())
+    wait_for(
+        lambda: len(runs.starts()) >= started_at_switch + 3, 40, message="fires after the crash"
+    )
+    # Never two copies of one shard at once.
+    for item in range(3):
+        spans = sorted(runs.intervals(item))
+        for (_s1, e1), (s2, _e2) in itertools.pairwise(spans):
+            assert s2 >= e1, f"item {item} ran twice at once: {spans}"
+
+
+def test_idle_framework_suppresses_offers(system: System) -> None:
+    leader = system.leader()
+    assert leader is not None
+    wait_for(lambda: "offers suppressed" in leader.log_text(), 15, message="suppressed while idle")
+    runs = Runs(Path(system.make_app()))
+    system.script_job("wake", NEVER)
+    assert system.api("POST", "/api/job/trigger", raw="wake")[0] == 204
+    wait_for(lambda: len(runs.ends(ok=True)) == 3, 20, message="revived and ran")
+    assert "offers revived" in leader.log_text()
