@@ -131,7 +131,7 @@ class MesosExecutor(Executor):  # type: ignore[misc]  # pymesos is untyped
         budget_s = max(0.5, grace_s - _SHUTDOWN_MARGIN_S) if grace_s else 0.5
         log.info("executor: shutdown requested, stopping tasks within %.1fs", budget_s)
         started = time.monotonic()
-        if not self._service.stop_tasks(budget_s):
+        if not self._service.stop_tasks(budget_s, "the agent shut the executor down"):
             log.error("executor: tasks still running %.1fs into shutdown", budget_s)
         log.info("executor: tasks stopped in %.2fs", time.monotonic() - started)
         self._service.request_exit()

@@ -142,7 +142,7 @@ class ExecutorService:
 
     # -- blocking ------------------------------------------------------------------------------
 
-    def stop_tasks(self, timeout_s: float) -> bool:
+    def stop_tasks(self, timeout_s: float, reason: str = "the executor is stopping") -> bool:
         """Kill every task and wait for them (TASK_KILLED is sent for each); refuse new ones.
 
         Blocks up to `timeout_s`; False if a task did not stop in time.
@@ -154,7 +154,7 @@ class ExecutorService:
             log.info("executor: stopping %d task(s)", len(runners))
         # Leave half the time for the SIGKILL and the reaping after the grace period.
         for runner in runners:
-            runner.request_kill(grace_s=timeout_s / 2)
+            runner.request_kill(grace_s=timeout_s / 2, reason=reason)
         deadline = time.monotonic() + timeout_s
         stopped = True
         for runner in runners:
@@ -268,7 +268,7 @@ class ExecutorService:
             return
         if text.strip() == STOP_MESSAGE:
             log.info("executor: STOP received, stopping every task and exiting")
-            self.stop_tasks(max(30.0, self.settings.kill_grace_s + 15.0))
+            self.stop_tasks(max(30.0, self.settings.kill_grace_s + 15.0), "the scheduler sent STOP")
             self.request_exit()
         else:
             log.warning("executor: unknown framework message %r ignored", text[:100])

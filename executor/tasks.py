@@ -92,6 +92,7 @@ class TaskRunner(ABC):
         self._lock = threading.Lock()
         self._kill = threading.Event()
         self._terminal_sent = False
+        self._kill_reason = KILLED_MESSAGE
         self.done = threading.Event()
         label = f"{data.sharding.job_name}-{data.sharding.sharding_item}"
         self._label = label
@@ -100,20 +101,21 @@ class TaskRunner(ABC):
     def start(self) -> None:
         self._thread.start()
 
-    def request_kill(self, grace_s: float | None = None) -> None:
+    def request_kill(self, grace_s: float | None = None, reason: str = KILLED_MESSAGE) -> None:
         """Ask the task to stop; does not block. TASK_KILLED follows once the work stopped.
 
         `grace_s` shortens the SIGTERM-to-SIGKILL grace period (e.g. when the executor itself
-        must be gone soon).
+        must be gone soon); `reason` is the TASK_KILLED message (the first one given wins).
         """
         if self.done.is_set():
             return
-        if grace_s is not None:
-            with self._lock:
+        with self._lock:
+            if grace_s is not None:
                 self._kill_grace_s = min(self._kill_grace_s, grace_s)
-        if not self._kill.is_set():
-            log.info("task %s: kill requested", self.task_id)
-        self._kill.set()
+            if not self._kill.is_set():
+                self._kill_reason = reason
+                log.info("task %s: kill requested (%s)", self.task_id, reason)
+                self._kill.set()
         self._on_kill()
 
     def join(self, timeout_s: float) -> bool:
@@ -225,7 +227,7 @@ class TransientTask(TaskRunner):
                 except OSError as exc:
                     spawn_error = f"cannot start the job's worker process: {exc}"
         if killed_before_start:
-            self._report_terminal("TASK_KILLED", KILLED_MESSAGE + " before it started")
+            self._report_terminal("TASK_KILLED", self._kill_reason + " before it started")
             return
         if spawn_error:
             self._report_terminal(
@@ -240,11 +242,12 @@ class TransientTask(TaskRunner):
             killer = self._killer
         if killer is not None:
             killer.join()
-        if self._kill.is_set():
-            cause = KILLED_MESSAGE
-            self._report_terminal("TASK_KILLED", cause, record.finished(now_ms(), cause))
-        elif outcome.success:
+        # A run that completed before the kill took effect did finish: say so.
+        if outcome.success:
             self._report_terminal("TASK_FINISHED", "", _ended(record, outcome))
+        elif self._kill.is_set():
+            cause = self._kill_reason
+            self._report_terminal("TASK_KILLED", cause, record.finished(now_ms(), cause))
         else:
             self._report_terminal("TASK_FAILED", outcome.summary, _ended(record, outcome))
 
@@ -297,8 +300,8 @@ class DaemonTask(TaskRunner):
         with self._lock:
             record = self._cut_short
         if record is not None:
-            record = record.finished(now_ms(), KILLED_MESSAGE)
-        self._report_terminal("TASK_KILLED", KILLED_MESSAGE, record)
+            record = record.finished(now_ms(), self._kill_reason)
+        self._report_terminal("TASK_KILLED", self._kill_reason, record)
 
     def _new_scheduler(self) -> Any:
         """A BackgroundScheduler with the job's trigger; raises ValueError for a bad cron/zone."""
