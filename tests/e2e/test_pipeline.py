@@ -152,3 +152,67 @@ def test_idle_framework_suppresses_offers(system: System) -> None:
     assert system.api("POST", "/api/job/trigger", raw="wake")[0] == 204
     wait_for(lambda: len(runs.ends(ok=True)) == 3, 20, message="revived and ran")
     assert "offers revived" in leader.log_text()
+
+
+def test_cron_update_takes_effect(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("later", NEVER)
+    assert (
+        system.api("PUT", "/api/job/update", {"jobName": "later", "cron": "0/2 * * * * ?"})[0]
+        == 204
+    )
+    wait_for(lambda: len(runs.ends(ok=True)) >= 6, 20, message="runs on the new cron")
+
+
+def test_agent_removal_fails_its_tasks_over(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("sticky", NEVER, env="SLEEP_S=300", failover=True, shards=2)
+    assert system.api("POST", "/api/job/trigger", raw="sticky")[0] == 204
+    wait_for(
+        lambda: len([t for t in system.running() if t["state"] == "TASK_RUNNING"]) == 2,
+        20,
+        message="running",
+    )
+    victim = system.running()[0]
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://{system.mesos.address}/faults/remove_agent",
+        data=json.dumps({"agent_id": victim["slaveId"]}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=5).read()
+    item = victim["metaInfo"]["shardingItems"][0]
+
+    def relaunched() -> bool:
+        return any(
+            t["type"] == "FAILOVER"
+            and t["metaInfo"]["shardingItems"] == [item]
+            and t["slaveId"] != victim["slaveId"]
+            and t["state"] == "TASK_RUNNING"
+            for t in system.running()
+        )
+
+    wait_for(relaunched, 30, message="the lost shard runs again on the other agent")
+    assert len(runs.starts(item)) == 2
+
+
+@pytest.mark.parametrize("misfire", [True, False])
+def test_fire_missed_during_a_leader_change(system: System, misfire: bool) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job("tick", "0/3 * * * * ?", misfire=misfire)
+    wait_for(lambda: len(runs.ends(ok=True)) >= 3, 20, message="first fire")
+    old = system.leader()
+    assert old is not None
+    old.signal(signal.SIGKILL)  # the session lasts 4 s: at least one fire falls in the gap
+    new = wait_for(system.leader, 30, message="new leader")
+    wait_for(lambda: "missed its fire" in new.log_text(), 20, message="the missed fire is noticed")
+    line = next(line for line in new.log_text().splitlines() if "missed its fire" in line)
+    if misfire:
+        assert "running it once" in line
+    else:
+        assert "skipped" in line
+    before = len(runs.starts())
+    wait_for(lambda: len(runs.starts()) >= before + 3, 20, message="regular fires go on")
