@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def _launches(replica: ReplicaProcess) -> list[tuple[float, int]]:
     return out
 
 
-def _wait(predicate, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+def _wait(predicate: Callable[[], object], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
