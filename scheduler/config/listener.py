@@ -89,6 +89,7 @@ class ConfigListener(LeaderComponent):
             pending[name] = client.get_async(
                 self._registry.abs(f"{JOBS}/{name}"), watch=self._job_watch(name)
             )
+        self._producer.prefetch_last_fires(names)
         for name, result in pending.items():
             try:
                 data, stat = result.get(timeout=30)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kazoo.exceptions import NoNodeError
+
 from scheduler.config.job import JobConfig
 from scheduler.config.store import ConfigStore
 from scheduler.registry import Fence, Registry
@@ -48,6 +50,24 @@ class StateFacade:
             return float(data) if data else None
         except ValueError:
             return None
+
+    def last_fires(self, names: list[str]) -> dict[str, float]:
+        """Recorded last fires of `names`, read with pipelined requests."""
+        client = self.registry.client
+        recorded = set(self.registry.children(LAST_FIRE)) if names else set()
+        pending = {
+            n: client.get_async(self.registry.abs(f"{LAST_FIRE}/{n}"))
+            for n in names
+            if n in recorded
+        }
+        out: dict[str, float] = {}
+        for name, result in pending.items():
+            try:
+                data, _stat = result.get(timeout=30)
+                out[name] = float(data)
+            except (NoNodeError, ValueError):
+                continue
+        return out
 
     def record_fire(self, job_name: str, when: float) -> None:
         assert self.fence is not None
