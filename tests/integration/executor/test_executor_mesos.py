@@ -168,7 +168,8 @@ def test_the_stop_message_stops_every_task_and_the_executor_exits_0(
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
     framework.wait_state(daemon_id, "TASK_RUNNING")
     framework.send_message(test_app, only_agent(framework), "STOP")
-    assert framework.wait_terminal(hang_id).state == "TASK_KILLED"
+    killed = framework.wait_terminal(hang_id)
+    assert (killed.state, killed.message) == ("TASK_KILLED", "the scheduler sent STOP")
     assert framework.wait_terminal(daemon_id).state == "TASK_KILLED"
     assert not pid_alive(pid)
     lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
@@ -184,7 +185,8 @@ def test_an_agent_shutdown_stops_every_task_and_the_executor_exits_0(
     framework.wait_state(hang_id, "TASK_RUNNING")
     framework.shutdown_executor(test_app, only_agent(framework))
     # SIGTERM is ignored by this job: SIGKILL within the shutdown grace period ends it.
-    assert framework.wait_terminal(hang_id).state == "TASK_KILLED"
+    killed = framework.wait_terminal(hang_id)
+    assert (killed.state, killed.message) == ("TASK_KILLED", "the agent shut the executor down")
     assert not pid_alive(pid)
     lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
     assert lost == [(f"testapp@-@{only_agent(framework)}", 0)]
