@@ -9,14 +9,17 @@ State lives in `--data-dir`, so a restart continues where it stopped.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +66,41 @@ class Child:
             self.proc.wait(5)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_DIR = ROOT / "examples" / "demo_app"
+_AUTH = "Basic " + base64.b64encode(b"root:root").decode()
+# Log lines worth showing in the live view: (pattern, how to show the match).
+_VIEW = (
+    (re.compile(r"leader: (\S+) won term (\d+)"), "leader {0} (term {1})"),
+    (re.compile(r"launcher: launched (\d+) tasks on (\S+)"), "launched {0} task(s) on {1}"),
+    (re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ finished"), "finished {0} shard {1}"),
+    (
+        re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ (TASK_\w+) \((\w*)\) ?(.*)"),
+        "{2} {0} shard {1} {4}",
+    ),
+    (re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ killed"), "killed {0} shard {1}"),
+    (
+        re.compile(r"status: shard (\d+) of (\S+) queued for failover"),
+        "failover queued: {1} shard {0}",
+    ),
+    (re.compile(r"leader: term (\d+) ended \((.*)\)"), "term {0} ended: {1}"),
+    (re.compile(r"missed its fire.*"), "{0}"),
+)
+
+
+def _api(address: str, method: str, path: str, body: Any) -> int:
+    req = urllib.request.Request(
+        f"http://{address}{path}", data=json.dumps(body).encode(), method=method
+    )
+    req.add_header("Authorization", _AUTH)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
 def _health(address: str) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(f"http://{address}/health", timeout=1) as resp:
@@ -70,6 +108,25 @@ def _health(address: str) -> dict[str, Any] | None:
             return body
     except (OSError, ValueError):
         return None
+
+
+def _read_new(path: Path, offset: int) -> tuple[list[str], int]:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode(errors="replace").splitlines(), offset + end
+
+
+def _view(line: str) -> str | None:
+    for pattern, shape in _VIEW:
+        m = pattern.search(line)
+        if m:
+            return shape.format(*(m.groups() or (m.group(0),)))
+    return None
 
 
 @dataclass
@@ -143,6 +200,43 @@ class LocalCluster:
             print(f"scheduler     http://{address}/health  http://{address}/api/...", flush=True)
         print(f"logs          {logs}", flush=True)
 
+    def install_demo(self, leader: str) -> None:
+        """Package examples/demo_app and register it with a SIMPLE job (3 shards, every 5 s)."""
+        from executor.package import build_app_archive
+
+        archive = build_app_archive(
+            DEMO_DIR, self.data_dir / "demo_app.tar.gz", python=sys.executable
+        )
+        app = {
+            "appName": "demo_app",
+            "appURL": archive.app_url,
+            "bootstrapScript": "bin/start.sh",
+            "cpuCount": 0.1,
+            "memoryMB": 64,
+            "appCacheEnable": False,
+        }
+        job = {
+            "jobName": "demo_job",
+            "appName": "demo_app",
+            "jobType": "SIMPLE",
+            "jobClass": "demo.jobs:hello",
+            "jobExecutionType": "TRANSIENT",
+            "cron": "0/5 * * * * ?",
+            "shardingTotalCount": 3,
+            "shardingItemParameters": "0=red,1=green,2=blue",
+            "cpuCount": 0.1,
+            "memoryMB": 32,
+            "failover": True,
+        }
+        for path, body in (("/api/app", app), ("/api/job/register", job)):
+            status = _api(leader, "POST", path, body)
+            if status not in (204, 409):  # 409: already there from an earlier start
+                raise RuntimeError(f"registering the demo ({path}) answered {status}")
+        print(
+            f"demo          app demo_app ({archive.path}), job demo_job: 3 shards every 5 s",
+            flush=True,
+        )
+
     def leader(self) -> str | None:
         for address in self.replica_addresses:
             health = _health(address)
@@ -151,15 +245,21 @@ class LocalCluster:
         return None
 
     def follow(self, stop: threading.Event) -> None:
-        """Print leader changes and dead children until `stop` is set."""
-        last: str | None = None
+        """Print a concise live view, read from the replicas' logs, until `stop` is set."""
+        offsets = {
+            c.name: c.log_path.stat().st_size if c.log_path.exists() else 0 for c in self.children
+        }
         dead: set[str] = set()
         while not stop.wait(0.5):
-            leader = self.leader()
-            if leader != last:
-                stamp = time.strftime("%H:%M:%S")
-                print(f"{stamp} leader: {leader or 'none (election in progress)'}", flush=True)
-                last = leader
+            for child in self.children:
+                if not child.name.startswith("scheduler"):
+                    continue
+                lines, offsets[child.name] = _read_new(child.log_path, offsets[child.name])
+                for line in lines:
+                    shown = _view(line)
+                    if shown:
+                        stamp = line[11:19] if len(line) > 19 else time.strftime("%H:%M:%S")
+                        print(f"{stamp} {child.name.split()[1]:>15}  {shown}", flush=True)
             for child in self.children:
                 if not child.alive() and child.name not in dead:
                     dead.add(child.name)
@@ -195,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-mesos", action="store_true", help="do not start the local Mesos stand-in"
     )
+    parser.add_argument(
+        "--no-demo", action="store_true", help="do not register the demo app and job"
+    )
     args = parser.parse_args(argv)
     if args.replicas < 1 or args.agents < 1:
         parser.error("--replicas and --agents must be at least 1")
@@ -214,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         cluster.start()
+        leader = None
+        deadline = time.monotonic() + 60
+        while leader is None and not stop.is_set() and time.monotonic() < deadline:
+            leader = cluster.leader()
+            stop.wait(0.2)
+        print(f"leader        {leader or 'none yet'}", flush=True)
+        if leader and not args.no_demo and not args.no_mesos:
+            cluster.install_demo(leader)
         cluster.follow(stop)
     finally:
         print("stopping ...", flush=True)

@@ -15,6 +15,7 @@ thread steps down on LOST, on a new session, or once SUSPENDED has lasted a sess
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -300,6 +301,7 @@ class Replica:
             "leader": self.settings.identity if acting else self._leader,
             "zookeeper": str(self._zk_state),
             "identity": self.settings.identity,
+            "pid": os.getpid(),
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,
             "mesos": self._leader_info("mesos") if acting else None,
