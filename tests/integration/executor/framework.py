@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ class Status:
     reason: str
     source: str
     record: ExecutionRecord | None
+    received_s: float  # time.perf_counter() when the update arrived
 
 
 class TestFramework(Scheduler):  # type: ignore[misc]  # pymesos is untyped
@@ -118,6 +120,7 @@ class TestFramework(Scheduler):  # type: ignore[misc]  # pymesos is untyped
                     reason=status.get("reason", ""),
                     source=status.get("source", ""),
                     record=record,
+                    received_s=time.perf_counter(),
                 )
             )
 
