@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,3 +218,109 @@ def test_fire_missed_during_a_leader_change(system: System, misfire: bool) -> No
         assert "skipped" in line
     before = len(runs.starts())
     wait_for(lambda: len(runs.starts()) >= before + 3, 20, message="regular fires go on")
+
+
+def _demo_app(system: System) -> None:
+    from executor.package import build_app_archive
+
+    archive = build_app_archive(
+        Path(__file__).resolve().parents[2] / "examples" / "demo_app",
+        system.tmp / "demo_app.tar.gz",
+        python=sys.executable,
+    )
+    status, body = system.api(
+        "POST",
+        "/api/app",
+        {
+            "appName": "demo_app",
+            "appURL": archive.app_url,
+            "bootstrapScript": "bin/start.sh",
+            "cpuCount": 0.1,
+            "memoryMB": 64,
+        },
+    )
+    assert status == 204, body
+
+
+def test_daemon_tasks_stay_up_and_report_each_run(system: System) -> None:
+    _demo_app(system)
+    status, body = system.api(
+        "POST",
+        "/api/job/register",
+        {
+            "jobName": "squares",
+            "appName": "demo_app",
+            "jobType": "DATAFLOW",
+            "jobClass": "demo.jobs:NumberSquares",
+            "streamingProcess": True,
+            "jobExecutionType": "DAEMON",
+            "cron": "* * * * * ?",
+            "shardingTotalCount": 2,
+            "cpuCount": 0.1,
+            "memoryMB": 32,
+        },
+    )
+    assert status == 204, body
+
+    def daemon_tasks() -> list[dict[str, Any]]:
+        return [
+            t
+            for f in system.master_state()["frameworks"]
+            for t in f.get("tasks", [])
+            if t["id"].startswith("squares@-@")
+        ]
+
+    wait_for(
+        lambda: len([t for t in daemon_tasks() if t["state"] == "TASK_RUNNING"]) == 2,
+        30,
+        message="2 daemon tasks",
+    )
+    first_ids = {t["id"] for t in daemon_tasks()}
+    # Each fire reports BEGIN and COMPLETE as TASK_RUNNING updates; the tasks never end.
+    wait_for(
+        lambda: all(len(t["statuses"]) >= 7 for t in daemon_tasks()),
+        30,
+        message="several runs reported",
+    )
+    assert {t["id"] for t in daemon_tasks()} == first_ids
+    assert {t["state"] for t in daemon_tasks()} == {"TASK_RUNNING"}
+    assert system.api("POST", "/api/job/trigger", raw="squares")[0] == 409
+    assert system.api("POST", "/api/job/squares/disable")[0] == 204
+    wait_for(lambda: daemon_tasks() == [], 20, message="daemon tasks killed on disable")
+
+
+def test_failing_python_job_fails_over_through_the_executor(system: System) -> None:
+    _demo_app(system)
+    status, body = system.api(
+        "POST",
+        "/api/job/register",
+        {
+            "jobName": "boom",
+            "appName": "demo_app",
+            "jobType": "SIMPLE",
+            "jobClass": "demo.jobs:hello",
+            "jobParameter": "fail",
+            "jobExecutionType": "TRANSIENT",
+            "cron": NEVER,
+            "shardingTotalCount": 1,
+            "cpuCount": 0.1,
+            "memoryMB": 32,
+            "failover": True,
+        },
+    )
+    assert status == 204, body
+    assert system.api("POST", "/api/job/trigger", raw="boom")[0] == 204
+
+    def failed_tasks() -> list[dict[str, Any]]:
+        return [
+            t
+            for f in system.master_state()["frameworks"]
+            for t in f.get("completed_tasks", [])
+            if t["id"].startswith("boom@-@") and t["state"] == "TASK_FAILED"
+        ]
+
+    # It fails (the exception reaches Mesos as TASK_FAILED) and is relaunched as a FAILOVER task.
+    wait_for(
+        lambda: any("@-@FAILOVER@-@" in t["id"] for t in failed_tasks()), 40, message="failed over"
+    )
+    assert system.api("PUT", "/api/job/update", {"jobName": "boom", "jobParameter": ""})[0] == 204
