@@ -1,0 +1,121 @@
+"""Create or update the app, wait for its deployment, and find out which instance leads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from deploy.marathon.client import MarathonClient
+from deploy.marathon.errors import DeploymentTimeout, NoLeader
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One running task: where it listens and what its `/health` said."""
+
+    address: str  # host:port
+    role: str  # "leader", "standby", or "unreachable: <why>"
+    leader: str | None  # whom it names as leader
+
+
+@dataclass(frozen=True)
+class Deployment:
+    app_id: str
+    deployment_id: str | None
+    instances: tuple[Instance, ...]
+
+    @property
+    def leader(self) -> str | None:
+        leaders = [i.address for i in self.instances if i.role == "leader"]
+        return leaders[0] if leaders else None
+
+
+def _healthy_addresses(app: dict[str, Any]) -> list[str]:
+    addresses = []
+    for task in app.get("tasks") or []:
+        results = task.get("healthCheckResults") or []
+        ports = task.get("ports") or []
+        if results and ports and all(r.get("alive") for r in results):
+            addresses.append(f"{task.get('host')}:{ports[0]}")
+    return sorted(addresses)
+
+
+def _health(address: str, timeout_s: float) -> Instance:
+    try:
+        with urllib.request.urlopen(f"http://{address}/health", timeout=timeout_s) as answer:
+            body = json.loads(answer.read())
+        return Instance(address, str(body.get("role")), body.get("leader"))
+    except (OSError, ValueError, AttributeError) as exc:
+        return Instance(address, f"unreachable: {exc}", None)
+
+
+@dataclass(frozen=True)
+class Deployer:
+    """Runs one deployment; `deploy` blocks until it is done or `timeout_s` has passed."""
+
+    client: MarathonClient
+    timeout_s: float = 600.0
+    poll_interval_s: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def _until(self, deadline: float, what: str, check: Callable[[], bool]) -> None:
+        while not check():
+            if self.clock() >= deadline:
+                raise DeploymentTimeout(f"{what} after {self.timeout_s:g}s (see --timeout)")
+            self.sleep(self.poll_interval_s)
+
+    def deploy(self, app: dict[str, Any]) -> Deployment:
+        """Create or update `app` and wait until it runs healthy and one instance leads.
+
+        Raises MarathonUnreachable, DefinitionRejected, DeploymentTimeout or NoLeader.
+        """
+        deadline = self.clock() + self.timeout_s
+        app_id = str(app["id"])
+        want = int(app["instances"])
+        deployment_id = self.client.create_or_update(app)
+        log.info("app %s: deployment %s started", app_id, deployment_id)
+
+        def finished() -> bool:
+            running = self.client.deployments_of(app_id)
+            if running:
+                log.info("app %s: waiting for deployment %s", app_id, ", ".join(running))
+            return not running
+
+        self._until(deadline, f"deployment of {app_id} did not finish", finished)
+        healthy: list[str] = []
+
+        def all_healthy() -> bool:
+            nonlocal healthy
+            current = self.client.app(app_id)
+            healthy = _healthy_addresses(current)
+            reported = current.get("tasksHealthy")
+            count = reported if isinstance(reported, int) else len(healthy)
+            log.info("app %s: %s of %s instances healthy", app_id, count, want)
+            return count >= want and len(healthy) >= want
+
+        self._until(deadline, f"app {app_id} did not get {want} healthy instances", all_healthy)
+        instances: tuple[Instance, ...] = ()
+
+        def one_leads() -> bool:
+            nonlocal instances
+            request_timeout_s = max(0.5, min(5.0, deadline - self.clock()))
+            instances = tuple(_health(a, request_timeout_s) for a in healthy)
+            return any(i.role == "leader" for i in instances)
+
+        try:
+            self._until(deadline, "no leader", one_leads)
+        except DeploymentTimeout as exc:
+            roles = ", ".join(f"{i.address} {i.role}" for i in instances)
+            raise NoLeader(
+                f"app {app_id} is healthy but no instance reports role leader after "
+                f"{self.timeout_s:g}s ({roles}): check the Mesos master and ZooKeeper settings"
+            ) from exc
+        return Deployment(app_id, deployment_id, instances)
