@@ -1,0 +1,12 @@
+"""Event trace and statistics store: tables, migrations, the trace writer, result counters and
+the queries behind `/api/job/events/*` and `/api/job/statistics/*` (reference 1.3, 4.14, 4.15).
+"""
+
+from __future__ import annotations
+
+from scheduler.statistics.counters import ResultCounters as ResultCounters
+from scheduler.statistics.counters import StatisticInterval as StatisticInterval
+from scheduler.statistics.database import DEFAULT_URL as DEFAULT_URL
+from scheduler.statistics.database import create_trace_engine as create_trace_engine
+from scheduler.statistics.database import upgrade_to_head as upgrade_to_head
+from scheduler.statistics.writer import TraceWriter as TraceWriter

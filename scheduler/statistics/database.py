@@ -1,0 +1,65 @@
+"""Connecting to the event trace database (`event_trace_rdb_url`) and migrating it.
+
+SQLite in the data directory by default; PostgreSQL or MySQL by URL (their drivers are not
+dependencies of this project: install `psycopg` or `pymysql` where they are used).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+__all__ = ["DEFAULT_URL", "HEAD_REVISION", "create_trace_engine", "upgrade_to_head"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "sqlite:///data/ejcloud.db"
+HEAD_REVISION = "0001_initial"
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_SQLITE_BUSY_TIMEOUT_MS = 5000
+
+
+def create_trace_engine(url: str) -> Engine:
+    """An engine for `url`; for a SQLite file, creates its folder first.
+
+    Raises sqlalchemy.exc.ArgumentError for a URL it cannot parse and ModuleNotFoundError when
+    the database's driver is not installed. Connects lazily: a database that is down shows up
+    on first use, not here.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: object, _record: object) -> None:
+        # The writer thread and the API threads share the file: wait for a lock, don't fail.
+        cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    return engine
+
+
+def upgrade_to_head(url_or_engine: str | Engine) -> None:
+    """Bring the schema to the newest revision (creates every table on an empty database).
+
+    Blocks; run it once at start-up, before the writer starts. Raises what the database raises
+    (sqlalchemy.exc.OperationalError when it is unreachable).
+    """
+    engine = create_trace_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    log.info("trace database %s: schema at %s", engine.url.render_as_string(), HEAD_REVISION)
+    if isinstance(url_or_engine, str):
+        engine.dispose()

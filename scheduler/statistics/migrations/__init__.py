@@ -1,0 +1,1 @@
+"""Alembic migrations for the trace and statistics tables (run by `database.upgrade_to_head`)."""

@@ -1,0 +1,272 @@
+"""TraceWriter: status traces and execution records, written off the caller's thread.
+
+Callers (the Mesos event thread, through `StatusHandler.listeners`) only `put_nowait` to a
+bounded queue; one thread, `sched-trace-writer`, takes what is queued in batches and writes each
+batch in one transaction. The trace is a diagnostic, not state: when the queue is full or the
+database fails, the entries are counted (`dropped`, `errors`), logged at WARNING, and lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, insert, select
+from sqlalchemy.orm import Session
+
+from executor.records import ExecutionRecord
+from scheduler.statistics.models import ExecutionLog, StatusTraceLog
+
+__all__ = ["StatusTrace", "TraceWriter"]
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE_CHARS = 4000  # the original's message VARCHAR(4000)
+
+
+@dataclass(frozen=True)
+class StatusTrace:
+    """One row of `JOB_STATUS_TRACE_LOG`; `id` and `creation_time` are filled in when queued."""
+
+    job_name: str
+    task_id: str
+    slave_id: str
+    state: str
+    source: str
+    execution_type: str
+    sharding_item: str
+    message: str
+    original_task_id: str
+    id: str
+    creation_time: datetime
+
+
+_Entry = StatusTrace | ExecutionRecord
+
+
+class TraceWriter:
+    """Owns the `sched-trace-writer` thread; `record_*` may be called from any thread."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        queue_size: int = 10_000,
+        batch_size: int = 500,
+        idle_wait_s: float = 0.5,
+    ) -> None:
+        if queue_size < 1 or batch_size < 1:
+            raise ValueError("queue_size and batch_size must be >= 1")
+        self._engine = engine
+        self._queue: queue.Queue[_Entry] = queue.Queue(maxsize=queue_size)
+        self._batch_size = batch_size
+        self._idle_wait_s = idle_wait_s
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._drain_deadline = 0.0
+        self.written = 0
+        self.dropped = 0
+        self.errors = 0
+
+    @property
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def counters(self) -> dict[str, int]:
+        """A snapshot for /health and logs."""
+        with self._lock:
+            return {
+                "written": self.written,
+                "dropped": self.dropped,
+                "errors": self.errors,
+                "pending": self._queue.qsize(),
+            }
+
+    def start(self) -> None:
+        """Start the writer thread (once)."""
+        with self._lock:
+            if self._thread is not None:
+                raise RuntimeError("TraceWriter already started")
+            self._thread = threading.Thread(
+                target=self._run, name="sched-trace-writer", daemon=True
+            )
+            self._thread.start()
+
+    def record_status(
+        self,
+        *,
+        job_name: str,
+        task_id: str,
+        state: str,
+        slave_id: str = "",
+        source: str = "CLOUD_SCHEDULER",
+        execution_type: str = "",
+        sharding_item: str = "",
+        message: str = "",
+        original_task_id: str = "",
+        creation_time: datetime | None = None,
+    ) -> bool:
+        """Queue one status trace. Never blocks, never raises; False when it was dropped.
+
+        `original_task_id` defaults to `task_id` (every launch here has a task id of its own;
+        the original copied it from the task's STAGING row). Times are UTC.
+        """
+        trace = StatusTrace(
+            job_name=job_name,
+            task_id=task_id,
+            slave_id=slave_id,
+            state=state,
+            source=source,
+            execution_type=execution_type,
+            sharding_item=sharding_item,
+            message=message[:_MAX_MESSAGE_CHARS],
+            original_task_id=original_task_id or task_id,
+            id=uuid.uuid4().hex,
+            creation_time=_utc_naive(creation_time or datetime.now(UTC)),
+        )
+        return self._offer(trace)
+
+    def record_execution(self, record: ExecutionRecord) -> bool:
+        """Queue an execution record (start or complete). Never blocks, never raises."""
+        return self._offer(record)
+
+    def stop(self, timeout_s: float) -> None:
+        """Write what is queued until `timeout_s` runs out, then join the thread.
+
+        Entries still queued at the deadline are counted as dropped. Logs an ERROR if the thread
+        is still alive (a database call that does not return).
+        """
+        deadline = time.monotonic() + timeout_s
+        self._drain_deadline = deadline
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.error("trace writer: thread %s still alive after %ss", thread.name, timeout_s)
+                return
+        left = 0
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+            left += 1
+        if left:
+            with self._lock:
+                self.dropped += left
+            log.warning("trace writer: %d entries not written before the stop deadline", left)
+
+    def _offer(self, entry: _Entry) -> bool:
+        try:
+            self._queue.put_nowait(entry)
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+                dropped = self.dropped
+            # Power-of-two throttle: a full queue under load must not flood the log.
+            if dropped & (dropped - 1) == 0:
+                log.warning("trace writer: queue full, %d entries dropped so far", dropped)
+            return False
+        return True
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if self._stopping.is_set() and (
+                    self._queue.empty() or time.monotonic() >= self._drain_deadline
+                ):
+                    return
+                batch = self._take_batch()
+                if batch:
+                    self._write(batch)
+        except Exception:
+            log.exception("trace writer: thread failed")
+
+    def _take_batch(self) -> list[_Entry]:
+        try:
+            first = self._queue.get(timeout=0.05 if self._stopping.is_set() else self._idle_wait_s)
+        except queue.Empty:
+            return []
+        batch = [first]
+        while len(batch) < self._batch_size:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _write(self, batch: list[_Entry]) -> None:
+        traces = [entry for entry in batch if isinstance(entry, StatusTrace)]
+        records = [entry for entry in batch if isinstance(entry, ExecutionRecord)]
+        try:
+            with Session(self._engine) as session, session.begin():
+                if traces:
+                    session.execute(insert(StatusTraceLog), [_trace_row(trace) for trace in traces])
+                if records:
+                    _merge_executions(session, records)
+        except Exception as exc:  # noqa: BLE001 - any database failure: count, log, go on
+            with self._lock:
+                self.errors += len(batch)
+            log.warning("trace writer: %d entries lost, database failed: %s", len(batch), exc)
+            return
+        with self._lock:
+            self.written += len(batch)
+
+
+def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
+    """Insert on start, update the same id on complete; a complete without a start inserts."""
+    ids = {record.id for record in records}
+    rows = {
+        row.id: row for row in session.scalars(select(ExecutionLog).where(ExecutionLog.id.in_(ids)))
+    }
+    for record in records:
+        row = rows.get(record.id)
+        if row is None:
+            row = ExecutionLog(id=record.id)
+            session.add(row)
+            rows[record.id] = row
+        row.job_name = record.job_name
+        row.task_id = record.task_id
+        row.hostname = record.hostname
+        row.ip = record.ip
+        row.sharding_item = record.sharding_item
+        row.execution_source = record.execution_source
+        row.start_time = _from_ms(record.start_time_ms)
+        if record.complete_time_ms is not None:
+            row.complete_time = _from_ms(record.complete_time_ms)
+            row.is_success = record.is_success
+            row.failure_cause = record.failure_cause
+        # A late start record never clears a completion already written.
+
+
+def _trace_row(trace: StatusTrace) -> dict[str, object]:
+    return {
+        "id": trace.id,
+        "job_name": trace.job_name,
+        "original_task_id": trace.original_task_id,
+        "task_id": trace.task_id,
+        "slave_id": trace.slave_id,
+        "source": trace.source,
+        "execution_type": trace.execution_type,
+        "sharding_item": trace.sharding_item,
+        "state": trace.state,
+        "message": trace.message,
+        "creation_time": trace.creation_time,
+    }
+
+
+def _from_ms(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
+
+
+def _utc_naive(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
