@@ -1,0 +1,227 @@
+"""The trace and statistics store against a real SQLite file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, inspect, select
+from sqlalchemy.orm import Session
+
+from executor.records import ExecutionRecord
+from scheduler.errors import InvalidRequest
+from scheduler.statistics import (
+    ResultCounters,
+    TraceWriter,
+    create_trace_engine,
+    queries,
+    upgrade_to_head,
+)
+from scheduler.statistics.models import ExecutionLog, TaskResultStatisticsMinute
+from tests.support.waiting import wait_for
+
+T0_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+def _record(n: int, job: str = "job_a", ip: str = "10.0.0.1") -> ExecutionRecord:
+    return ExecutionRecord(
+        id=f"run-{n:03d}",
+        job_name=job,
+        task_id=f"{job}@-@{n % 3}@-@READY@-@agent-1@-@u{n}",
+        sharding_item=n % 3,
+        hostname="host-1",
+        ip=ip,
+        start_time_ms=T0_MS + n * 60_000,
+    )
+
+
+def _write(engine: Engine, *entries: ExecutionRecord) -> TraceWriter:
+    writer = TraceWriter(engine)
+    for entry in entries:
+        assert writer.record_execution(entry)
+    writer.start()
+    writer.stop(timeout_s=5)
+    assert writer.counters()["written"] == len(entries)
+    return writer
+
+
+def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested' / 'ejcloud.db'}"
+    upgrade_to_head(url)
+    upgrade_to_head(url)
+    engine = create_trace_engine(url)
+    tables = set(inspect(engine).get_table_names())
+    engine.dispose()
+    assert tables >= {
+        "JOB_EXECUTION_LOG",
+        "JOB_STATUS_TRACE_LOG",
+        "TASK_RESULT_STATISTICS_MINUTE",
+        "TASK_RESULT_STATISTICS_HOUR",
+        "TASK_RESULT_STATISTICS_DAY",
+        "TASK_RUNNING_STATISTICS",
+        "JOB_RUNNING_STATISTICS",
+        "JOB_REGISTER_STATISTICS",
+    }
+
+
+def test_writer_persists_status_traces_in_the_background(engine: Engine) -> None:
+    writer = TraceWriter(engine)
+    writer.start()
+    try:
+        assert writer.record_status(
+            job_name="job_a",
+            task_id="t1",
+            slave_id="agent-1",
+            state="TASK_RUNNING",
+            execution_type="READY",
+            sharding_item="[0]",
+            message="ok",
+        )
+        found = wait_for(
+            lambda: queries.status_traces(engine, {"taskId": "t1"})["rows"], 5, message="trace"
+        )
+    finally:
+        writer.stop(timeout_s=5)
+    assert found[0]["state"] == "TASK_RUNNING"
+    assert found[0]["originalTaskId"] == "t1"
+    assert found[0]["shardingItems"] == "[0]"
+    assert found[0]["creationTime"].endswith("Z")
+
+
+def test_execution_start_then_complete_updates_one_row(engine: Engine) -> None:
+    start = _record(1)
+    _write(engine, start, start.finished(T0_MS + 120_000, "boom"))
+    rows = queries.executions(engine, {})["rows"]
+    assert len(rows) == 1
+    assert rows[0]["success"] is False
+    assert rows[0]["failureCause"] == {"plainText": "boom"}
+    assert rows[0]["completeTime"] == "2023-11-14T22:15:20.000Z"
+
+
+def test_complete_without_start_is_upserted_and_a_late_start_keeps_it(engine: Engine) -> None:
+    start = _record(2)
+    _write(engine, start.finished(T0_MS + 300_000))
+    _write(engine, start)
+    with Session(engine) as session:
+        row = session.scalars(select(ExecutionLog)).one()
+    assert row.is_success is True
+    assert row.complete_time is not None
+
+
+def test_paging_filters_sorting_and_time_range(engine: Engine) -> None:
+    _write(engine, *[_record(n, job="job_a" if n % 2 else "job_b") for n in range(25)])
+    page = queries.executions(engine, {"per_page": "10", "page": "3"})
+    assert page["total"] == 25 and len(page["rows"]) == 5
+    only_a = queries.executions(engine, {"jobName": "job_a", "sort": "startTime", "order": "desc"})
+    assert only_a["total"] == 12
+    times = [row["startTime"] for row in only_a["rows"]]
+    assert times == sorted(times, reverse=True)
+    ranged = queries.executions(
+        engine,
+        {"startTime": "2023-11-14 22:14:20", "endTime": "2023-11-14T22:18:20+00:00"},
+    )
+    assert ranged["total"] == 5
+    assert queries.executions(engine, {"isSuccess": "true"})["total"] == 0
+    assert queries.executions(engine, {"jobName": "", "ip": "10.0.0.1"})["total"] == 25
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"per_page": "x"}, "per_page"),
+        ({"page": "0"}, "page"),
+        ({"sort": "nope"}, "sort"),
+        ({"order": "sideways"}, "order"),
+        ({"startTime": "yesterday"}, "startTime"),
+        ({"startTime": "2024-01-02 00:00:00", "endTime": "2024-01-01 00:00:00"}, "endTime"),
+        ({"isSuccess": "maybe"}, "isSuccess"),
+    ],
+)
+def test_bad_parameters_raise_invalid_request_naming_the_field(
+    engine: Engine, params: dict[str, str], field: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        queries.executions(engine, params)
+    assert field in caught.value.fields
+    assert caught.value.http_status == 400
+
+
+def test_sql_injection_in_sort_is_refused_and_in_filters_is_harmless(engine: Engine) -> None:
+    _write(engine, _record(1))
+    with pytest.raises(InvalidRequest):
+        queries.executions(engine, {"sort": "id; DROP TABLE JOB_EXECUTION_LOG"})
+    with pytest.raises(InvalidRequest):
+        queries.status_traces(engine, {"order": "asc, (SELECT 1)"})
+    assert queries.executions(engine, {"jobName": "x' OR '1'='1"})["total"] == 0
+    assert queries.executions(engine, {})["total"] == 1
+
+
+def test_database_outage_is_counted_and_never_raises(tmp_path: Path) -> None:
+    # The engine's folder is removed after it was made: every connect fails.
+    bad = create_trace_engine("sqlite:///" + str(tmp_path / "missing" / "x.db"))
+    (tmp_path / "missing").rmdir()
+    writer = TraceWriter(bad)
+    writer.start()
+    try:
+        assert writer.record_status(job_name="j", task_id="t", state="TASK_FAILED")
+        assert writer.record_execution(_record(1))
+        wait_for(lambda: writer.counters()["errors"] == 2, 5, message="errors counted")
+    finally:
+        writer.stop(timeout_s=5)
+    assert writer.counters()["written"] == 0
+    counters = ResultCounters(bad)
+    counters.record(True, datetime(2024, 1, 1, 0, 0, 10))
+    assert counters.roll(datetime(2024, 1, 1, 0, 1, 5)) == 0
+    assert counters.errors == 1
+    assert counters.pending()  # kept for the next roll
+    bad.dispose()
+
+
+def test_full_queue_drops_and_counts(engine: Engine) -> None:
+    writer = TraceWriter(engine, queue_size=2)
+    accepted = [writer.record_status(job_name="j", task_id=f"t{n}", state="X") for n in range(5)]
+    assert accepted == [True, True, False, False, False]
+    writer.start()
+    writer.stop(timeout_s=5)
+    assert writer.counters() == {"written": 2, "dropped": 3, "errors": 0, "pending": 0}
+
+
+def test_result_counters_roll_completed_periods_and_flush_merges_across_leaders(
+    engine: Engine,
+) -> None:
+    first = ResultCounters(engine)
+    first.record(True, datetime(2024, 1, 1, 10, 0, 10))
+    first.record(False, datetime(2024, 1, 1, 10, 0, 50))
+    first.record(True, datetime(2024, 1, 1, 10, 1, 5))
+    assert first.roll(datetime(2024, 1, 1, 10, 1, 30)) >= 1
+    # Term ends mid-minute: the partial minute is flushed; the next leader adds to it.
+    assert first.flush(datetime(2024, 1, 1, 10, 1, 40)) == 3
+    second = ResultCounters(engine)
+    second.record(False, datetime(2024, 1, 1, 10, 1, 50))
+    second.roll(datetime(2024, 1, 1, 10, 2, 0))
+    with Session(engine) as session:
+        minutes = {
+            row.statistics_time.minute: (row.success_count, row.failed_count)
+            for row in session.scalars(select(TaskResultStatisticsMinute))
+        }
+    assert minutes == {0: (1, 1), 1: (1, 1)}
+    now = datetime(2024, 1, 1, 10, 30, 0)
+    last_day = queries.task_result_statistics(engine, "last24hours", now)
+    assert [row["successCount"] for row in last_day] == [1, 1]
+    assert queries.task_result_statistics(engine, "lastYear", now) == []
+    summary = queries.task_result_summary(engine, "lastMinute", now)
+    assert (summary["successCount"], summary["failedCount"]) == (1, 1)
+    assert queries.task_result_summary(engine, "online", now)["successCount"] == 2  # DAY flushed
+    assert queries.task_result_summary(engine, "whenever", now) == {
+        "successCount": 0,
+        "failedCount": 0,
+    }
+
+
+def test_statistics_queries_answer_empty_tables(engine: Engine) -> None:
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    assert queries.task_running_statistics(engine, "lastWeek", now) == []
+    assert queries.job_running_statistics(engine, "lastHour", now) == []
+    assert queries.job_register_statistics(engine) == []
+    assert queries.task_result_summary(engine, "lastWeek", now)["successCount"] == 0
