@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -260,6 +262,7 @@ class Registry:
         fence: Fence | None,
     ) -> bytes | None:
         full = self.abs(path)
+        attempt = 0
         for _ in range(max_tries):
             _check_acting(fence, f"compare-and-set {path}")
             got = self.get_versioned(path)
@@ -273,7 +276,10 @@ class Registry:
             try:
                 self._transact(f"compare-and-set {path}", ops, fence)
             except (Conflict, NotFound):
-                continue  # lost a race: read again
+                # Lost a race: back off a little (jittered, growing) so contenders spread out.
+                attempt += 1
+                time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
+                continue
             return new
         raise Conflict(f"compare-and-set {path}: too many concurrent changes")
 
