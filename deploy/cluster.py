@@ -192,6 +192,8 @@ class LocalCluster:
                     self.zookeeper.address,
                     "--mesos_url",
                     mesos_url,
+                    "--data_dir",
+                    str(self.data_dir),
                 ],
                 logs / f"scheduler-{port}.log",
             )

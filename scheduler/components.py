@@ -24,6 +24,7 @@ from scheduler.producer import Producer
 from scheduler.scheduling import SchedulingActions
 from scheduler.service import LeaderComponent
 from scheduler.state.facade import StateFacade
+from scheduler.statistics.component import Statistics
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +35,22 @@ class RestApi(LeaderComponent):
     name = "rest-api"
 
     def __init__(
-        self, ctx: LeaderContext, facade: StateFacade, actions: SchedulingActions | None = None
+        self,
+        ctx: LeaderContext,
+        facade: StateFacade,
+        actions: SchedulingActions | None = None,
+        statistics: Statistics | None = None,
     ) -> None:
         self._ctx = ctx
         self._facade = facade
         self._actions = actions
+        self._statistics = statistics
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
-        self._ctx.mount_api(create_app(self._ctx, self._actions, self._facade))
+        app = create_app(self._ctx, self._actions, self._facade)
+        app.extensions["ejc_services"].statistics = self._statistics
+        self._ctx.mount_api(app)
 
     def stop(self) -> None:
         self._ctx.mount_api(None)
@@ -66,8 +74,10 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
                 driver_box[0].kill(task.task_id)
 
     producer = Producer(facade, ctx.term, launcher.wake)
+    statistics = Statistics(settings)
     listener = ConfigListener(facade, producer, kill_job_tasks)
     status = StatusHandler(facade, lambda t: driver_box[0].kill(t), launcher.wake)
+    status.listeners.append(statistics.on_status)
     reconciler_box: list[Reconciler] = []
 
     def on_connected() -> None:
@@ -94,9 +104,10 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         TermRecorder(ctx),
         framework_ids,
         producer,
+        statistics,
         listener,
         launcher,
-        RestApi(ctx, facade, actions),
+        RestApi(ctx, facade, actions, statistics),
         driver,
         reconciler,
     ]

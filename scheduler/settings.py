@@ -179,6 +179,13 @@ _KEYS: tuple[_Key, ...] = (
     _Key("framework_secret", "", _parse_str, "Mesos secret", secret=True),
     _Key("time_zone", "", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
     _Key("log_level", "INFO", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Key(
+        "data_dir",
+        "data",
+        _parse_str,
+        "directory for local data (the default SQLite event trace)",
+        _required,
+    ),
     _Key("auth_enabled", True, _parse_bool, "require HTTP Basic auth on /api/*"),
     _Key("auth_admin_username", "root", _parse_str, "user that may read and write", _required),
     _Key("auth_admin_password", "root", _parse_str, "its password", secret=True),
@@ -229,6 +236,7 @@ class Settings:
     framework_secret: str = ""
     time_zone: str = ""
     log_level: str = "INFO"
+    data_dir: str = "data"
     auth_enabled: bool = True
     auth_admin_username: str = "root"
     auth_admin_password: str = "root"

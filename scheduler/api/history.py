@@ -7,30 +7,46 @@ database), except the job counts, which come live from ZooKeeper as in the origi
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
 
 from scheduler.api.services import services
 from scheduler.config.job import JobExecutionType, JobType
 from scheduler.errors import InvalidRequest
+from scheduler.statistics import queries
 
 bp = Blueprint("history", __name__, url_prefix="/api/job")
 
 _PERIODS = ("online", "lastWeek", "lastHour", "lastMinute")
 
 
+def _engine() -> Any:
+    return services().trace_engine
+
+
 @bp.get("/events/executions")
 def executions() -> Response:
-    return jsonify({"total": 0, "rows": []})
+    engine = _engine()
+    if engine is None:
+        return jsonify({"total": 0, "rows": []})
+    return jsonify(queries.executions(engine, request.args))
 
 
 @bp.get("/events/statusTraces")
 def status_traces() -> Response:
-    return jsonify({"total": 0, "rows": []})
+    engine = _engine()
+    if engine is None:
+        return jsonify({"total": 0, "rows": []})
+    return jsonify(queries.status_traces(engine, request.args))
 
 
 @bp.get("/statistics/tasks/results")
 def task_results() -> Response:
-    return jsonify([])
+    engine = _engine()
+    if engine is None:
+        return jsonify([])
+    return jsonify(queries.task_result_statistics(engine, request.args.get("since")))
 
 
 @bp.get("/statistics/tasks/results/<period>")
@@ -39,22 +55,30 @@ def task_results_period(period: str) -> Response:
         raise InvalidRequest(
             f"period must be one of {', '.join(_PERIODS)}", {"period": f"unknown {period!r}"}
         )
-    return jsonify({"successCount": 0, "failedCount": 0})
+    engine = _engine()
+    if engine is None:
+        return jsonify({"successCount": 0, "failedCount": 0})
+    return jsonify(queries.task_result_summary(engine, period))
 
 
 @bp.get("/statistics/tasks/running")
 def tasks_running() -> Response:
-    return jsonify([])
+    engine = _engine()
+    since = request.args.get("since")
+    return jsonify([] if engine is None else queries.task_running_statistics(engine, since))
 
 
 @bp.get("/statistics/jobs/running")
 def jobs_running() -> Response:
-    return jsonify([])
+    engine = _engine()
+    since = request.args.get("since")
+    return jsonify([] if engine is None else queries.job_running_statistics(engine, since))
 
 
 @bp.get("/statistics/jobs/register")
 def jobs_register() -> Response:
-    return jsonify([])
+    engine = _engine()
+    return jsonify([] if engine is None else queries.job_register_statistics(engine))
 
 
 @bp.get("/statistics/jobs/type")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from flask import current_app
 
@@ -23,6 +24,12 @@ class ApiServices:
     disabled: DisableStore
     actions: SchedulingActions
     reconcile_throttle: Throttle = field(default_factory=lambda: Throttle(RECONCILE_THROTTLE_S))
+    # The term's statistics component (its `engine` is None while the trace is off).
+    statistics: Any = None
+
+    @property
+    def trace_engine(self) -> Any:
+        return getattr(self.statistics, "engine", None)
 
     @classmethod
     def build(cls, facade: StateFacade, actions: SchedulingActions | None = None) -> ApiServices:

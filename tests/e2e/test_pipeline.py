@@ -61,6 +61,17 @@ def test_transient_job_runs_every_shard_on_each_fire(system: System) -> None:
     )
     counts = [len(runs.starts(i)) for i in range(3)]
     assert max(counts) - min(counts) <= 1, counts
+    # Every state the scheduler saw is in the event trace (SQLite in the data directory).
+    wait_for(
+        lambda: (
+            system.api("GET", "/api/job/events/statusTraces?jobName=every2s&state=TASK_FINISHED")[
+                1
+            ]["total"]
+            >= 6
+        ),
+        10,
+        message="status traces recorded",
+    )
     # Both agents were used (tasks spread by free resources).
     agents = {
         t["slave_id"]

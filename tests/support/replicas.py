@@ -46,6 +46,7 @@ class ReplicaProcess:
             "http_port": str(self.port),
             "zk_session_timeout_seconds": "4",
             "leader_retry_backoff_seconds": "0.5",
+            "data_dir": str(log_dir / "data"),
             **{k: str(v) for k, v in settings.items()},
         }
         self.proc: subprocess.Popen[bytes] | None = None
