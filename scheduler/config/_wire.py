@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import TypeVar
 
 from scheduler.errors import InvalidRequest
 
@@ -24,6 +25,7 @@ RESERVED_NAMES = frozenset({"list"})  # `GET /api/app/list` would shadow an app 
 
 # Names become ZooKeeper node names and parts of Mesos task and executor ids (`{job}@-@{item}...`),
 # so no `/`, `@` or whitespace, and no leading `.` (ZooKeeper refuses "." and "..").
+_N = TypeVar("_N", int, float)
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Gson's JsonReader accepts these number shapes from a string; Python's float() would also take
 # "nan", "inf", "1_000" and non-ASCII digits, which we must refuse.
@@ -173,25 +175,23 @@ class FieldReader:
             return default
 
     def number(self, key: str, default: float | None = None) -> float | None:
-        value = self._data.get(key)
-        if value is None:
-            if default is None:
-                self.problem(key, "is required")
-            return default
-        try:
-            return to_float(value)
-        except ValueError as exc:
-            self.problem(key, str(exc))
-            return None
+        return self._converted(key, default, to_float)
 
     def integer(self, key: str, default: int | None = None) -> int | None:
+        return self._converted(key, default, to_int)
+
+    def _converted(
+        self, key: str, default: _N | None, convert: Callable[[object], _N]
+    ) -> _N | None:
+        """The field converted, its default when absent, or None after recording a problem
+        (a missing field with no default is required)."""
         value = self._data.get(key)
         if value is None:
             if default is None:
                 self.problem(key, "is required")
             return default
         try:
-            return to_int(value)
+            return convert(value)
         except ValueError as exc:
             self.problem(key, str(exc))
             return None

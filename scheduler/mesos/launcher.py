@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor.taskdata import executor_id
 from scheduler.config.app import AppConfig
 from scheduler.config.job import JobConfig
 from scheduler.errors import NotLeader, SchedulerError
 from scheduler.ha.term import Term
 from scheduler.mesos.driver import MesosDriver
 from scheduler.mesos.placement import OfferSlot, Shard, place
-from scheduler.mesos.taskinfo import build_task_info, executor_id, runs_as_command_task
+from scheduler.mesos.taskinfo import build_task_info, runs_as_command_task
 from scheduler.service import LeaderComponent
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import RunningTask

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from executor.taskdata import JobSpec, ShardingContext, TaskData
+from executor.taskdata import (
+    JobSpec,
+    ShardingContext,
+    TaskData,
+    executor_info,
+)
 from scheduler.config.app import AppConfig
 from scheduler.config.job import JobConfig, JobExecutionType, JobType
 from scheduler.state.task_id import DELIMITER, TaskId
 
 _ARCHIVES = (".tar", ".tar.gz", ".tar.bz2", ".tar.xz", ".gz", ".tgz", ".tbz2", ".txz", ".zip")
-
-
-def executor_id(app_name: str, agent_id: str) -> str:
-    """One custom executor per app per agent: `{app}@-@{agentId}`."""
-    return f"{app_name}{DELIMITER}{agent_id}"
 
 
 def _scalar(name: str, value: float) -> dict[str, Any]:
@@ -92,17 +92,18 @@ def build_task_info(
             },
         }
         return info
-    info["executor"] = {
-        "type": "CUSTOM",
-        "executor_id": {"value": executor_id(app.app_name, task_id.agent_id)},
-        "framework_id": {"value": framework_id},
-        "name": f"ejcloud executor of {app.app_name}",
-        "command": {
-            "shell": True,
-            "value": app.bootstrap_script,
-            "uris": [_uri(app)] if app.app_url else [],
-        },
-        "resources": [_scalar("cpus", app.cpu_count), _scalar("mem", app.memory_mb)],
-    }
+    executor = executor_info(
+        app_name=app.app_name,
+        agent_id=task_id.agent_id,
+        app_url=app.app_url,
+        bootstrap_script=app.bootstrap_script,
+        cpus=round(float(app.cpu_count), 4),
+        mem_mb=round(float(app.memory_mb), 4),
+        cache=app.app_cache_enable,
+    )
+    executor["framework_id"] = {"value": framework_id}
+    # A single file (not an archive) is fetched executable instead of extracted.
+    executor["command"]["uris"] = [_uri(app)] if app.app_url else []
+    info["executor"] = executor
     info["data"] = data.encode()
     return info
