@@ -75,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("scheduler %s: cannot start: %s", settings.identity, exc)
         return 1
     print(f"scheduler {settings.identity}: http://{settings.identity}/health", flush=True)
-    while not stop_requested.wait(3600):
+    # A short wait, not one long one: a signal the kernel delivers to another thread only
+    # runs its Python handler when the main thread next wakes up.
+    while not stop_requested.wait(0.2):
         pass
     replica.stop()
     return 0
