@@ -3,7 +3,7 @@
 #   ./dev.sh run [options]   set everything up, then start the local system (see README)
 #   ./dev.sh test [args]     set everything up, then lint, type-check and run the test suite
 #   ./dev.sh bench [name]    set everything up, then run the benchmarks and print their figures
-#   ./dev.sh setup           only set up (.venv, ZooKeeper)
+#   ./dev.sh setup           only set up (.venv, ZooKeeper, PostgreSQL)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -24,6 +24,16 @@ ensure_zookeeper() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
   fi
   command -v java >/dev/null || { log "java is missing: install a JRE (17)"; exit 1; }
+}
+
+ensure_postgresql() {
+  # Debian's postgresql package: deploy/postgres.py runs its initdb and postgres binaries for
+  # the tests and benchmarks, each server in a directory of its own (not the packaged cluster).
+  if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    log "installing the Debian postgresql package"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
 }
 
 ensure_http_parser() {
@@ -52,6 +62,7 @@ ensure_http_parser() {
 
 setup() {
   ensure_zookeeper
+  ensure_postgresql
   if [ ! -x "$PY" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"

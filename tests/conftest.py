@@ -11,6 +11,9 @@ from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
 
+# `postgres` (one server per session) and `postgres_url` (a fresh database per test).
+pytest_plugins = ["tests.support.postgres"]
+
 _ensembles: list[ZooKeeperEnsemble] = []
 
 
@@ -38,6 +41,20 @@ def zk_client(zk: ZooKeeperEnsemble) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"], ids=["sqlite", "postgresql"])
+def trace_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The SQLAlchemy URL of an empty trace database, once per backend.
+
+    sqlite: a file in the test's tmp_path (its folder is created by create_trace_engine).
+    postgresql: a fresh database on the session's server (`postgres_url`), which is started only
+    for this parameter.
+    """
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/data/trace.db"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 def pytest_exception_interact(
