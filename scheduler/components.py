@@ -74,9 +74,11 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
                 driver_box[0].kill(task.task_id)
 
     producer = Producer(facade, ctx.term, launcher.wake)
-    statistics = Statistics(settings)
+    statistics = Statistics(settings, ctx.registry, ctx.term.fence)
     listener = ConfigListener(facade, producer, kill_job_tasks)
-    status = StatusHandler(facade, lambda t: driver_box[0].kill(t), launcher.wake)
+    status = StatusHandler(
+        facade, lambda t: driver_box[0].kill(t), launcher.wake, statistics.journal
+    )
     status.listeners.append(statistics.on_status)
     reconciler_box: list[Reconciler] = []
 
@@ -100,6 +102,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
     ctx.info["mesos"] = lambda: driver.status
     ctx.info["launched"] = lambda: launcher.launched
+    ctx.info["statistics"] = statistics.info
     return [
         TermRecorder(ctx),
         framework_ids,

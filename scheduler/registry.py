@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -54,6 +55,31 @@ class Fence:
     node_path: str
     is_acting: Callable[[], bool]
     term: int = 0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One write of a multi-write transaction (`FencedWriter.commit`).
+
+    kind "create" (the parent must exist), "set" (at `version`, -1 = any) or "delete" (at
+    `version`); `path` is namespace-relative.
+    """
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+
+    def apply(self, registry: Registry, txn: Any) -> None:
+        full = registry.abs(self.path)
+        if self.kind == "create":
+            txn.create(full, self.data)
+        elif self.kind == "set":
+            txn.set_data(full, self.data, self.version)
+        elif self.kind == "delete":
+            txn.delete(full, self.version)
+        else:
+            raise ValueError(f"unknown transaction op {self.kind!r}")
 
 
 def make_client(settings: Settings) -> KazooClient:
@@ -102,6 +128,10 @@ def _cas_op(full: str, new: bytes | None, version: int, create: bool) -> Callabl
 def _check_acting(fence: Fence | None, what: str) -> None:
     if fence is not None and not fence.is_acting():
         raise NotLeader(f"{what}: this replica is not acting as leader")
+
+
+def _apply_op(registry: Registry, op: Op, txn: Any) -> None:
+    op.apply(registry, txn)
 
 
 def _delete_op(full: str) -> Callable[[Any], None]:
@@ -328,6 +358,11 @@ class FencedWriter:
         except NotFound:
             return False
         return True
+
+    def commit(self, what: str, ops: list[Op]) -> None:
+        """Apply `ops` atomically, fenced: all or none. NotFound / Conflict when one fails."""
+        reg = self._registry
+        reg._transact(what, [partial(_apply_op, reg, op) for op in ops], self._fence)
 
     def compare_and_set(
         self, path: str, update: Callable[[bytes | None], bytes | None], max_tries: int = 50

@@ -68,6 +68,13 @@ def _port(value: Any) -> str | None:
     return None if 1 <= value <= 65535 else "must be a TCP port (1-65535)"
 
 
+def _trace_url(value: Any) -> str | None:
+    # Imported here: settings must stay importable without SQLAlchemy's start-up cost.
+    from scheduler.statistics.database import url_problem
+
+    return url_problem(value)
+
+
 def _required(value: Any) -> str | None:
     return None if value else "is required"
 
@@ -156,7 +163,9 @@ _KEYS: tuple[_Key, ...] = (
         "event_trace_rdb_url",
         "",
         _parse_str,
-        "database URL of the event trace and statistics",
+        "database URL of the event trace and statistics (SQLAlchemy or jdbc:; '' = SQLite "
+        "in data_dir, none = off)",
+        _trace_url,
         secret=True,
     ),
     _Key("event_trace_rdb_username", "", _parse_str, "database user"),

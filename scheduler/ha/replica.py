@@ -305,6 +305,7 @@ class Replica:
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,
             "mesos": self._leader_info("mesos") if acting else None,
+            "statistics": self._leader_info("statistics") if acting else None,
         }
 
     def _leader_info(self, key: str) -> Any:

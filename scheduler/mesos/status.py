@@ -15,9 +15,11 @@ from typing import Any
 
 from scheduler.config.job import JobExecutionType
 from scheduler.errors import NotLeader, SchedulerError
+from scheduler.registry import Op
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import RunningTask
 from scheduler.state.task_id import InvalidTaskId, TaskId
+from scheduler.statistics.journal import ResultJournal
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ FAILED_STATES = frozenset(
     }
 )
 TERMINAL_STATES = FAILED_STATES | {"TASK_FINISHED", "TASK_KILLED"}
+# Counted as failed in the task result statistics (a kill is neither success nor failure).
+COUNTED_FAILED_STATES = FAILED_STATES
 
 StatusListener = Callable[[dict[str, Any], TaskId], None]
 
@@ -45,8 +49,10 @@ class StatusHandler:
         facade: StateFacade,
         kill: Callable[[str], bool],
         wake_launcher: Callable[[], None],
+        journal: ResultJournal | None = None,
     ) -> None:
         self._facade = facade
+        self._journal = journal
         self._kill = kill
         self._wake = wake_launcher
         self.listeners: list[StatusListener] = []
@@ -94,13 +100,18 @@ class StatusHandler:
                 # Running but unknown here (e.g. launched just before a crash): adopt it.
                 task = RunningTask(task_id, tid.agent_id)
             changed = task.state != state
+            was_busy = not task.idle
             if message in ("BEGIN", "COMPLETE"):
                 idle = message == "COMPLETE"
                 changed = changed or task.idle != idle
                 task.idle = idle
             if changed:
                 task.state = state
-                facade.running.update(task)
+                # A daemon run completed: counted as a success with the idle flag it sets.
+                completed = message == "COMPLETE" and was_busy
+                self._with_result(
+                    True if completed else None, lambda ops: facade.running.update(task, ops)
+                )
             return
         if state == "TASK_UNREACHABLE":
             log.warning(
@@ -114,7 +125,12 @@ class StatusHandler:
             log.warning("status: %s in unexpected state %s", task_id, state)
             return
         if task is not None:
-            facade.running.remove(task_id)
+            success: bool | None = None  # a kill is neither
+            if state == "TASK_FINISHED":
+                success = True
+            elif state in COUNTED_FAILED_STATES:
+                success = False
+            self._with_result(success, lambda ops: facade.running.remove(task_id, ops))
         if state == "TASK_FINISHED":
             log.info("status: %s finished", task_id)
         elif state == "TASK_KILLED":
@@ -139,3 +155,19 @@ class StatusHandler:
                 if facade.failover.add(task_id):
                     log.info("status: shard %s of %s queued for failover", tid.item, tid.job_name)
         self._wake()
+
+    def _with_result(self, success: bool | None, write: Callable[[list[Op]], None]) -> None:
+        """Run `write` with the journal op of a result (success True/False; None: no result),
+        so the result is journaled in the same transaction as the state change, or not at all.
+        """
+        journal = self._journal
+        if success is None or journal is None:
+            write([])
+            return
+        ops = journal.ops(success)
+        try:
+            write(ops)
+        except BaseException:
+            if ops:
+                journal.not_committed()
+            raise

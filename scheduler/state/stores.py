@@ -11,7 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.registry import Fence, FencedWriter, Registry
+from scheduler.errors import Conflict
+from scheduler.registry import Fence, FencedWriter, Op, Registry
 from scheduler.state.task_id import DELIMITER, TaskId
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,16 @@ class _Store:
         if self._fence is None:
             raise RuntimeError("this store was built read-only (no fence)")
         return self._registry.fenced(self._fence)
+
+    def _drop_if_empty(self, path: str) -> None:
+        """Delete a job's folder once it is empty. Never recursive: an entry another thread
+        adds between a check and the delete must survive."""
+        if self._registry.children(path):
+            return
+        try:
+            self._w.delete(path, recursive=False)
+        except Conflict:
+            pass  # an entry was added meanwhile
 
     def _full(self, path: str, name: str) -> bool:
         names = self._registry.children(path)
@@ -169,14 +180,31 @@ class RunningStore(_Store):
         job = task.parsed.job_name
         self._w.put(f"{RUNNING}/{job}/{task.task_id}", json.dumps(task.to_json()).encode())
 
-    def update(self, task: RunningTask) -> None:
-        self.add(task)
+    def update(self, task: RunningTask, also: list[Op] | None = None) -> None:
+        """Write the task's node; with `also`, in one transaction with those ops."""
+        if not also:
+            self.add(task)
+            return
+        job = task.parsed.job_name
+        path = f"{RUNNING}/{job}/{task.task_id}"
+        data = json.dumps(task.to_json()).encode()
+        if self._registry.exists(path):
+            first = Op("set", path, data)
+        else:
+            self._registry.ensure(f"{RUNNING}/{job}")
+            first = Op("create", path, data)
+        self._w.commit(f"update {path}", [first, *also])
 
-    def remove(self, task_id: str) -> None:
+    def remove(self, task_id: str, also: list[Op] | None = None) -> None:
+        """Delete the task's node; with `also`, in one transaction with those ops (NotFound
+        when the node is already gone, and then none of them is applied)."""
         job = TaskId.parse(task_id).job_name
-        self._w.delete(f"{RUNNING}/{job}/{task_id}")
-        if not self._registry.children(f"{RUNNING}/{job}"):
-            self._w.delete(f"{RUNNING}/{job}")
+        path = f"{RUNNING}/{job}/{task_id}"
+        if also:
+            self._w.commit(f"remove {path}", [Op("delete", path), *also])
+        else:
+            self._w.delete(path)
+        self._drop_if_empty(f"{RUNNING}/{job}")
 
     def remove_job(self, job: str) -> None:
         self._w.delete(f"{RUNNING}/{job}")
@@ -220,8 +248,7 @@ class FailoverQueue(_Store):
 
     def remove(self, job: str, item: int) -> None:
         self._w.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
-        if not self._registry.children(f"{FAILOVER}/{job}"):
-            self._w.delete(f"{FAILOVER}/{job}")
+        self._drop_if_empty(f"{FAILOVER}/{job}")
 
     def remove_job(self, job: str) -> None:
         self._w.delete(f"{FAILOVER}/{job}")

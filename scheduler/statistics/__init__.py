@@ -9,4 +9,6 @@ from scheduler.statistics.counters import StatisticInterval as StatisticInterval
 from scheduler.statistics.database import DEFAULT_URL as DEFAULT_URL
 from scheduler.statistics.database import create_trace_engine as create_trace_engine
 from scheduler.statistics.database import upgrade_to_head as upgrade_to_head
+from scheduler.statistics.journal import ResultJournal as ResultJournal
+from scheduler.statistics.sampler import Sampler as Sampler
 from scheduler.statistics.writer import TraceWriter as TraceWriter

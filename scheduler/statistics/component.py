@@ -1,88 +1,87 @@
-"""The leader's statistics component: the event trace and the task result counters.
+"""The leader's statistics component: the event trace, the task result counters and the
+sampled statistics.
 
-Status updates reach it through `StatusHandler.listeners` (after they were processed and before
-they are acknowledged); it only queues them for the `sched-trace-writer` thread, so a slow or
-unreachable database never delays scheduling. Counters are written every minute, and at term
-end `flush()` writes the current periods too: writes add to a period's row, so what one term
-counted and the next one counts end up in the same rows with nothing lost (the original kept
-them in leader memory and lost them on failover).
+- Status updates reach `on_status` through `StatusHandler.listeners` (after they were processed,
+  before they are acknowledged); it only queues them for the `sched-trace-writer` thread, so a
+  slow or unreachable database never delays scheduling.
+- Task results are journaled in ZooKeeper by the status handler, in the transaction that records
+  the state change (journal.py); the `sched-statistics` thread moves them into the tables every
+  few seconds (counters.py) and samples running tasks/jobs and registered jobs (sampler.py).
+  Nothing is flushed at term end: whatever this term journaled and did not move yet is moved by
+  the next leader, exactly once, even after a SIGKILL.
+- The database may be down at term start or at any time later: the thread keeps retrying (the
+  schema migration first), results wait in ZooKeeper, trace entries wait in the writer's queue.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine
 
 from executor.records import RecordError, decode_status_data
+from scheduler.registry import Fence, Registry
 from scheduler.service import LeaderComponent
 from scheduler.settings import Settings
 from scheduler.state.task_id import TaskId
+from scheduler.statistics.journal import ResultJournal
 
 log = logging.getLogger(__name__)
 
-_FAILED = frozenset(
-    {"TASK_FAILED", "TASK_LOST", "TASK_ERROR", "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR"}
-)
-_ROLL_INTERVAL_S = 10.0
+ROLL_INTERVAL_S = 5.0
+_RETRY_MAX_S = 30.0
 
 
-def trace_url(settings: Settings) -> str | None:
+def trace_url(settings: Settings) -> URL | None:
     """The event trace database URL; None when turned off (`event_trace_rdb_url=none`)."""
-    url = settings.event_trace_rdb_url.strip()
-    if url.lower() == "none":
+    from scheduler.statistics.database import resolve_url
+
+    text = settings.event_trace_rdb_url.strip()
+    if text.lower() == "none":
         return None
-    if url:
-        return url
-    return f"sqlite:///{Path(settings.data_dir).resolve() / 'ejcloud-trace.db'}"
+    if not text:
+        text = f"sqlite:///{Path(settings.data_dir).resolve() / 'ejcloud-trace.db'}"
+    return resolve_url(text, settings.event_trace_rdb_username, settings.event_trace_rdb_password)
 
 
 class Statistics(LeaderComponent):
     name = "statistics"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, registry: Registry, fence: Fence) -> None:
         self._settings = settings
+        self._registry = registry
+        self._fence = fence
+        self._url = trace_url(settings)
+        # The status handler journals results only while statistics are on.
+        self.journal: ResultJournal | None = None if self._url is None else ResultJournal(registry)
+        # Published once the schema is migrated; the REST API reads it.
         self.engine: Engine | None = None
         self._writer: Any = None
         self._counters: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._problem = ""
 
     def start(self) -> None:
-        url = trace_url(self._settings)
-        if url is None:
-            log.info("statistics: event trace off (event_trace_rdb_url=none)")
+        if self._url is None:
+            log.info("statistics: event trace and statistics off (event_trace_rdb_url=none)")
             return
-        from scheduler.statistics import (
-            ResultCounters,
-            TraceWriter,
-            create_trace_engine,
-            upgrade_to_head,
-        )
+        from scheduler.statistics.database import create_trace_engine
+        from scheduler.statistics.writer import TraceWriter
 
-        try:
-            engine = create_trace_engine(url)
-            upgrade_to_head(engine)
-        except Exception as exc:
-            # A database outage must not cost the term: schedule without a trace, say so loudly.
-            log.error(
-                "statistics: event trace database unavailable, running without it: %s",
-                exc,
-                exc_info=exc,
-            )
-            return
-        self.engine = engine
+        engine = create_trace_engine(self._url)
+        # Created now so updates are queued from the first one; its thread starts after the
+        # schema is migrated.
         self._writer = TraceWriter(engine)
-        self._writer.start()
-        self._counters = ResultCounters(engine)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._roll, name="sched-statistics", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(engine,), name="sched-statistics", daemon=True
+        )
         self._thread.start()
-        log.info("statistics: event trace in %s", engine.url.render_as_string(hide_password=True))
 
     def on_status(self, status: dict[str, Any], tid: TaskId) -> None:
         """StatusHandler listener (sched-mesos-events): queue only."""
@@ -98,7 +97,7 @@ class Statistics(LeaderComponent):
             source="CLOUD_SCHEDULER",
             execution_type=tid.type.value,
             sharding_item=f"[{tid.item}]",
-            message=str(status.get("message", ""))[:4000],
+            message=str(status.get("message", "")),
         )
         try:
             record = decode_status_data(status.get("data"))
@@ -107,33 +106,92 @@ class Statistics(LeaderComponent):
             record = None
         if record is not None:
             writer.record_execution(record)
-        if self._counters is not None:
-            if state == "TASK_FINISHED" or (
-                state == "TASK_RUNNING" and status.get("message") == "COMPLETE"
-            ):
-                self._counters.record(True)
-            elif state in _FAILED:
-                self._counters.record(False)
 
-    def _roll(self) -> None:
-        while not self._stop.wait(_ROLL_INTERVAL_S):
+    def info(self) -> dict[str, Any]:
+        """For /health: where the trace goes and how the writers are doing."""
+        if self._url is None:
+            return {"database": "off"}
+        out: dict[str, Any] = {
+            "database": self._url.render_as_string(hide_password=True),
+            "ready": self.engine is not None,
+        }
+        if self._problem:
+            out["problem"] = self._problem
+        if self._writer is not None:
+            out["trace"] = self._writer.counters()
+        if self.journal is not None:
+            out["journal"] = {"pending": self.journal.pending, "dropped": self.journal.dropped}
+        if self._counters is not None:
+            out["counted"] = self._counters.counted
+        return out
+
+    def _run(self, engine: Engine) -> None:
+        from scheduler.statistics.counters import ResultCounters
+        from scheduler.statistics.database import upgrade_to_head
+        from scheduler.statistics.sampler import Sampler
+
+        delay = 1.0
+        while True:
             try:
-                self._counters.roll(datetime.now(UTC))
-            except Exception:
-                log.exception("statistics: rolling the counters failed")
+                upgrade_to_head(engine)
+                break
+            except Exception as exc:  # noqa: BLE001 - any database failure: retry
+                self._failed("migrating the schema", exc)
+            if self._stop.wait(delay):
+                return
+            delay = min(delay * 2, _RETRY_MAX_S)
+        self._recovered("schema migrated")
+        self.engine = engine
+        self._writer.start()
+        assert self.journal is not None
+        self._counters = counters = ResultCounters(
+            engine, self._registry, self._fence, self.journal
+        )
+        sampler = Sampler(engine, self._registry)
+        log.info("statistics: event trace in %s", engine.url.render_as_string(hide_password=True))
+        while True:
+            try:
+                counters.roll()
+                sampler.sample()
+                self._recovered("writing statistics again")
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
+                if not self._fence.is_acting():
+                    log.info("statistics: not acting; rolling paused (%s)", exc)
+                else:
+                    self._failed("rolling the statistics", exc)
+            if self._stop.wait(_next_tick()):
+                return
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        problem = f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if problem != self._problem:
+            log.warning("statistics: %s (retrying; results wait in ZooKeeper)", problem)
+        self._problem = problem
+
+    def _recovered(self, what: str) -> None:
+        if self._problem:
+            log.info("statistics: %s after: %s", what, self._problem)
+            self._problem = ""
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.error("statistics: thread still busy with the database at term end")
             self._thread = None
-        if self._counters is not None:
-            try:
-                self._counters.flush(datetime.now(UTC))
-            except Exception:
-                log.exception("statistics: flushing the counters at term end failed")
         if self._writer is not None:
-            self._writer.stop(5.0)
-        if self.engine is not None:
-            self.engine.dispose()
+            self._writer.stop(3.0)
+            self._writer.engine.dispose()
         self._writer = self._counters = self.engine = None
+
+
+def _next_tick() -> float:
+    """Seconds to the next roll: every ROLL_INTERVAL_S, and just after each minute starts
+    (so the running sample lands at the start of its minute)."""
+    now = datetime.now(UTC)
+    next_minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1, milliseconds=200)
+    return max(0.05, min(ROLL_INTERVAL_S, (next_minute - now).total_seconds()))
+
+
+__all__ = ["ROLL_INTERVAL_S", "Statistics", "trace_url"]

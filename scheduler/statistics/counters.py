@@ -1,39 +1,42 @@
-"""ResultCounters: task successes and failures per MINUTE, HOUR and DAY (reference 4.14).
+"""ResultCounters: moves the task result journal (journal.py) from ZooKeeper into the
+TASK_RESULT_STATISTICS_{MINUTE,HOUR,DAY} tables (reference 4.14), exactly once.
 
-Design, so counts survive a leader change (the original lost them, reference 10 item 18):
+For each journal bucket (a UTC minute), one database transaction adds the bucket's new results
+to the minute's, its hour's and its day's rows and records the entry names in
+STATISTICS_COUNTED_RESULT; then the entries are deleted from ZooKeeper (fenced). An entry whose
+name is already recorded was counted by a leader that died before deleting it: it is only
+deleted. So nothing counted is lost when a leader dies at any point, and nothing is counted
+twice. Rows are additive: the current minute, hour and day get a row as soon as they have a
+result, and later rolls add to it.
 
-- Counts are kept per *period* (the minute, hour and day that contain the update's time), not
-  in one "current" counter that a timer resets, so a late or skipped timer tick moves nothing
-  into the wrong period.
-- Writing is additive: a period's row is created on first write and later writes add to it.
-  So `flush()` at term end may write the partial current periods, and the next leader's
-  `roll()` adds the rest of those periods to the same rows: one row per period, no count lost,
-  none counted twice (each update is counted by the leader that processed it).
-- A period whose write fails stays in memory and is retried by the next `roll()`/`flush()`.
-
-`record()` is memory-only and may be called from any thread; `roll()` and `flush()` write and
-block on the database (call them from a timer thread, not the Mesos event thread).
+Periods that saw no result get a zero row once they have ended, including periods during which
+no leader ran (back-filled up to `BACKFILL_LIMIT` periods back), so charts have one row per
+period as the original wrote them. (Results of a period without a leader are not lost: Mesos
+keeps the updates until a leader acknowledges them, and they count in the minute they are
+processed.)
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session
 
+from scheduler.errors import Conflict, NotFound
+from scheduler.registry import Fence, Op, Registry
+from scheduler.statistics.journal import RESULTS, ResultJournal, bucket_minute
 from scheduler.statistics.models import (
+    CountedResult,
     TaskResultStatistics,
     TaskResultStatisticsDay,
     TaskResultStatisticsHour,
     TaskResultStatisticsMinute,
 )
 
-__all__ = ["ResultCounters", "StatisticInterval", "period_start"]
+__all__ = ["BACKFILL_LIMIT", "ResultCounters", "StatisticInterval", "period_start"]
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +47,30 @@ class StatisticInterval(StrEnum):
     DAY = "DAY"
 
 
-_TABLES: dict[StatisticInterval, type[TaskResultStatistics]] = {
+TABLES: dict[StatisticInterval, type[TaskResultStatistics]] = {
     StatisticInterval.MINUTE: TaskResultStatisticsMinute,
     StatisticInterval.HOUR: TaskResultStatisticsHour,
     StatisticInterval.DAY: TaskResultStatisticsDay,
 }
-_LENGTHS = {
+LENGTHS = {
     StatisticInterval.MINUTE: timedelta(minutes=1),
     StatisticInterval.HOUR: timedelta(hours=1),
     StatisticInterval.DAY: timedelta(days=1),
 }
+# How far back zero rows are back-filled after a time without a leader (what the endpoints show).
+BACKFILL_LIMIT = {
+    StatisticInterval.MINUTE: 24 * 60,
+    StatisticInterval.HOUR: 7 * 24,
+    StatisticInterval.DAY: 366,
+}
+_COUNTED_KEPT = timedelta(days=2)
+_DELETE_CHUNK = 200  # znodes per ZooKeeper transaction
+_IN_CHUNK = 500  # names per SQL IN (...)
 
 
 def period_start(interval: StatisticInterval, moment: datetime) -> datetime:
     """The start (naive UTC) of the period of `interval` containing `moment`."""
-    moment = _utc_naive(moment)
+    moment = utc_naive(moment)
     if interval is StatisticInterval.MINUTE:
         return moment.replace(second=0, microsecond=0)
     if interval is StatisticInterval.HOUR:
@@ -66,116 +78,148 @@ def period_start(interval: StatisticInterval, moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-@dataclass
-class _Counts:
-    success: int = 0
-    failed: int = 0
-
-
-_Key = tuple[StatisticInterval, datetime]
-
-
 class ResultCounters:
-    """In-memory success/failed counts, written to TASK_RESULT_STATISTICS_* by period."""
+    """Owned by the statistics thread of one term; `roll()` blocks on ZooKeeper and the DB."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self, engine: Engine, registry: Registry, fence: Fence, journal: ResultJournal
+    ) -> None:
         self._engine = engine
-        self._lock = threading.Lock()
-        self._counts: dict[_Key, _Counts] = {}
-        self.errors = 0
-
-    def record(self, success: bool, now: datetime | None = None) -> None:
-        """Count one finished task. Memory only: never blocks on the database, never raises."""
-        moment = now or datetime.now(UTC)
-        with self._lock:
-            for interval in StatisticInterval:
-                counts = self._counts.setdefault(
-                    (interval, period_start(interval, moment)), _Counts()
-                )
-                if success:
-                    counts.success += 1
-                else:
-                    counts.failed += 1
-
-    def pending(self) -> dict[tuple[str, datetime], tuple[int, int]]:
-        """What is counted and not yet written: {(interval, period start): (success, failed)}."""
-        with self._lock:
-            return {
-                (str(interval), start): (c.success, c.failed)
-                for (interval, start), c in self._counts.items()
-            }
+        self._registry = registry
+        self._fence = fence
+        self._journal = journal
+        self.counted = 0  # results this term moved into the tables
+        self.already_counted = 0  # entries a previous leader had counted but not deleted
+        self._filled: dict[StatisticInterval, datetime] = {}
 
     def roll(self, now: datetime | None = None) -> int:
-        """Write every period that ended by `now`, plus a zero row for each just-ended period
-        that saw no update (so charts have one row per period, as the original wrote).
+        """Move every journaled result into the tables, then add the zero rows of ended periods.
 
-        Returns the number of periods written; a database failure is logged at WARNING and
-        counted in `errors`, and the counts are kept for the next call.
+        Returns the number of results counted. Raises what the database or ZooKeeper raises
+        (the journal stays in ZooKeeper: the next roll, here or on the next leader, retries).
         """
-        moment = _utc_naive(now or datetime.now(UTC))
-        with self._lock:
-            due = {k: c for k, c in self._counts.items() if k[1] + _LENGTHS[k[0]] <= moment}
+        moment = utc_naive(now or datetime.now(UTC))
+        self._zero_rows(moment)
+        counted = 0
+        left = 0
+        for bucket in sorted(self._registry.children(RESULTS)):
+            minute = bucket_minute(bucket)
+            path = f"{RESULTS}/{bucket}"
+            if minute is None:
+                log.warning("statistics: %s is not a journal bucket; removed", path)
+                self._registry.fenced(self._fence).delete(path)
+                continue
+            names = self._registry.children(path)
+            if names:
+                counted += self._count(minute, names, moment)
+                self._delete(path, names)
+            if minute < period_start(StatisticInterval.MINUTE, moment) - timedelta(minutes=1):
+                try:
+                    self._registry.fenced(self._fence).delete(path, recursive=False)
+                except Conflict:
+                    left += len(self._registry.children(path))  # journaled meanwhile
+        self._journal.seen(left)
+        self.counted += counted
+        return counted
+
+    def _count(self, minute: datetime, names: list[str], now: datetime) -> int:
+        with Session(self._engine) as session, session.begin():
+            known: set[str] = set()
+            for i in range(0, len(names), _IN_CHUNK):
+                chunk = names[i : i + _IN_CHUNK]
+                known.update(
+                    session.scalars(select(CountedResult.id).where(CountedResult.id.in_(chunk)))
+                )
+            new = [name for name in names if name not in known]
+            success = sum(name.endswith("-s") for name in new)
+            failed = len(new) - success
+            if new:
+                for interval in StatisticInterval:
+                    _add(session, interval, period_start(interval, minute), success, failed, now)
+                session.add_all(
+                    CountedResult(id=name, statistics_time=minute, counted_time=now) for name in new
+                )
+        if known:
+            self.already_counted += len(known)
+            log.info(
+                "statistics: %d journaled results were already counted by a previous leader",
+                len(known),
+            )
+        return len(new)
+
+    def _delete(self, path: str, names: list[str]) -> None:
+        writer = self._registry.fenced(self._fence)
+        for i in range(0, len(names), _DELETE_CHUNK):
+            ops = [Op("delete", f"{path}/{name}") for name in names[i : i + _DELETE_CHUNK]]
+            try:
+                writer.commit(f"delete journaled results in {path}", ops)
+            except NotFound:
+                # Another (deposed, still running) leader deleted some: delete one by one.
+                for op in ops:
+                    try:
+                        writer.commit(f"delete {op.path}", [op])
+                    except NotFound:
+                        continue
+
+    def _zero_rows(self, now: datetime) -> None:
+        """A zero row for each ended period without one, back to the first row ever written
+        (at most BACKFILL_LIMIT periods back). Scans once per ended period per term. Also
+        prunes STATISTICS_COUNTED_RESULT."""
+        with Session(self._engine) as session, session.begin():
+            session.execute(
+                delete(CountedResult).where(CountedResult.counted_time < now - _COUNTED_KEPT)
+            )
             for interval in StatisticInterval:
-                previous = period_start(interval, moment) - _LENGTHS[interval]
-                due.setdefault((interval, previous), _Counts())
-            for key in due:
-                self._counts.pop(key, None)
-        return self._write(due, moment)
-
-    def flush(self, now: datetime | None = None) -> int:
-        """Write everything counted, the current (unfinished) periods included; for term end.
-
-        The rows are added to by whoever counts the rest of those periods. Returns the number
-        of periods written; on failure as `roll`.
-        """
-        moment = _utc_naive(now or datetime.now(UTC))
-        with self._lock:
-            due = self._counts
-            self._counts = {}
-        return self._write(due, moment)
-
-    def _write(self, due: dict[_Key, _Counts], now: datetime) -> int:
-        if not due:
-            return 0
-        try:
-            with Session(self._engine) as session, session.begin():
-                for (interval, start), counts in sorted(due.items()):
-                    _add(session, interval, start, counts, now)
-        except Exception as exc:  # noqa: BLE001 - any database failure: keep counts, retry later
-            with self._lock:
-                self.errors += 1
-                for key, counts in due.items():
-                    kept = self._counts.setdefault(key, _Counts())
-                    kept.success += counts.success
-                    kept.failed += counts.failed
-            log.warning("statistics: %d periods not written, kept for retry: %s", len(due), exc)
-            return 0
-        return len(due)
+                length = LENGTHS[interval]
+                last_ended = period_start(interval, now) - length
+                if self._filled.get(interval) == last_ended:
+                    continue
+                table = TABLES[interval]
+                window = last_ended - length * (BACKFILL_LIMIT[interval] - 1)
+                first = session.scalar(select(func.min(table.statistics_time)))
+                # A new database gets the period that just ended: no history is made up.
+                moment = last_ended if first is None else max(window, first)
+                present = set(
+                    session.scalars(
+                        select(table.statistics_time).where(table.statistics_time >= moment)
+                    )
+                )
+                while moment <= last_ended:
+                    if moment not in present:
+                        _add(session, interval, moment, 0, 0, now)
+                    moment += length
+        for interval in StatisticInterval:
+            self._filled[interval] = period_start(interval, now) - LENGTHS[interval]
 
 
 def _add(
-    session: Session, interval: StatisticInterval, start: datetime, counts: _Counts, now: datetime
+    session: Session,
+    interval: StatisticInterval,
+    start: datetime,
+    success: int,
+    failed: int,
+    now: datetime,
 ) -> None:
-    table = _TABLES[interval]
+    table = TABLES[interval]
     row = session.scalars(
         select(table).where(table.statistics_time == start).order_by(table.id).limit(1)
     ).first()
     if row is None:
         session.add(
             table(
-                success_count=counts.success,
-                failed_count=counts.failed,
+                success_count=success,
+                failed_count=failed,
                 statistic_interval=str(interval),
                 statistics_time=start,
                 creation_time=now,
             )
         )
     else:
-        row.success_count += counts.success
-        row.failed_count += counts.failed
+        row.success_count += success
+        row.failed_count += failed
 
 
-def _utc_naive(moment: datetime) -> datetime:
+def utc_naive(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         return moment
     return moment.astimezone(UTC).replace(tzinfo=None)

@@ -14,6 +14,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "Base",
+    "CountedResult",
     "ExecutionLog",
     "JobRegisterStatistics",
     "JobRunningStatistics",
@@ -86,7 +87,7 @@ class TaskResultStatistics(Base):
     success_count: Mapped[int] = mapped_column(Integer)
     failed_count: Mapped[int] = mapped_column(Integer)
     statistic_interval: Mapped[str] = mapped_column(String(10))
-    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True)
+    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True, unique=True)
     creation_time: Mapped[datetime] = mapped_column(DateTime)
 
 
@@ -109,7 +110,7 @@ class RunningStatistics(Base):
 
     id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)
     running_count: Mapped[int] = mapped_column(Integer)
-    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True)
+    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True, unique=True)
     creation_time: Mapped[datetime] = mapped_column(DateTime)
 
 
@@ -126,5 +127,21 @@ class JobRegisterStatistics(Base):
 
     id: Mapped[int] = mapped_column(_BigId, primary_key=True, autoincrement=True)
     registered_count: Mapped[int] = mapped_column(Integer)
-    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True)
+    statistics_time: Mapped[datetime] = mapped_column(DateTime, index=True, unique=True)
     creation_time: Mapped[datetime] = mapped_column(DateTime)
+
+
+class CountedResult(Base):
+    """A task result from the ZooKeeper journal that is already in the TASK_RESULT tables.
+
+    Not one of the original's tables: it makes moving results from ZooKeeper into the counters
+    exactly-once. The journal entry's name is inserted in the same transaction that adds it to
+    the counts; a leader that dies before deleting the entry from ZooKeeper leaves it for the
+    next one, which finds the name here and only deletes it. Rows are pruned after two days.
+    """
+
+    __tablename__ = "STATISTICS_COUNTED_RESULT"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    statistics_time: Mapped[datetime] = mapped_column(DateTime)
+    counted_time: Mapped[datetime] = mapped_column(DateTime, index=True)

@@ -155,7 +155,8 @@ def task_result_summary(engine: Engine, period: str, now: datetime | None = None
 
     `online`: sum of every DAY row (since the first one recorded, not a hard-coded date);
     `lastWeek`: DAY rows of the last 7 days; `lastHour`/`lastMinute`: the latest HOUR/MINUTE
-    row. Anything else, or no data: zeros (as the original answers).
+    row of a period that has ended (the current period's row is still growing). Anything
+    else, or no data: zeros (as the original answers).
     """
     moment = _now(now)
     with Session(engine) as session:
@@ -174,13 +175,18 @@ def task_result_summary(engine: Engine, period: str, now: datetime | None = None
                 "statisticInterval": "DAY",
                 "creationTime": _iso(moment),
             }
-        latest: type[TaskResultStatistics] | None = {
-            "lastHour": TaskResultStatisticsHour,
-            "lastMinute": TaskResultStatisticsMinute,
+        latest: tuple[type[TaskResultStatistics], timedelta] | None = {
+            "lastHour": (TaskResultStatisticsHour, timedelta(hours=1)),
+            "lastMinute": (TaskResultStatisticsMinute, timedelta(minutes=1)),
         }.get(period)
         if latest is not None:
+            # The latest *ended* period: the current one's row is still being added to.
+            recent, length = latest
             row = session.scalars(
-                select(latest).order_by(latest.statistics_time.desc(), latest.id.desc()).limit(1)
+                select(recent)
+                .where(recent.statistics_time <= moment - length)
+                .order_by(recent.statistics_time.desc(), recent.id.desc())
+                .limit(1)
             ).first()
             if row is not None:
                 return _result_json(row)

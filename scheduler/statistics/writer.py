@@ -2,8 +2,16 @@
 
 Callers (the Mesos event thread, through `StatusHandler.listeners`) only `put_nowait` to a
 bounded queue; one thread, `sched-trace-writer`, takes what is queued in batches and writes each
-batch in one transaction. The trace is a diagnostic, not state: when the queue is full or the
-database fails, the entries are counted (`dropped`, `errors`), logged at WARNING, and lost.
+batch in one transaction.
+
+- Database unreachable (OperationalError, InterfaceError, a dropped connection): the batch is
+  kept and retried with back-off (0.5 s doubling to 10 s) while new entries queue up, so a short
+  outage loses nothing. Retrying is safe: ids are made when an entry is queued, and a batch that
+  did commit before the connection dropped is found by its ids (duplicates are skipped).
+- Anything else (a value the database refuses): the batch is written entry by entry and only
+  the refused entries are lost.
+- The queue is full (a long outage) or the writer stops with entries left: those entries are
+  lost. Every loss is counted (`dropped`, `errors`) and logged at WARNING; never a crash.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, insert, select
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from executor.records import ExecutionRecord
@@ -27,6 +36,8 @@ __all__ = ["StatusTrace", "TraceWriter"]
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE_CHARS = 4000  # the original's message VARCHAR(4000)
+_RETRY_FIRST_S = 0.5
+_RETRY_MAX_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,7 @@ class TraceWriter:
     ) -> None:
         if queue_size < 1 or batch_size < 1:
             raise ValueError("queue_size and batch_size must be >= 1")
-        self._engine = engine
+        self.engine = engine
         self._queue: queue.Queue[_Entry] = queue.Queue(maxsize=queue_size)
         self._batch_size = batch_size
         self._idle_wait_s = idle_wait_s
@@ -185,7 +196,7 @@ class TraceWriter:
                     return
                 batch = self._take_batch()
                 if batch:
-                    self._write(batch)
+                    self._write_retrying(batch)
         except Exception:
             log.exception("trace writer: thread failed")
 
@@ -202,22 +213,75 @@ class TraceWriter:
                 break
         return batch
 
-    def _write(self, batch: list[_Entry]) -> None:
+    def _write_retrying(self, batch: list[_Entry]) -> None:
+        delay = _RETRY_FIRST_S
+        failures = 0
+        while True:
+            try:
+                self._commit(batch)
+            except DBAPIError as exc:
+                if not unreachable(exc):
+                    self._one_by_one(batch, exc)
+                    return
+                failures += 1
+                if failures == 1:
+                    log.warning(
+                        "trace writer: database unreachable, holding %d entries and retrying: %s",
+                        len(batch),
+                        _first_line(exc),
+                    )
+                if self._stopping.is_set() and time.monotonic() + delay >= self._drain_deadline:
+                    self._lost(batch, "the writer stopped while the database was unreachable")
+                    return
+                self._stopping.wait(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                continue
+            except Exception as exc:  # noqa: BLE001 - an ORM-side failure: same fallback
+                self._one_by_one(batch, exc)
+                return
+            if failures:
+                log.info("trace writer: database reachable again after %d failed tries", failures)
+            with self._lock:
+                self.written += len(batch)
+            return
+
+    def _one_by_one(self, batch: list[_Entry], cause: Exception) -> None:
+        log.warning(
+            "trace writer: batch of %d refused (%s); writing entries one by one",
+            len(batch),
+            _first_line(cause),
+        )
+        for entry in batch:
+            try:
+                self._commit([entry])
+            except Exception as exc:  # noqa: BLE001 - this entry only
+                self._lost([entry], _first_line(exc))
+                continue
+            with self._lock:
+                self.written += 1
+
+    def _lost(self, entries: list[_Entry], why: str) -> None:
+        with self._lock:
+            self.errors += len(entries)
+        log.warning("trace writer: %d entries lost: %s", len(entries), why)
+
+    def _commit(self, batch: list[_Entry]) -> None:
         traces = [entry for entry in batch if isinstance(entry, StatusTrace)]
         records = [entry for entry in batch if isinstance(entry, ExecutionRecord)]
-        try:
-            with Session(self._engine) as session, session.begin():
-                if traces:
-                    session.execute(insert(StatusTraceLog), [_trace_row(trace) for trace in traces])
-                if records:
-                    _merge_executions(session, records)
-        except Exception as exc:  # noqa: BLE001 - any database failure: count, log, go on
-            with self._lock:
-                self.errors += len(batch)
-            log.warning("trace writer: %d entries lost, database failed: %s", len(batch), exc)
-            return
-        with self._lock:
-            self.written += len(batch)
+        with Session(self.engine) as session, session.begin():
+            if traces:
+                known = set(
+                    session.scalars(
+                        select(StatusTraceLog.id).where(
+                            StatusTraceLog.id.in_([trace.id for trace in traces])
+                        )
+                    )
+                )
+                rows = [_trace_row(trace) for trace in traces if trace.id not in known]
+                if rows:
+                    session.execute(insert(StatusTraceLog), rows)
+            if records:
+                _merge_executions(session, records)
 
 
 def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
@@ -242,7 +306,8 @@ def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
         if record.complete_time_ms is not None:
             row.complete_time = _from_ms(record.complete_time_ms)
             row.is_success = record.is_success
-            row.failure_cause = record.failure_cause
+            cause = record.failure_cause
+            row.failure_cause = cause[:_MAX_MESSAGE_CHARS] if cause else cause
         # A late start record never clears a completion already written.
 
 
@@ -270,3 +335,13 @@ def _utc_naive(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         return moment
     return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def unreachable(exc: DBAPIError) -> bool:
+    """The database could not be reached (worth retrying), as opposed to refusing the data."""
+    return exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError))

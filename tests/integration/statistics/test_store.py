@@ -1,24 +1,27 @@
-"""The trace and statistics store against a real SQLite file."""
+"""The trace and statistics store against a real SQLite file and a real PostgreSQL server."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, inspect, select
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, inspect, select
 from sqlalchemy.orm import Session
 
 from executor.records import ExecutionRecord
 from scheduler.errors import InvalidRequest
 from scheduler.statistics import (
-    ResultCounters,
     TraceWriter,
     create_trace_engine,
     queries,
     upgrade_to_head,
 )
-from scheduler.statistics.models import ExecutionLog, TaskResultStatisticsMinute
+from scheduler.statistics.database import HEAD_REVISION
+from scheduler.statistics.models import Base, ExecutionLog
 from tests.support.waiting import wait_for
 
 T0_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -46,13 +49,20 @@ def _write(engine: Engine, *entries: ExecutionRecord) -> TraceWriter:
     return writer
 
 
-def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'nested' / 'ejcloud.db'}"
-    upgrade_to_head(url)
-    upgrade_to_head(url)
-    engine = create_trace_engine(url)
-    tables = set(inspect(engine).get_table_names())
-    engine.dispose()
+def test_migrations_create_every_table_match_the_models_and_are_idempotent(
+    trace_url: str,
+) -> None:
+    upgrade_to_head(trace_url)
+    upgrade_to_head(trace_url)
+    engine = create_trace_engine(trace_url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection)
+            assert context.get_current_revision() == HEAD_REVISION
+            differences = compare_metadata(context, Base.metadata)
+    finally:
+        engine.dispose()
     assert tables >= {
         "JOB_EXECUTION_LOG",
         "JOB_STATUS_TRACE_LOG",
@@ -62,7 +72,10 @@ def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> Non
         "TASK_RUNNING_STATISTICS",
         "JOB_RUNNING_STATISTICS",
         "JOB_REGISTER_STATISTICS",
+        "STATISTICS_COUNTED_RESULT",
     }
+    # The migrations build exactly what the models describe (tables, columns, indexes).
+    assert differences == []
 
 
 def test_writer_persists_status_traces_in_the_background(engine: Engine) -> None:
@@ -157,25 +170,58 @@ def test_sql_injection_in_sort_is_refused_and_in_filters_is_harmless(engine: Eng
     assert queries.executions(engine, {})["total"] == 1
 
 
-def test_database_outage_is_counted_and_never_raises(tmp_path: Path) -> None:
-    # The engine's folder is removed after it was made: every connect fails.
-    bad = create_trace_engine("sqlite:///" + str(tmp_path / "missing" / "x.db"))
-    (tmp_path / "missing").rmdir()
-    writer = TraceWriter(bad)
+def test_unreachable_database_holds_entries_and_writes_them_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    # The database's folder does not exist yet: every connect fails (OperationalError).
+    url = "sqlite:///" + str(tmp_path / "later" / "x.db")
+    engine = create_engine(url)
+    writer = TraceWriter(engine)
     writer.start()
     try:
         assert writer.record_status(job_name="j", task_id="t", state="TASK_FAILED")
         assert writer.record_execution(_record(1))
-        wait_for(lambda: writer.counters()["errors"] == 2, 5, message="errors counted")
+        wait_for(lambda: writer.counters()["pending"] == 0, 5, message="batch taken")
+        assert writer.counters()["written"] == 0
+        (tmp_path / "later").mkdir()
+        upgrade_to_head(url)  # the database is back
+        wait_for(lambda: writer.counters()["written"] == 2, 20, message="held batch written")
     finally:
         writer.stop(timeout_s=5)
-    assert writer.counters()["written"] == 0
-    counters = ResultCounters(bad)
-    counters.record(True, datetime(2024, 1, 1, 0, 0, 10))
-    assert counters.roll(datetime(2024, 1, 1, 0, 1, 5)) == 0
-    assert counters.errors == 1
-    assert counters.pending()  # kept for the next roll
-    bad.dispose()
+    assert writer.counters()["errors"] == 0
+    assert queries.status_traces(engine, {})["total"] == 1
+    engine.dispose()
+
+
+def test_entries_held_for_an_unreachable_database_are_counted_as_lost_at_stop(
+    tmp_path: Path,
+) -> None:
+    engine = create_engine("sqlite:///" + str(tmp_path / "missing" / "x.db"))
+    writer = TraceWriter(engine)
+    writer.start()
+    assert writer.record_status(job_name="j", task_id="t", state="TASK_FAILED")
+    assert writer.record_execution(_record(1))
+    wait_for(lambda: writer.counters()["pending"] == 0, 5, message="batch taken")
+    writer.stop(timeout_s=1)
+    assert writer.counters() == {"written": 0, "dropped": 0, "errors": 2, "pending": 0}
+    engine.dispose()
+
+
+def test_a_refused_entry_is_lost_alone(engine: Engine) -> None:
+    writer = TraceWriter(engine)
+    good = _record(1)
+    bad = dataclasses.replace(_record(2), id="x" * 300)  # longer than the id column allows
+    assert writer.record_execution(good)
+    assert writer.record_execution(bad)
+    writer.start()
+    writer.stop(timeout_s=5)
+    if engine.dialect.name == "sqlite":
+        # SQLite does not enforce VARCHAR lengths: both are stored.
+        assert writer.counters()["written"] == 2
+    else:
+        assert writer.counters()["written"] == 1
+        assert writer.counters()["errors"] == 1
+    assert queries.executions(engine, {"jobName": "job_a"})["rows"][0]["id"] == good.id
 
 
 def test_full_queue_drops_and_counts(engine: Engine) -> None:
@@ -185,38 +231,6 @@ def test_full_queue_drops_and_counts(engine: Engine) -> None:
     writer.start()
     writer.stop(timeout_s=5)
     assert writer.counters() == {"written": 2, "dropped": 3, "errors": 0, "pending": 0}
-
-
-def test_result_counters_roll_completed_periods_and_flush_merges_across_leaders(
-    engine: Engine,
-) -> None:
-    first = ResultCounters(engine)
-    first.record(True, datetime(2024, 1, 1, 10, 0, 10))
-    first.record(False, datetime(2024, 1, 1, 10, 0, 50))
-    first.record(True, datetime(2024, 1, 1, 10, 1, 5))
-    assert first.roll(datetime(2024, 1, 1, 10, 1, 30)) >= 1
-    # Term ends mid-minute: the partial minute is flushed; the next leader adds to it.
-    assert first.flush(datetime(2024, 1, 1, 10, 1, 40)) == 3
-    second = ResultCounters(engine)
-    second.record(False, datetime(2024, 1, 1, 10, 1, 50))
-    second.roll(datetime(2024, 1, 1, 10, 2, 0))
-    with Session(engine) as session:
-        minutes = {
-            row.statistics_time.minute: (row.success_count, row.failed_count)
-            for row in session.scalars(select(TaskResultStatisticsMinute))
-        }
-    assert minutes == {0: (1, 1), 1: (1, 1)}
-    now = datetime(2024, 1, 1, 10, 30, 0)
-    last_day = queries.task_result_statistics(engine, "last24hours", now)
-    assert [row["successCount"] for row in last_day] == [1, 1]
-    assert queries.task_result_statistics(engine, "lastYear", now) == []
-    summary = queries.task_result_summary(engine, "lastMinute", now)
-    assert (summary["successCount"], summary["failedCount"]) == (1, 1)
-    assert queries.task_result_summary(engine, "online", now)["successCount"] == 2  # DAY flushed
-    assert queries.task_result_summary(engine, "whenever", now) == {
-        "successCount": 0,
-        "failedCount": 0,
-    }
 
 
 def test_statistics_queries_answer_empty_tables(engine: Engine) -> None:
