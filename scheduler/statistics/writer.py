@@ -218,7 +218,8 @@ class TraceWriter:
         failures = 0
         while True:
             try:
-                self._commit(batch)
+                # After a failure the batch may have committed before the connection dropped.
+                self._commit(batch, skip_present=failures > 0)
             except DBAPIError as exc:
                 if not unreachable(exc):
                     self._one_by_one(batch, exc)
@@ -265,18 +266,17 @@ class TraceWriter:
             self.errors += len(entries)
         log.warning("trace writer: %d entries lost: %s", len(entries), why)
 
-    def _commit(self, batch: list[_Entry]) -> None:
+    def _commit(self, batch: list[_Entry], skip_present: bool = False) -> None:
         traces = [entry for entry in batch if isinstance(entry, StatusTrace)]
         records = [entry for entry in batch if isinstance(entry, ExecutionRecord)]
         with Session(self.engine) as session, session.begin():
             if traces:
-                known = set(
-                    session.scalars(
-                        select(StatusTraceLog.id).where(
-                            StatusTraceLog.id.in_([trace.id for trace in traces])
-                        )
+                known: set[str] = set()
+                if skip_present:
+                    ids = [trace.id for trace in traces]
+                    known.update(
+                        session.scalars(select(StatusTraceLog.id).where(StatusTraceLog.id.in_(ids)))
                     )
-                )
                 rows = [_trace_row(trace) for trace in traces if trace.id not in known]
                 if rows:
                     session.execute(insert(StatusTraceLog), rows)
