@@ -57,3 +57,9 @@ class RegistryError(SchedulerError):
     """ZooKeeper could not be reached or refused an operation."""
 
     http_status = 503
+
+
+class TraceDatabaseUnavailable(SchedulerError):
+    """The event trace / statistics database cannot be reached (scheduling goes on without it)."""
+
+    http_status = 503

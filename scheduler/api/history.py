@@ -1,22 +1,42 @@
-"""`/api/job/events/*` and `/api/job/statistics/*`.
+"""`/api/job/events/*` and `/api/job/statistics/*`, served from the statistics component's
+database in the original's shapes.
 
-They answer with the original's shapes; until the statistics component is attached to the term
-(the statistics issue), with the original's empty results (as the original did without a
-database), except the job counts, which come live from ZooKeeper as in the original.
+With the trace off (`event_trace_rdb_url=none`) or its schema not migrated yet, they answer the
+original's empty results (as the original did without a database); the job counts come live from
+ZooKeeper either way. A database that cannot be reached answers 503 TraceDatabaseUnavailable.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from sqlalchemy.exc import DBAPIError
 
+from scheduler.api.errors import error_response
 from scheduler.api.services import services
 from scheduler.config.job import JobExecutionType, JobType
-from scheduler.errors import InvalidRequest
+from scheduler.errors import InvalidRequest, TraceDatabaseUnavailable
 from scheduler.statistics import queries
+from scheduler.statistics.writer import unreachable
+
+log = logging.getLogger(__name__)
 
 bp = Blueprint("history", __name__, url_prefix="/api/job")
+
+
+@bp.errorhandler(DBAPIError)
+def _database_error(exc: DBAPIError) -> Response:
+    if not unreachable(exc):
+        log.exception("api: event trace query failed", exc_info=exc)
+        return error_response(500, "internal error; see the scheduler log", "InternalError")
+    log.warning("api: event trace database unavailable: %s", str(exc).splitlines()[0])
+    error = TraceDatabaseUnavailable(
+        "the event trace database cannot be reached; scheduling is not affected, retry later"
+    )
+    return error_response(error.http_status, error.message, type(error).__name__)
+
 
 _PERIODS = ("online", "lastWeek", "lastHour", "lastMinute")
 
@@ -29,6 +49,7 @@ def _engine() -> Any:
 def executions() -> Response:
     engine = _engine()
     if engine is None:
+        queries.check_executions(request.args)  # bad input is an error either way
         return jsonify({"total": 0, "rows": []})
     return jsonify(queries.executions(engine, request.args))
 
@@ -37,6 +58,7 @@ def executions() -> Response:
 def status_traces() -> Response:
     engine = _engine()
     if engine is None:
+        queries.check_status_traces(request.args)
         return jsonify({"total": 0, "rows": []})
     return jsonify(queries.status_traces(engine, request.args))
 

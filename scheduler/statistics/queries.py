@@ -36,6 +36,8 @@ from scheduler.statistics.models import (
 
 __all__ = [
     "MAX_PER_PAGE",
+    "check_executions",
+    "check_status_traces",
     "executions",
     "job_register_statistics",
     "job_running_statistics",
@@ -228,7 +230,39 @@ def _rows_since(engine: Engine, table: Any, start: datetime | None, to_json: Any
         return [to_json(row) for row in session.scalars(query)]
 
 
+def check_executions(params: Params) -> None:
+    """Raise InvalidRequest for bad `/job/events/executions` parameters (without a database)."""
+    _where(_EXECUTIONS, params)
+
+
+def check_status_traces(params: Params) -> None:
+    """Raise InvalidRequest for bad `/job/events/statusTraces` parameters."""
+    _where(_STATUS_TRACES, params)
+
+
+@dataclass(frozen=True)
+class _Query:
+    where: list[Any]
+    sort_column: _Column | None
+    descending: bool
+    per_page: int
+    page: int
+
+
 def _search(engine: Engine, search: _Search, params: Params) -> tuple[int, list[Any]]:
+    q = _where(search, params)
+    count = select(func.count()).select_from(search.model).where(*q.where)
+    query = select(search.model).where(*q.where)
+    if q.sort_column is not None:
+        query = query.order_by(q.sort_column.desc() if q.descending else q.sort_column.asc())
+    query = query.order_by(search.model.id).limit(q.per_page).offset((q.page - 1) * q.per_page)
+    with Session(engine) as session:
+        total = int(session.execute(count).scalar_one())
+        rows = list(session.scalars(query))
+    return total, rows
+
+
+def _where(search: _Search, params: Params) -> _Query:
     problems: dict[str, str] = {}
     per_page = _positive(params, "per_page", 10, problems, MAX_PER_PAGE)
     page = _positive(params, "page", 1, problems, None)
@@ -264,16 +298,7 @@ def _search(engine: Engine, search: _Search, params: Params) -> tuple[int, list[
         where.append(search.time_column >= start)
     if end is not None:
         where.append(search.time_column <= end)
-
-    count = select(func.count()).select_from(search.model).where(*where)
-    query = select(search.model).where(*where)
-    if sort_column is not None:
-        query = query.order_by(sort_column.desc() if order == "desc" else sort_column.asc())
-    query = query.order_by(search.model.id).limit(per_page).offset((page - 1) * per_page)
-    with Session(engine) as session:
-        total = int(session.execute(count).scalar_one())
-        rows = list(session.scalars(query))
-    return total, rows
+    return _Query(where, sort_column, order == "desc", per_page, page)
 
 
 def _positive(

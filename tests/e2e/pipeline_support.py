@@ -10,12 +10,15 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.support.mesosfw import StandIn
 from tests.support.replicas import ReplicaProcess
+from tests.support.waiting import wait_for
 
 AUTH = "Basic " + base64.b64encode(b"root:root").decode()
 
@@ -154,6 +157,41 @@ class System:
         with urllib.request.urlopen(f"http://{self.mesos.address}/master/state", timeout=5) as resp:
             state: dict[str, Any] = json.load(resp)
             return state
+
+
+@contextmanager
+def running_system(
+    zk_hosts: str, zk_namespace: str, tmp_path: Path, replicas: int = 2, **settings: Any
+) -> Iterator[System]:
+    """The stand-in with two agents and `replicas` replica processes (with `settings`), a leader
+    connected to Mesos; everything is stopped on exit."""
+    mesos = StandIn(
+        tmp_path / "mesos", "--agents", "2", "--allocation-interval-seconds", "0.5"
+    ).start()
+    system = System(tmp_path, mesos)
+    try:
+        for _ in range(replicas):
+            system.replicas.append(
+                ReplicaProcess(
+                    zk_hosts,
+                    tmp_path,
+                    zk_namespace=zk_namespace,
+                    mesos_url=mesos.address,
+                    framework_failover_timeout_seconds=300,
+                    **settings,
+                ).start()
+            )
+        leader = wait_for(system.leader, 20, message="a leader")
+        wait_for(
+            lambda: (leader.health() or {}).get("mesos") == "connected",
+            20,
+            message="mesos connected",
+        )
+        yield system
+    finally:
+        for replica in system.replicas:
+            replica.stop()
+        mesos.stop()
 
 
 def now() -> float:

@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from tests.e2e.pipeline_support import Runs, System
-from tests.support.mesosfw import StandIn
-from tests.support.replicas import ReplicaProcess
+from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 
 NEVER = "0 0 0 1 1 ? 2099"
@@ -23,32 +21,8 @@ NEVER = "0 0 0 1 1 ? 2099"
 
 @pytest.fixture
 def system(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[System]:
-    mesos = StandIn(
-        tmp_path / "mesos", "--agents", "2", "--allocation-interval-seconds", "0.5"
-    ).start()
-    sys_ = System(tmp_path, mesos)
-    try:
-        for _ in range(2):
-            sys_.replicas.append(
-                ReplicaProcess(
-                    zk.hosts,
-                    tmp_path,
-                    zk_namespace=zk_namespace,
-                    mesos_url=mesos.address,
-                    framework_failover_timeout_seconds=300,
-                ).start()
-            )
-        leader = wait_for(sys_.leader, 20, message="a leader")
-        wait_for(
-            lambda: (leader.health() or {}).get("mesos") == "connected",
-            20,
-            message="mesos connected",
-        )
-        yield sys_
-    finally:
-        for r in sys_.replicas:
-            r.stop()
-        mesos.stop()
+    with running_system(zk.hosts, zk_namespace, tmp_path) as system:
+        yield system
 
 
 def test_transient_job_runs_every_shard_on_each_fire(system: System) -> None:
