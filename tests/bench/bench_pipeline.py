@@ -5,8 +5,9 @@
 2. tasks launched per second when many 1-shard jobs fire at once (one cron shared by all).
 3. leader start-up time with 10,000 registered jobs: from winning the election to every
    component started (the replica's own log lines).
+4. (1) with the event trace off, on SQLite and on PostgreSQL (a server it starts itself).
 
-Run: `./dev.sh bench pipeline [--fires N] [--jobs N] [--startup-jobs N]`.
+Run: `./dev.sh bench pipeline [--fires N] [--jobs N] [--startup-jobs N] [--trace-only]`.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def _job(name: str, cron: str, shards: int) -> dict[str, object]:
     }
 
 
-def latency_and_throughput(base: Path, zk: ZooKeeperEnsemble, fires: int, jobs: int) -> None:
+def _system(base: Path, zk: ZooKeeperEnsemble, **settings: str) -> tuple[StandIn, ReplicaProcess]:
     mesos = StandIn(
         base / "mesos",
         "--agents",
@@ -95,32 +96,93 @@ def latency_and_throughput(base: Path, zk: ZooKeeperEnsemble, fires: int, jobs: 
         "cpus:64;mem:65536;disk:10240;ports:[31000-32000]",
     ).start()
     replica = ReplicaProcess(
-        zk.hosts, base, zk_namespace=f"b-{uuid.uuid4().hex[:6]}", mesos_url=mesos.address
+        zk.hosts,
+        base,
+        zk_namespace=f"b-{uuid.uuid4().hex[:6]}",
+        mesos_url=mesos.address,
+        **settings,
     ).start()
-    try:
-        _wait(replica.is_leader, 30)
-        _wait(lambda: (replica.health() or {}).get("mesos") == "connected", 30)
-        _post(
-            replica,
-            "/api/app",
-            {
-                "appName": "bench",
-                "appURL": _app(base),
-                "bootstrapScript": "true",
-                "cpuCount": 0.01,
-                "memoryMB": 1,
-            },
-        )
-        _post(replica, "/api/job/register", _job("lat", "0/2 * * * * ?", 3))
-        _wait(lambda: len(_launches(replica)) >= fires + 1, fires * 2 + 30)
-        lat = []
-        for when, _n in _launches(replica)[1 : fires + 1]:
-            fire = math.floor(when / 2) * 2  # the even second it fired at
-            lat.append((when - fire) * 1000)
+    _wait(replica.is_leader, 30)
+    _wait(lambda: (replica.health() or {}).get("mesos") == "connected", 30)
+    _post(
+        replica,
+        "/api/app",
+        {
+            "appName": "bench",
+            "appURL": _app(base),
+            "bootstrapScript": "true",
+            "cpuCount": 0.01,
+            "memoryMB": 1,
+        },
+    )
+    return mesos, replica
+
+
+def _latencies(replica: ReplicaProcess, fires: int) -> list[float]:
+    """Fire-to-launch latencies (ms, sorted) of `fires` fires of a 3-shard job every 2 s."""
+    _post(replica, "/api/job/register", _job("lat", "0/2 * * * * ?", 3))
+    _wait(lambda: len(_launches(replica)) >= fires + 1, fires * 2 + 30)
+    lat = []
+    for when, _n in _launches(replica)[1 : fires + 1]:
+        fire = math.floor(when / 2) * 2  # the even second it fired at
+        lat.append((when - fire) * 1000)
+    return sorted(lat)
+
+
+def _p99(lat: list[float]) -> float:
+    return lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+
+
+def trace_on_off(base: Path, zk: ZooKeeperEnsemble, fires: int, rounds: int) -> None:
+    """Fire-to-launch latency with the event trace off, on SQLite and on PostgreSQL.
+
+    `rounds` rounds, the order of the three rotated each round, so warm-up and drift spread
+    over all of them; each run is a fresh replica and stand-in.
+    """
+    from deploy.postgres import PostgresServer
+
+    print(
+        f"fire-to-launch latency with the trace off and on ({rounds} rounds of {fires} fires of "
+        "a 3-shard job each):"
+    )
+    with PostgresServer(base / "postgres") as postgres:
+        configs = [
+            ("off", "none"),
+            ("sqlite", f"sqlite:///{base / 'trace.db'}"),
+            ("postgresql", postgres.create_database("bench")),
+        ]
+        results: dict[str, list[float]] = {name: [] for name, _url in configs}
+        for round_ in range(rounds):
+            for name, url in configs[round_ % 3 :] + configs[: round_ % 3]:
+                run = base / f"trace-{name}-{round_}"
+                run.mkdir()
+                mesos, replica = _system(run, zk, event_trace_rdb_url=url)
+                try:
+                    results[name] += _latencies(replica, fires)
+                finally:
+                    replica.stop()
+                    mesos.stop()
+    base_mean = statistics.fmean(results["off"])
+    for name, lat in results.items():
         lat.sort()
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        mean = statistics.fmean(lat)
+        growth = (
+            "" if name == "off" else f"  mean {100 * (mean - base_mean) / base_mean:+.1f}% vs off"
+        )
+        print(
+            f"  {name:<10} mean {mean:.1f} ms  p50 {statistics.median(lat):.0f} ms  "
+            f"p99 {_p99(lat):.0f} ms  max {max(lat):.0f} ms{growth}"
+        )
+
+
+def latency_and_throughput(base: Path, zk: ZooKeeperEnsemble, fires: int, jobs: int) -> None:
+    mesos, replica = _system(base, zk)
+    try:
+        lat = _latencies(replica, fires)
         print(f"fire-to-launch latency, {len(lat)} fires of a 3-shard job, idle resources:")
-        print(f"  p50 {statistics.median(lat):.0f} ms  p99 {p99:.0f} ms  max {max(lat):.0f} ms")
+        print(
+            f"  p50 {statistics.median(lat):.0f} ms  p99 {_p99(lat):.0f} ms  max {max(lat):.0f} ms"
+        )
         req = urllib.request.Request(
             f"http://{replica.identity}/api/job/lat/disable", method="POST"
         )
@@ -201,14 +263,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fires", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--startup-jobs", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the trace comparison")
+    parser.add_argument(
+        "--trace-only",
+        action="store_true",
+        help="only compare the latency with the event trace off, on SQLite, on PostgreSQL",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         zk = ZooKeeperEnsemble(base / "zk", size=1)
         zk.start()
         try:
-            latency_and_throughput(base, zk, args.fires, args.jobs)
-            startup(base, zk, args.startup_jobs)
+            if not args.trace_only:
+                latency_and_throughput(base, zk, args.fires, args.jobs)
+                startup(base, zk, args.startup_jobs)
+            trace_on_off(base, zk, args.fires, args.rounds)
         finally:
             zk.stop()
 

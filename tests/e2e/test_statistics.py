@@ -96,10 +96,26 @@ def test_counters_survive_a_leader_sigkill(
             counted = _counted(system)
             return counted if counted[0] == finished and _journaled(registry) == 0 else None
 
-        success, failures = wait_for(settled, 30, message=f"{finished} successes counted")
+        try:
+            success, failures = wait_for(settled, 30, message=f"{finished} successes counted")
+        except AssertionError as exc:
+            raise AssertionError(
+                f"counted {_counted(system)}, journal {_journaled(registry)}, Mesos: {tasks}"
+            ) from exc
         # Nothing lost, nothing counted twice: exactly what Mesos ran, across the SIGKILL.
         assert success == finished
-        assert failures == failed
+        # A launch the killed leader recorded but never sent is reconciled as lost by the next
+        # one: a failure Mesos never saw (rare; its trace says so).
+        status, body = system.api(
+            "GET", "/api/job/events/statusTraces?jobName=counted&per_page=1000"
+        )
+        assert status == 200, body
+        unseen = {
+            row["taskId"]
+            for row in body["rows"]
+            if row["state"] in _FAILED and row["taskId"] not in tasks
+        }
+        assert failures == failed + len(unseen), (failures, failed, unseen, tasks)
         info = (new.health() or {}).get("statistics") or {}
         assert info.get("ready") is True
         assert info.get("journal", {}).get("dropped") == 0
