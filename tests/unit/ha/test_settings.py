@@ -82,3 +82,45 @@ def test_secrets_are_masked_for_logs() -> None:
     shown = s.redacted()
     assert shown["zk_digest"] == "***" and shown["framework_secret"] == "***"
     assert shown["http_port"] == 8899
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("jdbc:h2:mem:trace", "unsupported JDBC URL"),
+        ("not a url", "not a database URL"),
+        ("nosuchdb://host/db", "no SQLAlchemy dialect"),
+        ("mysql+nosuchdriver://host/db", "no SQLAlchemy dialect"),
+        ("mssql+pymssql://host/db", "driver is not installed"),
+    ],
+)
+def test_a_trace_database_url_that_cannot_work_is_refused_at_start(url: str, problem: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, {}, {"event_trace_rdb_url": url})
+    assert problem in caught.value.problems["event_trace_rdb_url"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "none",
+        "NONE",
+        "sqlite:///data/x.db",
+        "postgresql+psycopg://u@h/db",
+        "jdbc:postgresql://h/db",
+    ],
+)
+def test_usable_trace_database_urls_pass(url: str) -> None:
+    assert load_settings({}, {}, {"event_trace_rdb_url": url}).event_trace_rdb_url == url
+
+
+def test_jdbc_urls_are_translated_and_the_user_settings_fill_in() -> None:
+    from scheduler.statistics.database import resolve_url
+
+    url = resolve_url("jdbc:mysql://db.example:3306/ejc?useSSL=false", "ejc", "s3cret")
+    assert url.render_as_string(hide_password=False) == (
+        "mysql+pymysql://ejc:s3cret@db.example:3306/ejc"
+    )
+    kept = resolve_url("postgresql+psycopg://own@h/db", "other", "pw")
+    assert (kept.username, kept.password) == ("own", None)
