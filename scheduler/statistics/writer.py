@@ -60,6 +60,13 @@ class StatusTrace:
 _Entry = StatusTrace | ExecutionRecord
 
 
+class _Wake:
+    """Queued by `stop()` so a writer waiting on an empty queue notices at once."""
+
+
+_WAKE = _Wake()
+
+
 class TraceWriter:
     """Owns the `sched-trace-writer` thread; `record_*` may be called from any thread."""
 
@@ -74,7 +81,7 @@ class TraceWriter:
         if queue_size < 1 or batch_size < 1:
             raise ValueError("queue_size and batch_size must be >= 1")
         self.engine = engine
-        self._queue: queue.Queue[_Entry] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[_Entry | _Wake] = queue.Queue(maxsize=queue_size)
         self._batch_size = batch_size
         self._idle_wait_s = idle_wait_s
         self._stopping = threading.Event()
@@ -156,6 +163,10 @@ class TraceWriter:
         deadline = time.monotonic() + timeout_s
         self._drain_deadline = deadline
         self._stopping.set()
+        try:
+            self._queue.put_nowait(_WAKE)
+        except queue.Full:
+            pass  # a full queue: the writer is not waiting on it
         thread = self._thread
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -165,10 +176,10 @@ class TraceWriter:
         left = 0
         while True:
             try:
-                self._queue.get_nowait()
+                entry = self._queue.get_nowait()
             except queue.Empty:
                 break
-            left += 1
+            left += not isinstance(entry, _Wake)
         if left:
             with self._lock:
                 self.dropped += left
@@ -205,12 +216,14 @@ class TraceWriter:
             first = self._queue.get(timeout=0.05 if self._stopping.is_set() else self._idle_wait_s)
         except queue.Empty:
             return []
-        batch = [first]
+        batch = [] if isinstance(first, _Wake) else [first]
         while len(batch) < self._batch_size:
             try:
-                batch.append(self._queue.get_nowait())
+                entry = self._queue.get_nowait()
             except queue.Empty:
                 break
+            if not isinstance(entry, _Wake):
+                batch.append(entry)
         return batch
 
     def _write_retrying(self, batch: list[_Entry]) -> None:
