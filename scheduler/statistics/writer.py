@@ -77,6 +77,7 @@ class TraceWriter:
         queue_size: int = 10_000,
         batch_size: int = 500,
         idle_wait_s: float = 0.5,
+        linger_s: float = 0.25,
     ) -> None:
         if queue_size < 1 or batch_size < 1:
             raise ValueError("queue_size and batch_size must be >= 1")
@@ -84,6 +85,7 @@ class TraceWriter:
         self._queue: queue.Queue[_Entry | _Wake] = queue.Queue(maxsize=queue_size)
         self._batch_size = batch_size
         self._idle_wait_s = idle_wait_s
+        self._linger_s = linger_s
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -217,12 +219,19 @@ class TraceWriter:
         except queue.Empty:
             return []
         batch = [] if isinstance(first, _Wake) else [first]
+        # Linger: status updates come in bursts right after launches; writing after the burst
+        # keeps the writer's Python work (it holds the GIL) off the launcher's critical path,
+        # and makes bigger batches.
+        until = time.monotonic() + (0.0 if self._stopping.is_set() else self._linger_s)
         while len(batch) < self._batch_size:
+            left = until - time.monotonic()
             try:
-                entry = self._queue.get_nowait()
+                entry = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-            if not isinstance(entry, _Wake):
+            if isinstance(entry, _Wake):
+                until = 0.0  # stopping: write what there is now
+            else:
                 batch.append(entry)
         return batch
 
