@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from executor.records import ExecutionRecord
+from scheduler.statistics.counters import utc_naive
 from scheduler.statistics.models import ExecutionLog, StatusTraceLog
 
 __all__ = ["StatusTrace", "TraceWriter"]
@@ -148,7 +149,7 @@ class TraceWriter:
             message=message[:_MAX_MESSAGE_CHARS],
             original_task_id=original_task_id or task_id,
             id=uuid.uuid4().hex,
-            creation_time=_utc_naive(creation_time or datetime.now(UTC)),
+            creation_time=utc_naive(creation_time or datetime.now(UTC)),
         )
         return self._offer(trace)
 
@@ -351,12 +352,6 @@ def _trace_row(trace: StatusTrace) -> dict[str, object]:
 
 def _from_ms(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
-
-
-def _utc_naive(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        return moment
-    return moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _first_line(exc: BaseException) -> str:
