@@ -115,10 +115,12 @@ class Statistics(LeaderComponent):
             "database": self._url.render_as_string(hide_password=True),
             "ready": self.engine is not None,
         }
-        if self._problem:
-            out["problem"] = self._problem
-        if self._writer is not None:
-            out["trace"] = self._writer.counters()
+        writer = self._writer
+        problem = self._problem or (writer.problem if writer is not None else "")
+        if problem:
+            out["problem"] = problem
+        if writer is not None:
+            out["trace"] = writer.counters()
         if self.journal is not None:
             out["journal"] = {"pending": self.journal.pending, "dropped": self.journal.dropped}
         if self._counters is not None:

@@ -94,6 +94,8 @@ class TraceWriter:
         self.written = 0
         self.dropped = 0
         self.errors = 0
+        # Why the batch in hand cannot be written ("" while writes succeed); for /health.
+        self.problem = ""
 
     @property
     def pending(self) -> int:
@@ -248,6 +250,7 @@ class TraceWriter:
                     self._one_by_one(batch, exc)
                     return
                 failures += 1
+                self.problem = f"database unreachable: {_first_line(exc)}"
                 if failures == 1:
                     log.warning(
                         "trace writer: database unreachable, holding %d entries and retrying: %s",
@@ -264,6 +267,7 @@ class TraceWriter:
                 self._one_by_one(batch, exc)
                 return
             if failures:
+                self.problem = ""
                 log.info("trace writer: database reachable again after %d failed tries", failures)
             with self._lock:
                 self.written += len(batch)

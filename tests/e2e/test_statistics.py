@@ -151,8 +151,12 @@ def test_a_database_outage_loses_no_scheduling_and_recovers(
             assert (status, body["type"]) == (503, "TraceDatabaseUnavailable"), body
             leader = system.leader()
             assert leader is not None
-            health: dict[str, Any] = leader.health() or {}
-            assert "problem" in (health.get("statistics") or {})
+
+            def problem() -> str | None:
+                health: dict[str, Any] = leader.health() or {}
+                return (health.get("statistics") or {}).get("problem")
+
+            assert "OperationalError" in wait_for(problem, 15, message="the outage in /health")
         finally:
             postgres.start()
         _quiesce(system, "through")
