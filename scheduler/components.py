@@ -80,6 +80,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         facade, lambda t: driver_box[0].kill(t), launcher.wake, statistics.journal
     )
     status.listeners.append(statistics.on_status)
+    launcher.launch_listeners.append(statistics.on_launched)
     reconciler_box: list[Reconciler] = []
 
     def on_connected() -> None:

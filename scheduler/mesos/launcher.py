@@ -93,6 +93,10 @@ class Launcher(LeaderComponent):
         self._waiting_since: dict[str, float] = {}
         self.launched = 0
         self.last_launch_at: float = 0.0
+        # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
+        # the failed task a failover launch replaces, else the task itself). Must not block.
+        self.launch_listeners: list[Callable[[str, str, str], None]] = []
+        self._originals: dict[str, str] = {}
 
     def start(self) -> None:
         self._stop.clear()
@@ -165,6 +169,7 @@ class Launcher(LeaderComponent):
         return offers
 
     def _round(self) -> None:
+        self._originals.clear()
         driver = self._driver()
         if driver is None or not driver.connected.is_set():
             return
@@ -224,6 +229,14 @@ class Launcher(LeaderComponent):
             log.info(
                 "launcher: launched %s tasks on %s", len(tasks), slots[agent].hostname or agent
             )
+            for task in tasks:
+                task_id = str(task["task_id"]["value"])
+                original = self._originals.pop(task_id, "") or task_id
+                for listener in self.launch_listeners:
+                    try:
+                        listener(task_id, agent, original)
+                    except Exception:
+                        log.exception("launcher: launch listener failed on %s", task_id)
         unused = [o for agent, s in slots.items() if agent not in launches for o in s.offer_ids]
         if unused:
             driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)
@@ -280,6 +293,7 @@ class Launcher(LeaderComponent):
             if unit.kind is TaskType.FAILOVER:
                 facade.failover.remove(job.job_name, item)
                 undo.append(_undo_failover(facade, unit.originals.get(item, "")))
+                self._originals[str(tid)] = unit.originals.get(item, "")
             launches.setdefault(slot.agent_id, []).append(info)
         if unit.kind is TaskType.READY:
             facade.ready.take(job.job_name)

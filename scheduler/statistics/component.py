@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy.engine import URL, Engine
 
 from executor.records import RecordError, decode_status_data
+from scheduler.mesos.status import TERMINAL_STATES as _TERMINAL
 from scheduler.registry import Fence, Registry
 from scheduler.service import LeaderComponent
 from scheduler.settings import Settings
@@ -33,6 +34,9 @@ from scheduler.statistics.journal import ResultJournal
 log = logging.getLogger(__name__)
 
 ROLL_INTERVAL_S = 5.0
+# original task ids of launched, not yet terminal tasks (a new leader starts empty: its rows
+# then name the task itself, as for any non-failover launch)
+_ORIGINALS_KEPT = 100_000
 _RETRY_MAX_S = 30.0
 
 
@@ -65,6 +69,8 @@ class Statistics(LeaderComponent):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._problem = ""
+        self._lock = threading.Lock()
+        self._originals: dict[str, str] = {}
 
     def start(self) -> None:
         if self._url is None:
@@ -83,21 +89,52 @@ class Statistics(LeaderComponent):
         )
         self._thread.start()
 
+    def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
+        """Launcher listener (sched-launcher): the TASK_STAGING row, as the original wrote at
+        launch; later rows of the task carry the same `original_task_id` (for a failover
+        launch, the failed task it replaces)."""
+        writer = self._writer
+        if writer is None:
+            return
+        tid = TaskId.parse(task_id)
+        with self._lock:
+            if len(self._originals) >= _ORIGINALS_KEPT:
+                self._originals.pop(next(iter(self._originals)))
+            self._originals[task_id] = original_task_id
+        writer.record_status(
+            job_name=tid.job_name,
+            task_id=task_id,
+            state="TASK_STAGING",
+            slave_id=agent_id,
+            source="CLOUD_SCHEDULER",
+            execution_type=tid.type.value,
+            sharding_item=f"[{tid.item}]",
+            message="launched",
+            original_task_id=original_task_id,
+        )
+
     def on_status(self, status: dict[str, Any], tid: TaskId) -> None:
         """StatusHandler listener (sched-mesos-events): queue only."""
         writer = self._writer
         if writer is None:
             return
         state = str(status.get("state", ""))
+        task_id = str(status.get("task_id", {}).get("value", ""))
+        with self._lock:
+            if state in _TERMINAL:
+                original = self._originals.pop(task_id, task_id)
+            else:
+                original = self._originals.get(task_id, task_id)
         writer.record_status(
             job_name=tid.job_name,
-            task_id=str(status.get("task_id", {}).get("value", "")),
+            task_id=task_id,
             state=state,
             slave_id=str(status.get("agent_id", {}).get("value", tid.agent_id)),
             source="CLOUD_SCHEDULER",
             execution_type=tid.type.value,
             sharding_item=f"[{tid.item}]",
             message=str(status.get("message", "")),
+            original_task_id=original,
         )
         try:
             record = decode_status_data(status.get("data"))

@@ -15,10 +15,12 @@ from scheduler.config.job import JobConfig
 from scheduler.errors import NotLeader
 from scheduler.mesos.status import StatusHandler
 from scheduler.registry import Fence, Registry
+from scheduler.settings import load_settings
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import RUNNING, RunningTask
 from scheduler.state.task_id import TaskId, TaskType
 from scheduler.statistics import ResultCounters, ResultJournal, Sampler, queries
+from scheduler.statistics.component import Statistics
 from scheduler.statistics.counters import StatisticInterval, period_start
 from scheduler.statistics.journal import RESULTS, bucket_name
 from scheduler.statistics.models import (
@@ -31,6 +33,7 @@ from scheduler.statistics.models import (
     TaskResultStatisticsMinute,
     TaskRunningStatistics,
 )
+from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC
 
@@ -325,3 +328,60 @@ def test_a_failed_state_write_journals_nothing(
 def test_the_journal_bucket_is_the_utc_minute() -> None:
     assert bucket_name(_epoch(T0 + timedelta(seconds=59))) == "202403011000"
     assert period_start(StatisticInterval.HOUR, T0 + timedelta(minutes=59)) == T0
+
+
+# -- the component: STAGING rows at launch, original task ids, results end to end ----------
+
+
+def test_component_traces_launches_with_original_task_ids_and_counts_results(
+    trace_url: str, registry: Registry, fence: Fence, facade: StateFacade
+) -> None:
+    settings = load_settings({}, {}, {"event_trace_rdb_url": trace_url})
+    statistics = Statistics(settings, registry, fence)
+    handler = _handler(facade, statistics.journal)
+    handler.listeners.append(statistics.on_status)
+    statistics.start()
+    try:
+        wait_for(lambda: statistics.engine is not None, 20, message="schema migrated")
+        failed = _running(facade, "job", 0)
+        statistics.on_launched(failed, "agent-1", failed)
+        assert handler.handle(_status(failed, "TASK_RUNNING"))
+        assert handler.handle(_status(failed, "TASK_FAILED"))
+        # The failover launch that replaces it names it as its original task.
+        relaunch = str(TaskId.new("job", 0, TaskType.FAILOVER, "agent-2"))
+        facade.running.add(RunningTask(relaunch, "agent-2"))
+        statistics.on_launched(relaunch, "agent-2", failed)
+        assert handler.handle(_status(relaunch, "TASK_FINISHED"))
+        engine = statistics.engine
+        assert engine is not None
+
+        def rows() -> list[tuple[str, str, str]] | None:
+            found = queries.status_traces(engine, {"jobName": "job", "per_page": "100"})["rows"]
+            return (
+                sorted((r["taskId"], r["state"], r["originalTaskId"]) for r in found)
+                if len(found) == 5
+                else None
+            )
+
+        assert wait_for(rows, 10, message="five trace rows") == sorted(
+            [
+                (failed, "TASK_STAGING", failed),
+                (failed, "TASK_RUNNING", failed),
+                (failed, "TASK_FAILED", failed),
+                (relaunch, "TASK_STAGING", failed),
+                (relaunch, "TASK_FINISHED", failed),
+            ]
+        )
+        # The results reach the tables through the journal within a roll interval.
+        wait_for(
+            lambda: (
+                _nonzero(engine, TaskResultStatisticsDay)
+                and list(_nonzero(engine, TaskResultStatisticsDay).values()) == [(1, 1)]
+            ),
+            20,
+            message="one success and one failure counted",
+        )
+        assert _journaled(registry) == 0
+        assert statistics.info()["journal"] == {"pending": 0, "dropped": 0}
+    finally:
+        statistics.stop()
