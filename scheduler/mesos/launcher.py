@@ -335,6 +335,8 @@ class Launcher(LeaderComponent):
 
         units: list[_Unit] = []
         failover: dict[str, _Unit] = {}
+        held_back: set[str] = set()
+        wall = time.time()
         for job_name, item, original in facade.failover.entries():
             job = job_of(job_name)
             if job is None:
@@ -345,6 +347,9 @@ class Launcher(LeaderComponent):
                 continue
             app = app_of(job.app_name)
             if app is None or facade.is_disabled(job):
+                continue
+            if facade.failover.not_before(job_name, item) > wall:
+                held_back.add(job_name)  # failing again and again: back-off (the 1 s tick)
                 continue
             unit = failover.get(job_name)
             if unit is None:
@@ -359,7 +364,7 @@ class Launcher(LeaderComponent):
             if job is None:
                 facade.ready.remove(job_name)
                 continue
-            if job_name in running or job_name in failover:
+            if job_name in running or job_name in failover or job_name in held_back:
                 continue  # a run at a time per job; its failover shards go first
             if facade.is_disabled(job):
                 facade.ready.remove(job_name)

@@ -112,6 +112,8 @@ class StatusHandler:
                 self._with_result(
                     True if completed else None, lambda ops: facade.running.update(task, ops)
                 )
+                if completed:
+                    facade.failover.succeeded(tid.job_name, tid.item)
             return
         if state == "TASK_UNREACHABLE":
             log.warning(
@@ -133,6 +135,7 @@ class StatusHandler:
             self._with_result(success, lambda ops: facade.running.remove(task_id, ops))
         if state == "TASK_FINISHED":
             log.info("status: %s finished", task_id)
+            facade.failover.succeeded(tid.job_name, tid.item)
         elif state == "TASK_KILLED":
             log.info("status: %s killed", task_id)
             if (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 READY = "/state/ready"
 RUNNING = "/state/running"
 FAILOVER = "/state/failover"
+FAILOVER_BACKOFF = "/state/failover_backoff"
+FAILOVER_DELAY_MAX_S = 60
 DISABLE_APP = "/state/disable/app"
 DISABLE_JOB = "/state/disable/job"
 
@@ -233,8 +236,22 @@ class RunningStore(_Store):
         return out
 
 
+def failover_delay(failures: int) -> float:
+    """Seconds before relaunching a shard after `failures` failures in a row: the first failover
+    is immediate (usually a lost agent), then 1, 2, 4, ... seconds, at most FAILOVER_DELAY_MAX_S,
+    so a shard that fails at once on every launch does not hammer the cluster."""
+    if failures <= 1:
+        return 0.0
+    return float(min(FAILOVER_DELAY_MAX_S, 2 ** min(failures - 2, 16)))
+
+
 class FailoverQueue(_Store):
-    """Shards to relaunch first: `/state/failover/{job}/{job@-@item}` = original task id."""
+    """Shards to relaunch first: `/state/failover/{job}/{job@-@item}` = original task id.
+
+    Consecutive failures of a shard are counted at `/state/failover_backoff/{job}/{item}`
+    (`{"failures": n, "notBefore": epoch seconds}`; not in the original's layout) until a run of
+    that shard succeeds; the launcher holds a queued shard back until `notBefore`.
+    """
 
     def add(self, task_id: str) -> bool:
         tid = TaskId.parse(task_id)
@@ -243,8 +260,39 @@ class FailoverQueue(_Store):
             return True
         if self._full(f"{FAILOVER}/{tid.job_name}", tid.shard_key):
             return False
+        failures = self._count_failure(tid.job_name, tid.item)
         self._w.put(path, task_id.encode())
+        if failures > 1:
+            log.warning(
+                "state: shard %s of %s failed %d times in a row; relaunch in %.0f s",
+                tid.item,
+                tid.job_name,
+                failures,
+                failover_delay(failures),
+            )
         return True
+
+    def _count_failure(self, job: str, item: int) -> int:
+        now = time.time()
+
+        def bump(old: bytes | None) -> bytes:
+            failures = 1 + _backoff(old)[0]
+            return json.dumps(
+                {"failures": failures, "notBefore": round(now + failover_delay(failures), 3)}
+            ).encode()
+
+        return _backoff(self._w.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
+
+    def not_before(self, job: str, item: int) -> float:
+        """Epoch seconds before which the shard is not relaunched (0: now)."""
+        return _backoff(self._registry.get(f"{FAILOVER_BACKOFF}/{job}/{item}"))[1]
+
+    def succeeded(self, job: str, item: int) -> None:
+        """A run of the shard succeeded: forget its failures."""
+        path = f"{FAILOVER_BACKOFF}/{job}/{item}"
+        if self._registry.exists(path):
+            self._w.delete(path)
+            self._drop_if_empty(f"{FAILOVER_BACKOFF}/{job}")
 
     def remove(self, job: str, item: int) -> None:
         self._w.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
@@ -252,6 +300,7 @@ class FailoverQueue(_Store):
 
     def remove_job(self, job: str) -> None:
         self._w.delete(f"{FAILOVER}/{job}")
+        self._w.delete(f"{FAILOVER_BACKOFF}/{job}")
 
     def entries(self) -> list[tuple[str, int, str]]:
         """(job, item, original task id) of every queued shard."""
@@ -264,3 +313,12 @@ class FailoverQueue(_Store):
                 original = (self._registry.get(f"{FAILOVER}/{job}/{key}") or b"").decode()
                 out.append((job, int(item), original))
         return out
+
+
+def _backoff(data: bytes | None) -> tuple[int, float]:
+    """(failures, notBefore) of a back-off node; (0, 0.0) for none or unreadable data."""
+    try:
+        doc = json.loads(data) if data else {}
+        return int(doc.get("failures", 0)), float(doc.get("notBefore", 0.0))
+    except (ValueError, TypeError, AttributeError):
+        return 0, 0.0

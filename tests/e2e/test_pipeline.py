@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
+from scheduler.state.stores import failover_delay
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 
@@ -102,6 +103,26 @@ def test_failover_relaunches_a_failed_shard_only_when_enabled(system: System) ->
     wait_for(lambda: system.running() == [], 10, message="idle")
     assert system.api("GET", "/api/job/tasks/failover")[1] == []
     assert len(runs.ends(1, ok=False)) == 2  # it failed and was not relaunched
+
+
+def test_a_shard_that_keeps_failing_is_relaunched_with_growing_delays(system: System) -> None:
+    runs = Runs(Path(system.make_app()))
+    system.script_job(
+        "doomed", NEVER, shards=1, failover=True, scriptCommandLine="sh record.sh; exit 3"
+    )
+    assert system.api("POST", "/api/job/trigger", raw="doomed")[0] == 204
+    wait_for(lambda: len(runs.starts(0)) >= 5, 60, message="five launches of the shard")
+    starts = runs.starts(0)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts[:5])]
+    # The first failover is immediate; then the shard waits at least 1, 2, 4 s (back-off).
+    assert [gap >= failover_delay(n) for n, gap in enumerate(gaps, start=1)] == [True] * 4, gaps
+    # Disabling stops the retries; deleting the job forgets its failures.
+    assert system.api("POST", "/api/job/doomed/disable")[0] == 204
+    wait_for(lambda: system.running() == [], 20, message="nothing runs")
+    assert system.api("DELETE", "/api/job/deregister", raw="doomed")[0] == 204
+    wait_for(
+        lambda: system.api("GET", "/api/job/tasks/failover")[1] == [], 20, message="queue empty"
+    )
 
 
 def test_leader_crash_adopts_running_tasks_and_fires_continue(system: System) -> None:

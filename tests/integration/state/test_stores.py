@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 from kazoo.client import KazooClient
 
@@ -13,6 +16,7 @@ from scheduler.state.stores import (
     ReadyQueue,
     RunningStore,
     RunningTask,
+    failover_delay,
 )
 from scheduler.state.task_id import TaskId, TaskType
 
@@ -78,6 +82,35 @@ def test_failover_queue_keeps_one_entry_per_shard(registry: Registry, fence: Fen
     assert failover.add(first) and failover.add(second)
     assert failover.entries() == [("job", 2, first)]
     failover.remove("job", 2)
+    assert failover.entries() == []
+
+
+def test_failover_delay_policy() -> None:
+    assert [failover_delay(n) for n in range(1, 10)] == [0, 1, 2, 4, 8, 16, 32, 60, 60]
+    assert failover_delay(10_000) == 60
+
+
+def test_consecutive_failures_of_a_shard_back_off_until_a_success(
+    registry: Registry, fence: Fence
+) -> None:
+    failover = FailoverQueue(registry, fence)
+    started = time.time()
+    for expected in range(1, 5):
+        task = str(TaskId.new("job", 1, TaskType.FAILOVER, "S1"))
+        assert failover.add(task)
+        assert failover.add(task)  # a resent update: the same failure, not counted again
+        not_before = failover.not_before("job", 1)
+        assert started + failover_delay(expected) <= not_before
+        assert not_before <= time.time() + failover_delay(expected)
+        failover.remove("job", 1)  # relaunched
+    assert json.loads(registry.get("/state/failover_backoff/job/1") or b"{}")["failures"] == 4
+    assert failover.not_before("job", 0) == 0.0  # other shards are not held back
+    failover.succeeded("job", 1)
+    assert failover.not_before("job", 1) == 0.0
+    assert failover.add(str(TaskId.new("job", 1, TaskType.FAILOVER, "S1")))
+    assert failover.not_before("job", 1) <= time.time()  # counting starts over
+    failover.remove_job("job")
+    assert not registry.exists("/state/failover_backoff/job")
     assert failover.entries() == []
 
 
