@@ -10,6 +10,7 @@ until Mesos says more. Updates for tasks the leader does not know are logged and
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ TERMINAL_STATES = FAILED_STATES | {"TASK_FINISHED", "TASK_KILLED"}
 COUNTED_FAILED_STATES = FAILED_STATES
 
 StatusListener = Callable[[dict[str, Any], TaskId], None]
+_ENDED_KEPT = 100_000
 
 
 class StatusHandler:
@@ -57,6 +59,10 @@ class StatusHandler:
         self._wake = wake_launcher
         self.listeners: list[StatusListener] = []
         self.counts: dict[str, int] = {}
+        # Tasks this term saw end. Updates arrive at least once: a retried or reconciled
+        # non-terminal update can come after the terminal one, and must not bring the task back
+        # (that would block its shard and count its result a second time).
+        self._ended: OrderedDict[str, None] = OrderedDict()
 
     def handle(self, status: dict[str, Any]) -> bool:
         task_id = str(status.get("task_id", {}).get("value", ""))
@@ -97,6 +103,9 @@ class StatusHandler:
                 self._kill(task_id)
                 return
             if task is None:
+                if task_id in self._ended:
+                    log.info("status: stale %s of ended task %s; ignored", state, task_id)
+                    return
                 # Running but unknown here (e.g. launched just before a crash): adopt it.
                 task = RunningTask(task_id, tid.agent_id)
             changed = task.state != state
@@ -126,6 +135,10 @@ class StatusHandler:
         if state not in TERMINAL_STATES:
             log.warning("status: %s in unexpected state %s", task_id, state)
             return
+        self._ended[task_id] = None
+        self._ended.move_to_end(task_id)
+        while len(self._ended) > _ENDED_KEPT:
+            self._ended.popitem(last=False)
         if task is not None:
             success: bool | None = None  # a kill is neither
             if state == "TASK_FINISHED":

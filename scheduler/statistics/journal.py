@@ -83,7 +83,11 @@ class ResultJournal:
             return []
         bucket = bucket_name(time.time() if now is None else now)
         if bucket != self._bucket:
-            self._registry.ensure(f"{RESULTS}/{bucket}")
+            try:
+                self._registry.ensure(f"{RESULTS}/{bucket}")
+            except BaseException:
+                self.not_committed()
+                raise
             self._bucket = bucket
         name = f"{uuid.uuid4().hex}-{'s' if success else 'f'}"
         return [Op("create", f"{RESULTS}/{bucket}/{name}")]

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.orm import Session
 
 from deploy.postgres import PostgresServer
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.registry import Registry
 from scheduler.statistics.journal import RESULTS
+from scheduler.statistics.models import CountedResult, TaskResultStatisticsMinute
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 
@@ -42,6 +45,23 @@ def _counted(system: System) -> tuple[int, int]:
 
 def _journaled(registry: Registry) -> int:
     return sum(len(registry.children(f"{RESULTS}/{b}")) for b in registry.children(RESULTS))
+
+
+def _database_view(url: str) -> dict[str, Any]:
+    """What the tables hold, to explain a mismatch."""
+    engine = create_engine(url)
+    try:
+        with Session(engine) as session:
+            return {
+                "counted_names": session.scalar(select(func.count()).select_from(CountedResult)),
+                "minutes": [
+                    (str(r.statistics_time), r.success_count, r.failed_count, str(r.creation_time))
+                    for r in session.scalars(select(TaskResultStatisticsMinute))
+                    if r.success_count or r.failed_count
+                ],
+            }
+    finally:
+        engine.dispose()
 
 
 def _quiesce(system: System, job: str) -> None:
@@ -100,7 +120,8 @@ def test_counters_survive_a_leader_sigkill(
             success, failures = wait_for(settled, 30, message=f"{finished} successes counted")
         except AssertionError as exc:
             raise AssertionError(
-                f"counted {_counted(system)}, journal {_journaled(registry)}, Mesos: {tasks}"
+                f"counted {_counted(system)}, journal {_journaled(registry)}, "
+                f"database: {_database_view(trace_url)}, Mesos: {tasks}"
             ) from exc
         # Nothing lost, nothing counted twice: exactly what Mesos ran, across the SIGKILL.
         assert success == finished

@@ -251,6 +251,24 @@ def facade(registry: Registry, fence: Fence) -> StateFacade:
     return StateFacade.build(registry, fence, "UTC", 1000)
 
 
+def _register(facade: StateFacade, name: str, execution_type: str) -> None:
+    job = JobConfig.from_json(
+        {
+            "jobName": name,
+            "appName": "app",
+            "jobType": "SCRIPT",
+            "jobExecutionType": execution_type,
+            "cron": "0/5 * * * * ?",
+            "shardingTotalCount": 1,
+            "cpuCount": 0.1,
+            "memoryMB": 16,
+        },
+        default_time_zone="UTC",
+        strict=False,
+    )
+    facade.registry.create(f"/config/job/{job.job_name}", job.to_bytes())
+
+
 def _handler(facade: StateFacade, journal: ResultJournal | None) -> StatusHandler:
     return StatusHandler(facade, lambda _t: True, lambda: None, journal)
 
@@ -284,24 +302,26 @@ def test_a_terminal_update_journals_one_result_even_when_mesos_resends_it(
     assert facade.running.tasks("job") == []
 
 
+def test_a_stale_update_after_the_end_neither_revives_the_task_nor_counts_it_twice(
+    facade: StateFacade, registry: Registry
+) -> None:
+    _register(facade, "job", "TRANSIENT")
+    journal = ResultJournal(registry)
+    handler = _handler(facade, journal)
+    task_id = _running(facade, "job", 0)
+    assert handler.handle(_status(task_id, "TASK_RUNNING"))
+    assert handler.handle(_status(task_id, "TASK_FINISHED"))
+    # Mesos retries a RUNNING that raced with its ack, then retries the FINISHED too.
+    assert handler.handle(_status(task_id, "TASK_RUNNING"))
+    assert facade.running.tasks("job") == []
+    assert handler.handle(_status(task_id, "TASK_FINISHED"))
+    assert _journaled(registry) == 1
+
+
 def test_a_daemon_run_completing_journals_one_success(
     facade: StateFacade, registry: Registry, fence: Fence
 ) -> None:
-    job = JobConfig.from_json(
-        {
-            "jobName": "daemon",
-            "appName": "app",
-            "jobType": "SCRIPT",
-            "jobExecutionType": "DAEMON",
-            "cron": "0/5 * * * * ?",
-            "shardingTotalCount": 1,
-            "cpuCount": 0.1,
-            "memoryMB": 16,
-        },
-        default_time_zone="UTC",
-        strict=False,
-    )
-    facade.registry.create(f"/config/job/{job.job_name}", job.to_bytes())
+    _register(facade, "daemon", "DAEMON")
     journal = ResultJournal(registry)
     handler = _handler(facade, journal)
     task_id = _running(facade, "daemon", 0)
