@@ -278,7 +278,7 @@ class FailoverQueue(_Store):
         def bump(old: bytes | None) -> bytes:
             failures = 1 + _backoff(old)[0]
             return json.dumps(
-                {"failures": failures, "notBefore": round(now + failover_delay(failures), 3)}
+                {"failures": failures, "notBefore": now + failover_delay(failures)}
             ).encode()
 
         return _backoff(self._w.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
