@@ -89,6 +89,7 @@ class Launcher(LeaderComponent):
         self._stop = threading.Event()
         self._paused = False
         self._suppressed = False
+        self._revive_needed = False
         self._thread: threading.Thread | None = None
         self._waiting_since: dict[str, float] = {}
         self.launched = 0
@@ -143,6 +144,9 @@ class Launcher(LeaderComponent):
 
     def on_connected(self) -> None:
         self._suppressed = False
+        # Refuse filters a previous leader (or connection) declined with outlive it in the
+        # master: revive once when there is work, or offers may not come for up to 30 s.
+        self._revive_needed = True
         self._wake.set()
 
     # -- the launcher thread ----------------------------------------------------------------
@@ -182,9 +186,9 @@ class Launcher(LeaderComponent):
                 self._suppressed = True
                 log.info("launcher: no pending work; offers suppressed")
             return
-        if self._suppressed:
+        if self._suppressed or self._revive_needed:
             if driver.revive():
-                self._suppressed = False
+                self._suppressed = self._revive_needed = False
                 log.info("launcher: work pending; offers revived")
         offers = self._take_offers()
         if not offers:
