@@ -19,7 +19,7 @@ from scheduler.errors import NotLeader, SchedulerError
 from scheduler.registry import Op
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import RunningTask
-from scheduler.state.task_id import InvalidTaskId, TaskId
+from scheduler.state.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.statistics.journal import ResultJournal
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class StatusHandler:
                     True if completed else None, lambda ops: facade.running.update(task, ops)
                 )
                 if completed:
-                    facade.failover.succeeded(tid.job_name, tid.item)
+                    self._reset_backoff(tid)
             return
         if state == "TASK_UNREACHABLE":
             log.warning(
@@ -148,7 +148,7 @@ class StatusHandler:
             self._with_result(success, lambda ops: facade.running.remove(task_id, ops))
         if state == "TASK_FINISHED":
             log.info("status: %s finished", task_id)
-            facade.failover.succeeded(tid.job_name, tid.item)
+            self._reset_backoff(tid)
         elif state == "TASK_KILLED":
             log.info("status: %s killed", task_id)
             if (
@@ -171,6 +171,13 @@ class StatusHandler:
                 if facade.failover.add(task_id):
                     log.info("status: shard %s of %s queued for failover", tid.item, tid.job_name)
         self._wake()
+
+    def _reset_backoff(self, tid: TaskId) -> None:
+        """A run succeeded: forget its shard's failures. Only a FAILOVER task can follow
+        failures (the job's other runs wait while its shard is queued), so READY successes,
+        the common case, cost no ZooKeeper read here."""
+        if tid.type is TaskType.FAILOVER:
+            self._facade.failover.succeeded(tid.job_name, tid.item)
 
     def _with_result(self, success: bool | None, write: Callable[[list[Op]], None]) -> None:
         """Run `write` with the journal op of a result (success True/False; None: no result),

@@ -29,7 +29,11 @@ from scheduler.registry import Fence, Registry
 from scheduler.service import LeaderComponent
 from scheduler.settings import Settings
 from scheduler.state.task_id import TaskId
+from scheduler.statistics.counters import ResultCounters
+from scheduler.statistics.database import create_trace_engine, resolve_url, upgrade_to_head
 from scheduler.statistics.journal import ResultJournal
+from scheduler.statistics.sampler import Sampler
+from scheduler.statistics.writer import TraceWriter, first_line
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +46,6 @@ _RETRY_MAX_S = 30.0
 
 def trace_url(settings: Settings) -> URL | None:
     """The event trace database URL; None when turned off (`event_trace_rdb_url=none`)."""
-    from scheduler.statistics.database import resolve_url
-
     text = settings.event_trace_rdb_url.strip()
     if text.lower() == "none":
         return None
@@ -64,8 +66,8 @@ class Statistics(LeaderComponent):
         self.journal: ResultJournal | None = None if self._url is None else ResultJournal(registry)
         # Published once the schema is migrated; the REST API reads it.
         self.engine: Engine | None = None
-        self._writer: Any = None
-        self._counters: Any = None
+        self._writer: TraceWriter | None = None
+        self._counters: ResultCounters | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._problem = ""
@@ -76,16 +78,13 @@ class Statistics(LeaderComponent):
         if self._url is None:
             log.info("statistics: event trace and statistics off (event_trace_rdb_url=none)")
             return
-        from scheduler.statistics.database import create_trace_engine
-        from scheduler.statistics.writer import TraceWriter
-
         engine = create_trace_engine(self._url)
         # Created now so updates are queued from the first one; its thread starts after the
         # schema is migrated.
         self._writer = TraceWriter(engine)
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self._run, args=(engine,), name="sched-statistics", daemon=True
+            target=self._run, args=(engine, self._writer), name="sched-statistics", daemon=True
         )
         self._thread.start()
 
@@ -96,21 +95,18 @@ class Statistics(LeaderComponent):
         writer = self._writer
         if writer is None:
             return
-        tid = TaskId.parse(task_id)
         with self._lock:
             if len(self._originals) >= _ORIGINALS_KEPT:
                 self._originals.pop(next(iter(self._originals)))
             self._originals[task_id] = original_task_id
-        writer.record_status(
-            job_name=tid.job_name,
-            task_id=task_id,
-            state="TASK_STAGING",
-            slave_id=agent_id,
-            source="CLOUD_SCHEDULER",
-            execution_type=tid.type.value,
-            sharding_item=f"[{tid.item}]",
-            message="launched",
-            original_task_id=original_task_id,
+        _trace(
+            writer,
+            TaskId.parse(task_id),
+            task_id,
+            "TASK_STAGING",
+            agent_id,
+            "launched",
+            original_task_id,
         )
 
     def on_status(self, status: dict[str, Any], tid: TaskId) -> None:
@@ -125,17 +121,8 @@ class Statistics(LeaderComponent):
                 original = self._originals.pop(task_id, task_id)
             else:
                 original = self._originals.get(task_id, task_id)
-        writer.record_status(
-            job_name=tid.job_name,
-            task_id=task_id,
-            state=state,
-            slave_id=str(status.get("agent_id", {}).get("value", tid.agent_id)),
-            source="CLOUD_SCHEDULER",
-            execution_type=tid.type.value,
-            sharding_item=f"[{tid.item}]",
-            message=str(status.get("message", "")),
-            original_task_id=original,
-        )
+        agent_id = str(status.get("agent_id", {}).get("value", tid.agent_id))
+        _trace(writer, tid, task_id, state, agent_id, str(status.get("message", "")), original)
         try:
             record = decode_status_data(status.get("data"))
         except RecordError as exc:
@@ -164,11 +151,7 @@ class Statistics(LeaderComponent):
             out["counted"] = self._counters.counted
         return out
 
-    def _run(self, engine: Engine) -> None:
-        from scheduler.statistics.counters import ResultCounters
-        from scheduler.statistics.database import upgrade_to_head
-        from scheduler.statistics.sampler import Sampler
-
+    def _run(self, engine: Engine, writer: TraceWriter) -> None:
         delay = 1.0
         while True:
             try:
@@ -181,7 +164,7 @@ class Statistics(LeaderComponent):
             delay = min(delay * 2, _RETRY_MAX_S)
         self._recovered("schema migrated")
         self.engine = engine
-        self._writer.start()
+        writer.start()
         assert self.journal is not None
         self._counters = counters = ResultCounters(
             engine, self._registry, self._fence, self.journal
@@ -202,7 +185,7 @@ class Statistics(LeaderComponent):
                 return
 
     def _failed(self, what: str, exc: Exception) -> None:
-        problem = f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        problem = f"{what}: {first_line(exc)}"
         if problem != self._problem:
             log.warning("statistics: %s (retrying; results wait in ZooKeeper)", problem)
         self._problem = problem
@@ -223,6 +206,29 @@ class Statistics(LeaderComponent):
             self._writer.stop(3.0)
             self._writer.engine.dispose()
         self._writer = self._counters = self.engine = None
+
+
+def _trace(
+    writer: TraceWriter,
+    tid: TaskId,
+    task_id: str,
+    state: str,
+    agent_id: str,
+    message: str,
+    original: str,
+) -> None:
+    """One JOB_STATUS_TRACE_LOG row as the scheduler records it."""
+    writer.record_status(
+        job_name=tid.job_name,
+        task_id=task_id,
+        state=state,
+        slave_id=agent_id,
+        source="CLOUD_SCHEDULER",
+        execution_type=tid.type.value,
+        sharding_item=f"[{tid.item}]",
+        message=message,
+        original_task_id=original,
+    )
 
 
 def _next_tick() -> float:

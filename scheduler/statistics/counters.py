@@ -164,14 +164,17 @@ class ResultCounters:
     def _zero_rows(self, now: datetime) -> None:
         """A zero row for each ended period without one, back to the first row ever written
         (at most BACKFILL_LIMIT periods back). Scans once per ended period per term. Also
-        prunes STATISTICS_COUNTED_RESULT."""
+        prunes STATISTICS_COUNTED_RESULT. Touches the database only when a minute has ended."""
+        ended = {i: period_start(i, now) - LENGTHS[i] for i in StatisticInterval}
+        if all(self._filled.get(i) == ended[i] for i in StatisticInterval):
+            return
         with Session(self._engine) as session, session.begin():
             session.execute(
                 delete(CountedResult).where(CountedResult.counted_time < now - _COUNTED_KEPT)
             )
             for interval in StatisticInterval:
                 length = LENGTHS[interval]
-                last_ended = period_start(interval, now) - length
+                last_ended = ended[interval]
                 if self._filled.get(interval) == last_ended:
                     continue
                 table = TABLES[interval]
@@ -188,8 +191,7 @@ class ResultCounters:
                     if moment not in present:
                         _add(session, interval, moment, 0, 0, now)
                     moment += length
-        for interval in StatisticInterval:
-            self._filled[interval] = period_start(interval, now) - LENGTHS[interval]
+        self._filled.update(ended)
 
 
 def _add(

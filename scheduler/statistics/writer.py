@@ -250,12 +250,12 @@ class TraceWriter:
                     self._one_by_one(batch, exc)
                     return
                 failures += 1
-                self.problem = f"database unreachable: {_first_line(exc)}"
+                self.problem = f"database unreachable: {first_line(exc)}"
                 if failures == 1:
                     log.warning(
                         "trace writer: database unreachable, holding %d entries and retrying: %s",
                         len(batch),
-                        _first_line(exc),
+                        first_line(exc),
                     )
                 if self._stopping.is_set() and time.monotonic() + delay >= self._drain_deadline:
                     self._lost(batch, "the writer stopped while the database was unreachable")
@@ -277,13 +277,13 @@ class TraceWriter:
         log.warning(
             "trace writer: batch of %d refused (%s); writing entries one by one",
             len(batch),
-            _first_line(cause),
+            first_line(cause),
         )
         for entry in batch:
             try:
                 self._commit([entry])
             except Exception as exc:  # noqa: BLE001 - this entry only
-                self._lost([entry], _first_line(exc))
+                self._lost([entry], first_line(exc))
                 continue
             with self._lock:
                 self.written += 1
@@ -358,7 +358,7 @@ def _from_ms(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
