@@ -3,7 +3,8 @@
 #   ./dev.sh run [options]   set everything up, then start the local system (see README)
 #   ./dev.sh test [args]     set everything up, then lint, type-check and run the test suite
 #   ./dev.sh bench [name]    set everything up, then run the benchmarks and print their figures
-#   ./dev.sh setup           only set up (.venv, ZooKeeper, PostgreSQL)
+#   ./dev.sh setup           only set up (.venv from requirements.lock, ZooKeeper, PostgreSQL)
+#   ./dev.sh lock            refresh requirements.lock from pyproject.toml's ranges (uv)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -36,10 +37,17 @@ ensure_postgresql() {
   fi
 }
 
+# The lock: every distribution the set-up installs, pinned with hashes (see `./dev.sh lock`).
+LOCK="$ROOT/requirements.lock"
+BUILD_LOCK="$ROOT/requirements-build.lock"
+UV_VERSION=0.13.9
+HTTP_PARSER_SHA256=441d3a57c6227230f98aa97539da006fda0f8f4880bc4c5cd895ff2138a52621
+
 ensure_http_parser() {
   # pymesos 0.3.15 depends on http-parser 0.9.0, whose published C file includes longintrepr.h
   # (gone in Python 3.11). Regenerate the C file from its .pyx with Cython 0.29 and build a
-  # wheel once; pymesos then installs unchanged on top of it.
+  # wheel once; pymesos then installs unchanged on top of it. The sdist is checked against its
+  # hash and the build tools come from requirements-build.lock.
   if "$PY" -c "import http_parser.parser" 2>/dev/null; then return; fi
   local build="$ROOT/build/http-parser"
   local wheel
@@ -48,8 +56,9 @@ ensure_http_parser() {
     log "building http-parser 0.9.0 for $("$PY" -V)"
     rm -rf "$build" && mkdir -p "$build"
     python3 -m venv "$build/venv"
-    "$build/venv/bin/pip" install -q "cython<3" wheel setuptools
+    "$build/venv/bin/pip" install -q --require-hashes --no-deps -r "$BUILD_LOCK"
     "$build/venv/bin/pip" download -q --no-deps --no-binary :all: http-parser==0.9.0 -d "$build"
+    echo "$HTTP_PARSER_SHA256  $build/http-parser-0.9.0.tar.gz" | sha256sum -c --quiet -
     tar xzf "$build"/http-parser-0.9.0.tar.gz -C "$build"
     (cd "$build/http-parser-0.9.0" \
       && "$build/venv/bin/cython" http_parser/parser.pyx -o http_parser/parser.c 2>/dev/null \
@@ -57,7 +66,27 @@ ensure_http_parser() {
       && "$build/venv/bin/pip" wheel -q --no-deps --no-build-isolation . -w "$build/wheels")
     wheel=$(ls "$build"/wheels/http_parser-0.9.0-*.whl | head -n1)
   fi
-  "$VENV/bin/pip" install -q "$wheel"
+  "$VENV/bin/pip" install -q --no-deps "$wheel"
+}
+
+remove_unlocked() {
+  # Uninstall what the lock does not name (left over from an older lock), so the environment
+  # is exactly the lock plus http-parser and this project.
+  local extra
+  extra=$("$PY" - "$LOCK" <<'PYEOF'
+import re, sys
+from importlib.metadata import distributions
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+locked = {norm(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", open(sys.argv[1]).read(), re.M)}
+keep = locked | {"http-parser", "ejcloud"}
+print(" ".join(sorted({norm(d.metadata["Name"]) for d in distributions()} - keep)))
+PYEOF
+)
+  if [ -n "$extra" ]; then
+    log "removing distributions the lock does not name: $extra"
+    # shellcheck disable=SC2086
+    "$VENV/bin/pip" uninstall -q -y $extra
+  fi
 }
 
 setup() {
@@ -66,23 +95,47 @@ setup() {
   if [ ! -x "$PY" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip
   fi
-  ensure_http_parser
   local stamp="$VENV/.ejcloud-installed"
   local want
-  want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  want=$(cat "$LOCK" "$BUILD_LOCK" pyproject.toml | sha256sum | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing ejcloud and its dependencies into $VENV"
-    "$VENV/bin/pip" install -q -e ".[dev]"
+    log "installing the locked dependencies (requirements.lock) into $VENV"
+    # Exactly the lock: every file checked against its hash, no resolver (--no-deps).
+    "$VENV/bin/pip" install -q --require-hashes --no-deps -r "$LOCK"
+    ensure_http_parser
+    remove_unlocked
+    log "installing ejcloud (editable) into $VENV"
+    "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e .
+    "$VENV/bin/pip" check >/dev/null || { "$VENV/bin/pip" check; exit 1; }
     echo "$want" > "$stamp"
   fi
+  ensure_http_parser
+}
+
+lock() {
+  # Refresh the lock on purpose: resolve pyproject.toml's ranges (runtime, dev and postgresql
+  # extras) for Python 3.11 with uv and pin every distribution with its hashes. http-parser is
+  # left out: it is built from its hashed sdist by ensure_http_parser.
+  local uv="$ROOT/build/uv/bin/uv"
+  if [ ! -x "$uv" ] || [ "$("$uv" --version | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+    rm -rf "$ROOT/build/uv"
+    python3 -m venv "$ROOT/build/uv"
+    "$ROOT/build/uv/bin/pip" install -q "uv==$UV_VERSION"
+  fi
+  printf 'pip\nsetuptools\n' | "$uv" pip compile pyproject.toml - --extra dev --extra postgresql \
+    --python-version 3.11 --generate-hashes --no-emit-package http-parser --upgrade \
+    --custom-compile-command './dev.sh lock' -o "$LOCK" -q
+  printf 'cython<3\nwheel\nsetuptools\n' | "$uv" pip compile - --python-version 3.11 \
+    --generate-hashes --upgrade --custom-compile-command './dev.sh lock' -o "$BUILD_LOCK" -q
+  log "wrote $LOCK and $BUILD_LOCK; ./dev.sh setup installs them"
 }
 
 cmd=${1:-help}
 shift || true
 case "$cmd" in
   setup) setup ;;
+  lock) lock ;;
   run)
     setup
     exec "$PY" -m deploy.cluster "$@"
@@ -102,7 +155,7 @@ case "$cmd" in
     exec "$PY" -m tests.bench "$@"
     ;;
   *)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
