@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deploy.marathon.artifact import PROJECT_ROOT, build_artifact
 from deploy.marathon.client import MarathonClient
-from deploy.marathon.deployer import Deployer
-from deploy.marathon.errors import DeployError, InvalidOptions
+from deploy.marathon.credentials import ACCOUNTS, hash_problem, read_hash, setting_of
+from deploy.marathon.deployer import Deployer, try_logins
+from deploy.marathon.errors import DefinitionRejected, DeployError, InvalidOptions
 from deploy.marathon.template import AppSpec, render
 
 _PROG = "python -m deploy.marathon"
@@ -54,6 +56,42 @@ def _parser() -> argparse.ArgumentParser:
         help="another setting or variable for every instance (repeatable), e.g. zk_namespace=ejc",
     )
     p.add_argument("--image", help="run in this Docker image with the Mesos containerizer")
+    for account in ACCOUNTS:
+        p.add_argument(
+            account.secret_option,
+            metavar="SOURCE",
+            help=f"where the cluster's secret store holds the {account.role} password hash "
+            "(python -m scheduler.api.auth hash makes one); the app refers to it through "
+            "Marathon's secrets field",
+        )
+        given = p.add_mutually_exclusive_group()
+        given.add_argument(
+            account.hash_option,
+            metavar="HASH",
+            help=f"the {account.role} password hash itself, to check it before deploying "
+            f"(also ${account.environment_variable}); never put in the app's plain env "
+            "unless --insecure",
+        )
+        given.add_argument(
+            f"{account.hash_option}-file",
+            type=Path,
+            metavar="FILE",
+            help=f"read {account.hash_option} from FILE (one line)",
+        )
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="SETTING=SOURCE",
+        help="another secret setting read from the secret store (repeatable), e.g. "
+        "zk_digest=/ejcloud/zk_digest or framework_secret=/ejcloud/mesos_secret",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="deploy even with default passwords, secrets in the app's plain env or "
+        "authentication off (warns about each)",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
     p.add_argument("--poll-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help="print the app JSON, change nothing")
@@ -71,10 +109,104 @@ def _env(pairs: Sequence[str]) -> dict[str, str]:
     return env
 
 
-def run(args: argparse.Namespace) -> int:
+def _secrets(args: argparse.Namespace) -> dict[str, str]:
+    secrets: dict[str, str] = {}
+    for pair in args.secret:
+        setting, sep, source = pair.partition("=")
+        if not sep or not setting:
+            raise InvalidOptions(f"--secret {pair!r}: expected SETTING=SOURCE")
+        secrets[setting] = source
+    for account in ACCOUNTS:
+        source = getattr(args, _dest(account.secret_option))
+        if source is None:
+            continue
+        if secrets.get(account.setting, source) != source:
+            raise InvalidOptions(
+                f"{account.secret_option} and --secret {account.setting} name different sources"
+            )
+        secrets[account.setting] = source
+    return secrets
+
+
+def _dest(option: str) -> str:
+    return option.removeprefix("--").replace("-", "_")
+
+
+def _checked_hashes(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    secrets: Mapping[str, str],
+    environ: Mapping[str, str],
+) -> None:
+    """Check each password hash given; with --insecure put one without a source in `env`."""
+    for account in ACCOUNTS:
+        value = read_hash(
+            getattr(args, _dest(account.hash_option)),
+            getattr(args, _dest(account.hash_option) + "_file"),
+            environ,
+            account,
+        )
+        if value is None:
+            continue
+        forbidden = ("", "root", "guest", account.username(env))
+        why = hash_problem(value, forbidden)
+        if why:
+            raise InvalidOptions(f"{account.hash_option}: {why}")
+        if account.setting in secrets:
+            continue  # checked; the replicas read it from the secret store
+        if not args.insecure:
+            raise InvalidOptions(
+                f"{account.hash_option} needs {account.secret_option} SOURCE, where your "
+                "secret store holds that hash: no secret goes into the app's plain env "
+                "(--insecure puts it there)"
+            )
+        if any(setting_of(key) == account.setting for key in env):
+            raise InvalidOptions(f"{account.hash_option} and --env {account.setting} both given")
+        env[account.setting] = value
+
+
+def _warn(lines: Sequence[str]) -> None:
+    if not lines:
+        return
+    print(f"{_PROG}: WARNING: INSECURE deployment (--insecure):", file=sys.stderr)
+    for line in lines:
+        print(f"{_PROG}: WARNING:   {line}", file=sys.stderr)
+
+
+def _check_logins(spec: AppSpec, leader: str, timeout_s: float) -> None:
+    """Fail (or with --insecure warn) when the new leader accepts a default login."""
+    logins = [(a.username(spec.env), a.default_password) for a in ACCOUNTS]
+    outcomes = try_logins(leader, logins, timeout_s)
+    accepted = [f"{u}/{p}" for (u, p), outcome in outcomes.items() if outcome == "accepted"]
+    for (user, password), outcome in outcomes.items():
+        if outcome == "refused":
+            print(f"default login {user}/{password} refused by the leader")
+        elif outcome != "accepted":
+            print(
+                f"{_PROG}: WARNING: could not check the default login {user}/{password} "
+                f"({outcome.removeprefix('unknown: ')})",
+                file=sys.stderr,
+            )
+    if not accepted:
+        return
+    found = f"the leader {leader} accepts the default login {' and '.join(accepted)}"
+    if spec.insecure:
+        _warn([found])
+        return
+    raise DeployError(
+        f"deployed, but {found}: the replicas did not get their password hashes from the "
+        "secret store (Marathon needs --enable_features secrets and a secrets plugin that "
+        "serves the sources you gave), or a stored hash is of the default password"
+    )
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
     """Do what `args` ask; raises DeployError on any failure the user must fix."""
     out: Path = args.artifact_out or _DEFAULT_OUT
     artifact_url: str = args.artifact_url or out.resolve().as_uri()
+    env = _env(args.env)
+    secrets = _secrets(args)
+    _checked_hashes(args, env, secrets, os.environ if environ is None else environ)
     spec = AppSpec(
         zk_servers=args.zk,
         mesos_url=args.mesos,
@@ -83,10 +215,13 @@ def run(args: argparse.Namespace) -> int:
         instances=args.instances,
         cpus=args.cpus,
         mem_mb=args.mem,
-        env=_env(args.env),
+        env=env,
         image=args.image,
+        secrets=secrets,
+        insecure=args.insecure,
     )
     app = render(spec)
+    _warn(spec.warnings())
     if args.dry_run:
         print(json.dumps(app, indent=2))
         return 0
@@ -100,22 +235,33 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         poll_interval_s=args.poll_interval,
     )
-    done = deployer.deploy(app)
+    try:
+        done = deployer.deploy(app)
+    except DefinitionRejected as exc:
+        if "Feature secrets is not enabled" not in exc.message:
+            raise
+        raise DefinitionRejected(
+            f"{exc.message}; this Marathon has no secret store: start it with "
+            "--enable_features secrets and a secrets plugin, or (insecure) pass the settings "
+            "with --env and --insecure"
+        ) from exc
     print(f"deployed {done.app_id} (deployment {done.deployment_id or 'none needed'})")
     for instance in done.instances:
         print(f"instance {instance.address} {instance.role}")
     print(f"leader {done.leader}")
+    if done.leader:
+        _check_logins(spec, done.leader, max(1.0, min(10.0, args.timeout)))
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return run(args)
+        return run(args, environ)
     except DeployError as exc:
         print(f"{_PROG}: error: {exc.message}", file=sys.stderr)
         return 1

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +56,37 @@ def _health(address: str, timeout_s: float) -> Instance:
         return Instance(address, str(body.get("role")), body.get("leader"))
     except (OSError, ValueError, AttributeError) as exc:
         return Instance(address, f"unreachable: {exc}", None)
+
+
+def try_logins(
+    address: str, logins: Sequence[tuple[str, str]], timeout_s: float
+) -> dict[tuple[str, str], str]:
+    """Try each (user, password) on the REST API at `address`; map it to what happened.
+
+    The outcome is "accepted" (2xx), "refused" (401, 403 or 429) or "unknown: <why>". Blocks
+    for at most `timeout_s` per login.
+    """
+    outcomes: dict[tuple[str, str], str] = {}
+    for user, password in logins:
+        request = urllib.request.Request(f"http://{address}/api/job/jobs")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                status = answer.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            exc.close()
+        except OSError as exc:
+            outcomes[(user, password)] = f"unknown: {exc}"
+            continue
+        if 200 <= status < 300:
+            outcomes[(user, password)] = "accepted"
+        elif status in (401, 403, 429):
+            outcomes[(user, password)] = "refused"
+        else:
+            outcomes[(user, password)] = f"unknown: HTTP {status}"
+    return outcomes
 
 
 @dataclass(frozen=True)

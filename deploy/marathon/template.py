@@ -9,6 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploy.marathon.credentials import (
+    ACCOUNTS,
+    PLAIN_PASSWORDS,
+    SECRET_SETTINGS,
+    setting_of,
+    source_problem,
+)
 from deploy.marathon.errors import InvalidOptions
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "marathon" / "ejcloud-scheduler.json"
@@ -17,6 +24,14 @@ _APP_ID = re.compile(r"^(/[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$")
 # Exported by `cmd` from Marathon's $HOST and $PORT0; an env value would be overridden anyway.
 _SET_BY_CMD = frozenset({"hostname", "http_port"})
 _LOCAL_HOSTS = re.compile(r"(^|[/@,:])(localhost|127\.\d+\.\d+\.\d+)([:/,]|$)")
+
+
+def _plain_password(where: str, setting: str) -> str:
+    account = next(a for a in ACCOUNTS if a.setting == f"{setting}_hash")
+    return (
+        f"{where}: plain passwords are refused; store a hash made with python -m "
+        f"scheduler.api.auth hash and give {account.secret_option} SOURCE"
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,89 @@ class AppSpec:
     mem_mb: float = 512.0
     env: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None
+    # scheduler setting -> its source in the cluster's secret store (Marathon `secrets`)
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    # allow default passwords, secrets in the plain env and auth turned off (see `warnings`)
+    insecure: bool = False
+
+    def _auth_disabled(self) -> bool:
+        return any(
+            setting_of(key) == "auth_enabled"
+            and value.strip().lower() not in ("true", "yes", "on", "1")
+            for key, value in self.env.items()
+        )
+
+    def _missing_hashes(self) -> list[str]:
+        """The settings of the accounts that would keep their default password."""
+        given = set(self.secrets) | {setting_of(key) for key in self.env}
+        return [a.setting for a in ACCOUNTS if a.setting not in given]
+
+    def _secret_problems(self) -> list[str]:
+        found: list[str] = []
+        plain = {setting_of(key): key for key in self.env}
+        for setting in sorted(self.secrets):
+            source = self.secrets[setting]
+            if setting in PLAIN_PASSWORDS:
+                found.append(_plain_password(f"--secret {setting}", setting))
+            elif setting not in SECRET_SETTINGS:
+                found.append(
+                    f"--secret {setting}: not one of the scheduler's secret settings "
+                    f"({', '.join(sorted(SECRET_SETTINGS))})"
+                )
+            elif setting in plain:
+                found.append(f"{setting} given twice: as a secret and as --env {plain[setting]}")
+            why = source_problem(source)
+            if why:
+                found.append(f"secret source of {setting}: {why}")
+        sources = list(self.secrets.values())
+        if len(set(sources)) != len(sources):
+            found.append("two secrets read the same secret store source")
+        for key in sorted(self.env):
+            named = setting_of(key)
+            if named in PLAIN_PASSWORDS:
+                found.append(_plain_password(f"--env {key}", named))
+            elif named in SECRET_SETTINGS and not self.insecure:
+                found.append(
+                    f"--env {key}: a secret in the app's plain env, readable by anyone who "
+                    f"can read the app; store it and give --secret {named}=SOURCE "
+                    "(or --insecure)"
+                )
+        if self.insecure:
+            return found
+        if self._auth_disabled():
+            found.append("--env auth_enabled: turning authentication off needs --insecure")
+        elif missing := self._missing_hashes():
+            accounts = [a for a in ACCOUNTS if a.setting in missing]
+            logins = " and ".join(f"{a.username(self.env)}/{a.default_password}" for a in accounts)
+            options = " and ".join(f"{a.secret_option} SOURCE" for a in accounts)
+            found.append(
+                f"no password hash: the replicas would accept the default login {logins}; "
+                "store hashes made with python -m scheduler.api.auth hash in your secret "
+                f"store and give {options} (or --insecure to deploy with defaults)"
+            )
+        return found
+
+    def warnings(self) -> list[str]:
+        """What is insecure about a spec that `insecure` lets through, empty when nothing."""
+        if not self.insecure:
+            return []
+        found: list[str] = []
+        if self._auth_disabled():
+            found.append("authentication is off: anyone who reaches /api may change and run jobs")
+        else:
+            for account in ACCOUNTS:
+                if account.setting in self._missing_hashes():
+                    found.append(
+                        f"no {account.role} password hash: the replicas accept the default "
+                        f"login {account.username(self.env)}/{account.default_password}"
+                    )
+        for key in sorted(self.env):
+            if setting_of(key) in SECRET_SETTINGS:
+                found.append(
+                    f"{key} is in the app's plain env: anyone who can read the app in Marathon "
+                    "sees it"
+                )
+        return found
 
     def problems(self) -> list[str]:
         """Every problem with the spec, empty when it is fine."""
@@ -57,7 +155,7 @@ class AppSpec:
                 found.append(f"--env {key}: set by Marathon ($HOST/$PORT0), not by --env")
             elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 found.append(f"--env {key!r}: not an environment variable name")
-        return found
+        return found + self._secret_problems()
 
 
 def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
@@ -86,18 +184,25 @@ def render(spec: AppSpec, template_path: Path = TEMPLATE_PATH) -> dict[str, Any]
         template = json.loads(template_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InvalidOptions(f"cannot read the app template {template_path}: {exc}") from exc
-    env = {
+    env: dict[str, Any] = {
         "zk_servers": spec.zk_servers,
         "mesos_url": spec.mesos_url,
         "http_bind_address": "0.0.0.0",
         **spec.env,
     }
+    # Each secret is a variable named after its setting whose value Marathon's secrets plugin
+    # reads from the store at launch; the definition holds only the source's name.
+    secrets: dict[str, Any] = {}
+    for setting in sorted(spec.secrets):
+        secrets[setting] = {"source": spec.secrets[setting]}
+        env[setting] = {"secret": setting}
     values: dict[str, Any] = {
         "app_id": spec.app_id,
         "instances": spec.instances,
         "cpus": spec.cpus,
         "mem": spec.mem_mb,
         "env": env,
+        "secrets": secrets,
         "artifact_url": spec.artifact_url,
     }
     try:

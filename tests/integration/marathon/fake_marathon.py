@@ -1,7 +1,15 @@
-"""A fake of Marathon's REST API (the request and response shapes of Marathon 1.x) for tests."""
+"""A fake of Marathon's REST API (the request and response shapes of Marathon 1.x) for tests.
+
+It validates what Marathon validates about secrets: a non-empty `secrets` field and `env` entries
+of the form `{"secret": NAME}` need the `secrets` feature (`--enable_features secrets`), and each
+reference must name a secret of the app. Errors are Marathon's 422 body (`message`, `details`
+with `path` and `errors`). Like Marathon without a secrets plugin, it never resolves a secret.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import threading
 from dataclasses import dataclass, field
@@ -17,11 +25,49 @@ class MarathonState:
     polls_until_done: int = 2  # GET /v2/deployments answers with the deployment this many times
     never_finish: bool = False
     reject: bool = False
+    # The operator's Marathon flags; "secrets" also needs a secrets plugin to deliver values.
+    enabled_features: frozenset[str] = frozenset({"secrets"})
     apps: dict[str, dict[str, Any]] = field(default_factory=dict)
     deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
     polls: int = 0
     requests: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_SECRETS_DISABLED = "Feature secrets is not enabled. Enable with --enable_features secrets)"
+
+
+def _violations(app: dict[str, Any], features: frozenset[str]) -> list[dict[str, Any]]:
+    """Marathon's validation of `secrets` and of `env` values, as 422 `details`."""
+    found: list[dict[str, Any]] = []
+    secrets = app.get("secrets") or {}
+    env = app.get("env") or {}
+    if not isinstance(secrets, dict) or not isinstance(env, dict):
+        return [{"path": "/", "errors": ["error.expected.jsobject"]}]
+    if secrets and "secrets" not in features:
+        found.append({"path": "/secrets", "errors": [_SECRETS_DISABLED]})
+    for name, secret in secrets.items():
+        source = secret.get("source") if isinstance(secret, dict) else None
+        if not name or not isinstance(source, str) or not source:
+            found.append({"path": f"/secrets/{name}/source", "errors": ["must not be empty"]})
+    refs = {k: v for k, v in env.items() if isinstance(v, dict)}
+    if refs and "secrets" not in features:
+        found.append(
+            {
+                "path": "/env",
+                "errors": [
+                    "use of secret-references in the environment requires the secrets "
+                    "feature to be enabled"
+                ],
+            }
+        )
+    for key, value in env.items():
+        if isinstance(value, dict):
+            if set(value) != {"secret"} or value["secret"] not in secrets:
+                found.append({"path": f"/env/{key}", "errors": ["references an undefined secret"]})
+        elif not isinstance(value, str):
+            found.append({"path": f"/env/{key}", "errors": ["error.expected.jsstring"]})
+    return found
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,6 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
                         ],
                     },
                 )
+            violations = _violations(app, state.enabled_features)
+            if violations:
+                return self._send(422, {"message": "Object is not valid", "details": violations})
             if app["id"] in state.apps:
                 return self._send(409, {"message": f"An app with id [{app['id']}] already exists."})
             state.apps[app["id"]] = app
@@ -81,6 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
             app_id = self.path.removeprefix("/v2/apps")
             if app_id not in state.apps:
                 return self._send(404, {"message": f"App '{app_id}' does not exist"})
+            violations = _violations(app, state.enabled_features)
+            if violations:
+                return self._send(422, {"message": "Object is not valid", "details": violations})
             state.apps[app_id] = app
             deployment_id = self._new_deployment(app_id)
             self._send(200, {"version": "2024-01-01T00:00:00.000Z", "deploymentId": deployment_id})
@@ -134,27 +186,64 @@ class _Server(ThreadingHTTPServer):
 
 
 class _HealthHandler(BaseHTTPRequestHandler):
-    server: _HealthServer
+    server: FakeReplica
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _login(self) -> tuple[str, str] | None:
+        kind, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if kind.lower() != "basic":
+            return None
+        try:
+            user, _, password = base64.b64decode(token, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return user, password
+
     def do_GET(self) -> None:
-        body = json.dumps(self.server.health()).encode()
-        self.send_response(200 if self.path == "/health" else 404)
+        status: int = 404
+        answer: Any = None
+        headers: dict[str, str] = {}
+        if self.path == "/health":
+            status, answer = 200, self.server.health()
+        elif self.path == "/api/job/jobs":
+            # The replica's REST API: HTTP Basic auth, 401 with a challenge when it fails.
+            login = self._login()
+            self.server.tried.append(login)
+            if login in self.server.accepted_logins:
+                status, answer = 200, []
+            else:
+                status, answer = (
+                    401,
+                    {"error": "wrong user name or password", "type": "Unauthorized"},
+                )
+                headers = {"WWW-Authenticate": 'Basic realm="Elastic Job Console Auth"'}
+        else:
+            answer = {"error": f"no such path {self.path}", "type": "NotFound"}
+        body = json.dumps(answer).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
 
-class _HealthServer(ThreadingHTTPServer):
+class FakeReplica(ThreadingHTTPServer):
+    """A scheduler replica as the deploy command sees it: `/health` and one REST API route."""
+
     daemon_threads = True
 
     def __init__(self, role: str) -> None:
         super().__init__(("127.0.0.1", 0), _HealthHandler)
         self.role = role
         self.leader: str | None = None
+        # Logins its REST API accepts: none, as a replica with password hashes it got from the
+        # secret store; the defaults, as one that got nothing.
+        self.accepted_logins: set[tuple[str, str]] = set()
+        self.tried: list[tuple[str, str] | None] = []
 
     @property
     def address(self) -> str:
@@ -188,8 +277,8 @@ class Served:
         self._start(server, "fake-marathon")
         return f"http://127.0.0.1:{server.server_address[1]}"
 
-    def health(self, role: str) -> _HealthServer:
-        server = _HealthServer(role)
+    def health(self, role: str) -> FakeReplica:
+        server = FakeReplica(role)
         self._start(server, f"fake-health-{role}")
         return server
 

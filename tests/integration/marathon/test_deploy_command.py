@@ -10,15 +10,24 @@ import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from werkzeug.security import generate_password_hash
 
 from deploy.marathon.__main__ import main
 from deploy.marathon.artifact import PROJECT_ROOT, build_artifact
 from deploy.marathon.template import AppSpec, render
-from tests.integration.marathon.fake_marathon import MarathonState, Served
+from tests.integration.marathon.fake_marathon import FakeReplica, MarathonState, Served
 
 FAST = ["--poll-interval", "0.02", "--timeout", "10"]
+# Where the (fake) cluster's secret store holds the hashes; the command only refers to them.
+SECURE = [
+    "--admin-password-hash-secret", "/ejcloud/admin_password_hash",
+    "--guest-password-hash-secret", "/ejcloud/guest_password_hash",
+]  # fmt: skip
+ADMIN_HASH = generate_password_hash("admin-s3cret-1")
+GUEST_HASH = generate_password_hash("guest-s3cret-2")
 
 
 @pytest.fixture
@@ -29,15 +38,21 @@ def served() -> Iterator[Served]:
 
 
 @pytest.fixture
-def cluster(served: Served) -> tuple[str, MarathonState, str]:
-    """A fake Marathon whose tasks point at a leader and a standby; returns url, state, leader."""
+def replicas(served: Served) -> tuple[FakeReplica, FakeReplica]:
+    """A leader and a standby; their REST API accepts no default login."""
     leader = served.health("leader")
     standby = served.health("standby")
     leader.leader = standby.leader = leader.address
-    state = MarathonState(
-        task_addresses=[("127.0.0.1", s.server_address[1]) for s in (leader, standby)]
-    )
-    return served.marathon(state), state, leader.address
+    return leader, standby
+
+
+@pytest.fixture
+def cluster(
+    served: Served, replicas: tuple[FakeReplica, FakeReplica]
+) -> tuple[str, MarathonState, str]:
+    """A fake Marathon whose tasks point at `replicas`; returns url, state, leader address."""
+    state = MarathonState(task_addresses=[("127.0.0.1", r.server_address[1]) for r in replicas])
+    return served.marathon(state), state, replicas[0].address
 
 
 def _args(url: str, *extra: str) -> list[str]:
@@ -47,8 +62,27 @@ def _args(url: str, *extra: str) -> list[str]:
         "--mesos", "zk://zk1:2181/mesos",
         "--artifact-url", "http://files.example/ejcloud.tar.gz",
         *FAST,
+        *SECURE,
         *extra,
     ]  # fmt: skip
+
+
+def _insecure_args(url: str, *extra: str) -> list[str]:
+    """`_args` without the secret sources, with --insecure."""
+    plain = _args(url, "--insecure", *extra)
+    for option in SECURE[::2]:
+        at = plain.index(option)
+        del plain[at : at + 2]
+    return plain
+
+
+def _no_secret_values(app: dict[str, Any], *values: str) -> None:
+    text = json.dumps(app)
+    for value in values:
+        assert value not in text
+    for key, value in app["env"].items():
+        if "password" in key or key in ("zk_digest", "framework_secret"):
+            assert value == {"secret": key}
 
 
 def test_rendered_app_has_every_field_marathon_needs() -> None:
@@ -59,7 +93,12 @@ def test_rendered_app_has_every_field_marathon_needs() -> None:
         instances=3,
         cpus=0.25,
         mem_mb=256,
-        env={"zk_namespace": "ejc", "zk_digest": "u:p"},
+        env={"zk_namespace": "ejc"},
+        secrets={
+            "auth_admin_password_hash": "/ejc/admin",
+            "auth_guest_password_hash": "/ejc/guest",
+            "zk_digest": "/ejc/zk_digest",
+        },
     )
     app = json.loads(json.dumps(render(spec)))
     assert app["id"] == "/ejcloud-scheduler"
@@ -81,15 +120,178 @@ def test_rendered_app_has_every_field_marathon_needs() -> None:
     assert app["env"]["mesos_url"] == "zk://zk1:2181/mesos"
     assert app["env"]["zk_namespace"] == "ejc"
     assert "hostname" not in app["env"] and "http_port" not in app["env"]
+    # Secrets: Marathon's `secrets` field names the store's sources, env refers to them.
+    assert app["secrets"] == {
+        "auth_admin_password_hash": {"source": "/ejc/admin"},
+        "auth_guest_password_hash": {"source": "/ejc/guest"},
+        "zk_digest": {"source": "/ejc/zk_digest"},
+    }
+    for name in app["secrets"]:
+        assert app["env"][name] == {"secret": name}
     assert "localhost" not in json.dumps(app)
     assert "{{" not in json.dumps(app)
 
 
 def test_dry_run_prints_the_json_and_contacts_nobody(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(_args("http://127.0.0.1:1", "--dry-run", "--image", "python:3.11-bookworm"))
+    code = main(
+        _args("http://127.0.0.1:1", "--dry-run", "--image", "python:3.11-bookworm"), environ={}
+    )
     assert code == 0
-    app = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    app = json.loads(captured.out)
     assert app["container"] == {"type": "MESOS", "docker": {"image": "python:3.11-bookworm"}}
+    assert "WARNING" not in captured.err
+
+
+def test_dry_run_shows_secret_references_never_the_hashes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    guest_file = tmp_path / "guest.hash"
+    guest_file.write_text(GUEST_HASH + "\n")
+    argv = _args(
+        "http://127.0.0.1:1",
+        "--dry-run",
+        "--admin-password-hash", ADMIN_HASH,
+        "--guest-password-hash-file", str(guest_file),
+        "--secret", "zk_digest=/ejcloud/zk_digest",
+        "--secret", "framework_secret=/ejcloud/mesos_secret",
+    )  # fmt: skip
+    assert main(argv, environ={}) == 0
+    printed = capsys.readouterr().out
+    app = json.loads(printed)
+    assert app["secrets"] == {
+        "auth_admin_password_hash": {"source": "/ejcloud/admin_password_hash"},
+        "auth_guest_password_hash": {"source": "/ejcloud/guest_password_hash"},
+        "framework_secret": {"source": "/ejcloud/mesos_secret"},
+        "zk_digest": {"source": "/ejcloud/zk_digest"},
+    }
+    _no_secret_values(app, ADMIN_HASH, GUEST_HASH, ADMIN_HASH.split("$")[2])
+    assert "scrypt" not in printed and "root" not in printed
+
+
+def test_default_passwords_are_refused_without_insecure(
+    cluster: tuple[str, MarathonState, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, state, _ = cluster
+    argv = _insecure_args(url)
+    argv.remove("--insecure")
+    assert main(argv, environ={}) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "default login root/root and guest/guest" in err
+    assert "--admin-password-hash-secret SOURCE and --guest-password-hash-secret SOURCE" in err
+    assert "python -m scheduler.api.auth hash" in err and "--insecure" in err
+    assert state.requests == []  # Marathon never heard of it
+
+
+def test_one_missing_hash_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _insecure_args("http://127.0.0.1:1", "--dry-run", *SECURE[:2])
+    argv.remove("--insecure")
+    assert main([*argv, "--env", "auth_guest_username=viewer"], environ={}) == 1
+    err = capsys.readouterr().err
+    assert "default login viewer/guest;" in err and "--guest-password-hash-secret" in err
+    assert "--admin-password-hash-secret" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        (["--env", "auth_admin_password=s3cret"], "--env auth_admin_password: plain passwords"),
+        (["--env", "EJC_AUTH_GUEST_PASSWORD=x"], "--env EJC_AUTH_GUEST_PASSWORD: plain passwords"),
+        (["--secret", "auth_admin_password=/a"], "--secret auth_admin_password: plain passwords"),
+        (["--env", "zk_digest=u:p"], "--env zk_digest: a secret in the app's plain env"),
+        (["--env", "EJC_FRAMEWORK_SECRET=s"], "give --secret framework_secret=SOURCE"),
+        (["--env", f"auth_admin_password_hash={ADMIN_HASH}"], "a secret in the app's plain env"),
+        (["--env", "auth_enabled=false"], "turning authentication off needs --insecure"),
+        (["--secret", "zk_namespace=/a"], "--secret zk_namespace: not one of"),
+        (["--secret", "zk_digest"], "expected SETTING=SOURCE"),
+        (["--secret", "zk_digest=/ejcloud/admin_password_hash"], "the same secret store source"),
+        (["--secret", "zk_digest=/a b"], "secret source of zk_digest: must be 1-512 printable"),
+        (
+            ["--secret", "auth_admin_password_hash=/other"],
+            "--admin-password-hash-secret and --secret auth_admin_password_hash name different",
+        ),
+        (
+            ["--secret", "zk_digest=/z", "--insecure", "--env", "zk_digest=u:p"],
+            "zk_digest given twice",
+        ),
+    ],
+)
+def test_secrets_in_plain_env_and_auth_off_are_refused(
+    capsys: pytest.CaptureFixture[str], extra: list[str], problem: str
+) -> None:
+    assert main(_args("http://127.0.0.1:1", "--dry-run", *extra), environ={}) == 1
+    captured = capsys.readouterr()
+    assert problem in captured.err and captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
+def test_plain_passwords_are_refused_even_with_insecure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _insecure_args("http://127.0.0.1:1", "--dry-run", "--env", "auth_admin_password=pw")
+    assert main(argv, environ={}) == 1
+    assert "plain passwords are refused" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("s3cret-password", "not a password hash"),
+        ("md5$abcdefgh$00", "the method must be scrypt or pbkdf2"),
+        ("scrypt$abcdefghij$" + "0" * 128, "scrypt needs its parameters"),
+        ("scrypt:1024:8:1$abcdefghij$" + "0" * 128, "scrypt parameters out of range"),
+        ("scrypt:1048576:8:1$abcdefghij$" + "0" * 128, "cost more than 256 MiB"),
+        ("pbkdf2:sha1:600000$abcdefghij$" + "0" * 40, "pbkdf2 takes sha224, sha256"),
+        ("pbkdf2:sha256:1000$abcdefghij$" + "0" * 64, "iterations must be"),
+        ("scrypt:32768:8:1$a$" + "0" * 128, "the salt must be"),
+        ("scrypt:32768:8:1$abcdefghij$" + "0" * 64, "the digest must be 128 lower-case hex"),
+        (generate_password_hash("root"), "it is a hash of 'root'"),
+        (generate_password_hash("guest", method="pbkdf2"), "it is a hash of 'guest'"),
+        (generate_password_hash(""), "it is a hash of the empty password"),
+    ],
+)
+def test_bad_password_hashes_are_refused_without_being_shown(
+    capsys: pytest.CaptureFixture[str], value: str, problem: str
+) -> None:
+    argv = _args("http://127.0.0.1:1", "--dry-run", "--admin-password-hash", value)
+    assert main(argv, environ={}) == 1
+    err = capsys.readouterr().err
+    assert "error: --admin-password-hash: " in err and problem in err
+    assert err.count("\n") == 1
+    assert value not in err
+
+
+def test_a_hash_of_the_user_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _args("http://127.0.0.1:1", "--dry-run", "--env", "auth_admin_username=ops")
+    argv += ["--admin-password-hash", generate_password_hash("ops")]
+    assert main(argv, environ={}) == 1
+    assert "--admin-password-hash: it is a hash of 'ops'" in capsys.readouterr().err
+
+
+def test_a_hash_without_a_secret_source_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _insecure_args("http://127.0.0.1:1", "--dry-run")
+    argv.remove("--insecure")
+    environ = {"EJC_AUTH_ADMIN_PASSWORD_HASH": ADMIN_HASH}
+    assert main(argv, environ=environ) == 1
+    err = capsys.readouterr().err
+    assert "--admin-password-hash needs --admin-password-hash-secret SOURCE" in err
+    assert ADMIN_HASH not in err
+
+
+def test_unreadable_or_multi_line_hash_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two_lines = tmp_path / "two"
+    two_lines.write_text(f"{ADMIN_HASH}\n{GUEST_HASH}\n")
+    for path, problem in ((two_lines, "expected one line"), (tmp_path / "none", "cannot read")):
+        argv = _args("http://127.0.0.1:1", "--dry-run", "--admin-password-hash-file", str(path))
+        assert main(argv, environ={}) == 1
+        err = capsys.readouterr().err
+        assert f"--admin-password-hash-file {path}: {problem}" in err
+        assert ADMIN_HASH not in err
 
 
 @pytest.mark.parametrize(
@@ -104,7 +306,7 @@ def test_dry_run_prints_the_json_and_contacts_nobody(capsys: pytest.CaptureFixtu
 def test_bad_options_exit_1_naming_the_problem(
     capsys: pytest.CaptureFixture[str], extra: list[str], problem: str
 ) -> None:
-    assert main(_args("http://127.0.0.1:1", "--dry-run", *extra)) == 1
+    assert main(_args("http://127.0.0.1:1", "--dry-run", *extra), environ={}) == 1
     err = capsys.readouterr().err
     assert problem in err and err.count("\n") == 1
 
@@ -113,7 +315,7 @@ def test_new_app_is_created_and_the_leader_reported(
     cluster: tuple[str, MarathonState, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, state, leader = cluster
-    assert main(_args(url)) == 0
+    assert main(_args(url), environ={}) == 0
     out = capsys.readouterr().out
     assert ("POST", "/v2/apps") in state.requests
     assert not any(method == "PUT" for method, _ in state.requests)
@@ -121,9 +323,124 @@ def test_new_app_is_created_and_the_leader_reported(
     assert "deployed /ejcloud-scheduler (deployment dep-1)" in out
     assert f"instance {leader} leader" in out
     assert out.count(" standby") == 1
-    assert out.rstrip().endswith(f"leader {leader}")
+    assert f"\nleader {leader}\n" in out
     sent = state.apps["/ejcloud-scheduler"]
     assert sent["env"]["zk_servers"] == "zk1:2181,zk2:2181"
+
+
+def test_hashes_are_checked_and_reach_the_app_only_as_secret_references(
+    cluster: tuple[str, MarathonState, str],
+    replicas: tuple[FakeReplica, FakeReplica],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, state, _ = cluster
+    leader = replicas[0]
+    guest_file = tmp_path / "guest.hash"
+    guest_file.write_text(GUEST_HASH + "\n")
+    argv = _args(
+        url,
+        "--guest-password-hash-file", str(guest_file),
+        "--secret", "zk_digest=/ejcloud/zk_digest",
+        "--env", "zk_namespace=ejc",
+    )  # fmt: skip
+    assert main(argv, environ={"EJC_AUTH_ADMIN_PASSWORD_HASH": ADMIN_HASH}) == 0
+    captured = capsys.readouterr()
+    assert "WARNING" not in captured.err
+    app = state.apps["/ejcloud-scheduler"]
+    assert app["secrets"] == {
+        "auth_admin_password_hash": {"source": "/ejcloud/admin_password_hash"},
+        "auth_guest_password_hash": {"source": "/ejcloud/guest_password_hash"},
+        "zk_digest": {"source": "/ejcloud/zk_digest"},
+    }
+    assert app["env"]["auth_admin_password_hash"] == {"secret": "auth_admin_password_hash"}
+    assert app["env"]["zk_namespace"] == "ejc"
+    _no_secret_values(app, ADMIN_HASH, GUEST_HASH)
+    # After the deployment the leader was asked to log in with each default password.
+    assert leader.tried == [("root", "root"), ("guest", "guest")]
+    assert "default login root/root refused by the leader" in captured.out
+    assert "default login guest/guest refused by the leader" in captured.out
+
+
+def test_a_leader_that_accepts_a_default_login_fails_the_deployment(
+    cluster: tuple[str, MarathonState, str],
+    replicas: tuple[FakeReplica, FakeReplica],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Marathon with the secrets feature but no plugin: the replicas start without the hashes.
+    url, _, leader = cluster
+    replicas[0].accepted_logins = {("root", "root"), ("guest", "guest")}
+    assert main(_args(url), environ={}) == 1
+    captured = capsys.readouterr()
+    assert "deployed /ejcloud-scheduler" in captured.out
+    assert captured.err.count("\n") == 1
+    accepts = f"deployed, but the leader {leader} accepts the default login root/root and guest/"
+    assert accepts in captured.err
+    assert "--enable_features secrets and a secrets plugin" in captured.err
+
+
+def test_marathon_without_the_secrets_feature_rejects_with_a_hint(
+    cluster: tuple[str, MarathonState, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, state, _ = cluster
+    state.enabled_features = frozenset()
+    assert main(_args(url), environ={}) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "Marathon rejected app /ejcloud-scheduler (422): Object is not valid" in err
+    assert "/secrets: Feature secrets is not enabled" in err
+    assert "this Marathon has no secret store" in err and "--insecure" in err
+    assert state.apps == {}
+
+
+def test_insecure_deploys_with_the_defaults_and_warns(
+    cluster: tuple[str, MarathonState, str],
+    replicas: tuple[FakeReplica, FakeReplica],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, state, leader_address = cluster
+    replicas[0].accepted_logins = {("root", "root"), ("guest", "guest")}
+    assert main(_insecure_args(url, "--env", "zk_digest=u:p"), environ={}) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if "WARNING" in line]
+    assert "WARNING: INSECURE deployment (--insecure):" in warnings[0]
+    assert any(
+        "no admin password hash: the replicas accept the default login root/root" in w
+        for w in warnings
+    )
+    assert any("default login guest/guest" in w for w in warnings)
+    assert any("zk_digest is in the app's plain env" in w for w in warnings)
+    assert any(
+        f"the leader {leader_address} accepts the default login root/root" in w for w in warnings
+    )
+    assert f"leader {leader_address}" in captured.out
+    app = state.apps["/ejcloud-scheduler"]
+    assert app["secrets"] == {}
+    assert app["env"]["zk_digest"] == "u:p"
+
+
+def test_insecure_puts_a_hash_without_source_in_the_plain_env_and_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin_file = tmp_path / "admin.hash"
+    admin_file.write_text(ADMIN_HASH)
+    argv = _insecure_args(
+        "http://127.0.0.1:1", "--dry-run", "--admin-password-hash-file", str(admin_file)
+    )
+    assert main(argv, environ={"EJC_AUTH_GUEST_PASSWORD_HASH": GUEST_HASH}) == 0
+    captured = capsys.readouterr()
+    app = json.loads(captured.out)
+    assert app["env"]["auth_admin_password_hash"] == ADMIN_HASH
+    assert app["env"]["auth_guest_password_hash"] == GUEST_HASH
+    assert "auth_admin_password_hash is in the app's plain env" in captured.err
+    assert "default login" not in captured.err  # both accounts have hashes
+
+
+def test_insecure_with_authentication_off_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _insecure_args("http://127.0.0.1:1", "--dry-run", "--env", "auth_enabled=false")
+    assert main(argv, environ={}) == 0
+    err = capsys.readouterr().err
+    assert "authentication is off: anyone who reaches /api may change and run jobs" in err
 
 
 def test_existing_app_is_updated_with_put_after_409(
@@ -131,7 +448,7 @@ def test_existing_app_is_updated_with_put_after_409(
 ) -> None:
     url, state, leader = cluster
     state.apps["/ejcloud-scheduler"] = {"id": "/ejcloud-scheduler", "instances": 2, "cpus": 1}
-    assert main(_args(url, "--cpus", "0.75")) == 0
+    assert main(_args(url, "--cpus", "0.75"), environ={}) == 0
     assert ("PUT", "/v2/apps/ejcloud-scheduler") in state.requests
     assert state.apps["/ejcloud-scheduler"]["cpus"] == 0.75
     assert f"leader {leader}" in capsys.readouterr().out
@@ -142,7 +459,7 @@ def test_rejected_definition_shows_marathons_message_and_details(
 ) -> None:
     url, state, _ = cluster
     state.reject = True
-    assert main(_args(url)) == 1
+    assert main(_args(url), environ={}) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "Marathon rejected app /ejcloud-scheduler (422): Object is not valid" in err
@@ -155,7 +472,7 @@ def test_unreachable_marathon_exits_1_with_a_clear_message(
     with socket.socket() as sock:  # a port nobody listens on once closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    assert main(_args(f"http://127.0.0.1:{port}")) == 1
+    assert main(_args(f"http://127.0.0.1:{port}"), environ={}) == 1
     err = capsys.readouterr().err
     assert f"cannot reach Marathon at http://127.0.0.1:{port}" in err
     assert err.count("\n") == 1
@@ -166,7 +483,7 @@ def test_deployment_that_never_finishes_times_out(
 ) -> None:
     url, state, _ = cluster
     state.never_finish = True
-    assert main([*_args(url), "--timeout", "0.5"]) == 1
+    assert main([*_args(url), "--timeout", "0.5"], environ={}) == 1
     err = capsys.readouterr().err
     assert "deployment of /ejcloud-scheduler did not finish after 0.5s" in err
     assert state.polls >= 2
@@ -179,7 +496,7 @@ def test_healthy_app_without_a_leader_is_an_error(
     state = MarathonState(
         task_addresses=[("127.0.0.1", s.server_address[1]) for s in standbys], polls_until_done=0
     )
-    assert main([*_args(served.marathon(state)), "--timeout", "0.5"]) == 1
+    assert main([*_args(served.marathon(state)), "--timeout", "0.5"], environ={}) == 1
     assert "no instance reports role leader" in capsys.readouterr().err
 
 
@@ -189,9 +506,13 @@ def test_command_as_a_subprocess_builds_the_artifact_and_deploys(
     url, state, leader = cluster
     out = tmp_path / "ejc.tar.gz"
     argv = [a for a in _args(url) if not a.startswith(("--artifact-url", "http://files"))]
+    # The hash comes from the environment, so it is not on the command line (ps).
+    env = {**os.environ, "EJC_AUTH_ADMIN_PASSWORD_HASH": ADMIN_HASH}
+    env.pop("EJC_AUTH_GUEST_PASSWORD_HASH", None)
     result = subprocess.run(
         [sys.executable, "-m", "deploy.marathon", *argv, "--artifact-out", str(out)],
         cwd=PROJECT_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=30,
@@ -199,8 +520,11 @@ def test_command_as_a_subprocess_builds_the_artifact_and_deploys(
     )
     assert result.returncode == 0, result.stderr
     assert f"leader {leader}" in result.stdout
+    assert "default login root/root refused by the leader" in result.stdout
     assert out.is_file()
-    assert state.apps["/ejcloud-scheduler"]["fetch"][0]["uri"] == out.resolve().as_uri()
+    app = state.apps["/ejcloud-scheduler"]
+    assert app["fetch"][0]["uri"] == out.resolve().as_uri()
+    _no_secret_values(app, ADMIN_HASH)
 
 
 def test_artifact_holds_the_sources_and_a_runnable_start_script(tmp_path: Path) -> None:
