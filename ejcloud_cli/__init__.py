@@ -1,0 +1,1 @@
+"""`ejcloud`: the command-line client of the scheduler's public REST API."""
