@@ -16,6 +16,7 @@ from scheduler.ha.framework_id import FrameworkIdStore
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
 from scheduler.mesos.actions import MesosActions
+from scheduler.mesos.capacity import AgentCapacity
 from scheduler.mesos.driver import MesosDriver
 from scheduler.mesos.launcher import Launcher
 from scheduler.mesos.reconcile import Reconciler
@@ -40,16 +41,19 @@ class RestApi(LeaderComponent):
         facade: StateFacade,
         actions: SchedulingActions | None = None,
         statistics: Statistics | None = None,
+        capacity: AgentCapacity | None = None,
     ) -> None:
         self._ctx = ctx
         self._facade = facade
         self._actions = actions
         self._statistics = statistics
+        self._capacity = capacity
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
         app = create_app(self._ctx, self._actions, self._facade)
         app.extensions["ejc_services"].statistics = self._statistics
+        app.extensions["ejc_services"].capacity = self._capacity
         self._ctx.mount_api(app)
 
     def stop(self) -> None:
@@ -103,6 +107,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
     ctx.info["mesos"] = lambda: driver.status
     ctx.info["launched"] = lambda: launcher.launched
+    ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())
     ctx.info["statistics"] = statistics.info
     return [
         TermRecorder(ctx),
@@ -111,7 +116,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         statistics,
         listener,
         launcher,
-        RestApi(ctx, facade, actions, statistics),
+        RestApi(ctx, facade, actions, statistics, launcher.capacity),
         driver,
         reconciler,
     ]

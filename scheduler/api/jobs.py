@@ -8,6 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
+from scheduler.api.placement import refuse_unplaceable
 from scheduler.api.services import services
 from scheduler.config.job import JobConfig, JobExecutionType
 from scheduler.errors import Conflict
@@ -33,6 +34,7 @@ def register_job() -> Response:
         raise Conflict(f"job '{job.job_name}' already exists")
     if svc.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"app '{job.app_name}' is disabled; enable it before registering jobs")
+    refuse_unplaceable(job)
     svc.disabled.enable_job(job.job_name)  # a stale disable node must not hide the new job
     svc.config.add_job(job)
     log.info("api: job %s registered", job.job_name)
@@ -43,11 +45,10 @@ def register_job() -> Response:
 def update_job() -> Response:
     svc = services()
     body = json_body()
-    name = body.get("jobName") if isinstance(body, dict) else None
-    if not isinstance(name, str) or not name:
-        JobConfig.from_json(body, default_time_zone=svc.config.default_time_zone)
-    existing = svc.config.require_job(str(name))
+    # Name, field names and strings are checked before the stored job is read.
+    existing = svc.config.require_job(JobConfig.check_patch(body))
     updated = existing.merged(body, app_exists=svc.config.app_exists)
+    refuse_unplaceable(updated)
     svc.config.update_job(updated)
     log.info("api: job %s updated", updated.job_name)
     return _no_content()

@@ -92,6 +92,22 @@ _SCHEMAS: dict[str, Any] = {
             "state": {"type": "string"},
         },
     },
+    "Placement": {
+        "type": "object",
+        "properties": {
+            "jobName": {"type": "string"},
+            "placeable": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "null while no Mesos agent is known (or the app is missing)",
+            },
+            "reason": {"type": "string", "nullable": True},
+            "fields": {"type": "object", "additionalProperties": {"type": "string"}},
+            "agentsKnown": {"type": "integer"},
+            "largestAgentCpus": {"type": "number", "nullable": True},
+            "largestAgentMemoryMB": {"type": "number", "nullable": True},
+        },
+    },
 }
 
 
@@ -204,6 +220,13 @@ def document() -> dict[str, Any]:
             "delete": _op("enable the job", params=job_p),
         },
         "/api/job/{jobName}/enable": {"post": _op("enable the job", params=job_p)},
+        "/api/job/{jobName}/placement": {
+            "get": _op(
+                "can the job's runs ever be placed on the known Mesos agents",
+                _ok(_ref("Placement")),
+                params=job_p,
+            )
+        },
         "/api/job/trigger": {
             "post": _op("run a transient job once now (name as body)", body=_NAME_BODY)
         },

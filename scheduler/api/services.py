@@ -8,6 +8,7 @@ from typing import Any
 from flask import current_app
 
 from scheduler.config.store import ConfigStore
+from scheduler.mesos.capacity import AgentCapacity
 from scheduler.scheduling import RecordedActions, SchedulingActions, Throttle
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import DisableStore, FailoverQueue, ReadyQueue, RunningStore
@@ -26,6 +27,8 @@ class ApiServices:
     reconcile_throttle: Throttle = field(default_factory=lambda: Throttle(RECONCILE_THROTTLE_S))
     # The term's statistics component (its `engine` is None while the trace is off).
     statistics: Any = None
+    # What the term's known Mesos agents could ever offer (None: no launcher in this term).
+    capacity: AgentCapacity | None = None
 
     @property
     def trace_engine(self) -> Any:

@@ -36,6 +36,15 @@ _RETRY_MAX_S = 30.0
 FRAMEWORK_FAILED_OVER = "Framework failed over"
 
 
+def _scalar_sum(resources: list[dict[str, Any]], name: str) -> float:
+    """The sum of the scalar resources called `name` (every role) in a v1 resource list."""
+    return sum(
+        float(r.get("scalar", {}).get("value", 0.0))
+        for r in resources
+        if r.get("name") == name and r.get("type", "SCALAR") == "SCALAR"
+    )
+
+
 def _stop_driver(driver: Any, timeout_s: float = 3.0) -> None:
     """Stop a pymesos driver without TEARDOWN (failover=True: the framework and its tasks survive
     for the next leader). pymesos's stop can block while its zk:// detector is still connecting,
@@ -303,6 +312,38 @@ class MesosDriver(LeaderComponent):
         with urllib.request.urlopen(f"http://{master}/master/state", timeout=5) as resp:
             state: dict[str, Any] = json.load(resp)
             return state
+
+    def agent_totals(self, timeout_s: float = 5.0) -> dict[str, tuple[float, float]]:
+        """Each agent's total (cpus, mem MB) from the master's v1 operator API `GET_AGENTS`.
+
+        Blocks up to `timeout_s`; raises OSError (unreachable, HTTP error) or ValueError (an
+        answer that is not the expected JSON).
+        """
+        master = self.master
+        if master is None:
+            raise OSError("not connected to a Mesos master")
+        request = urllib.request.Request(
+            f"http://{master}/api/v1",
+            data=b'{"type": "GET_AGENTS"}',
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            answer = json.load(resp)
+        try:
+            agents = answer["get_agents"].get("agents", [])
+            totals: dict[str, tuple[float, float]] = {}
+            for agent in agents:
+                info = agent["agent_info"]
+                # total_resources since Mesos 1.2; older masters only have the agent's own.
+                resources = agent.get("total_resources") or info.get("resources") or []
+                totals[str(info["id"]["value"])] = (
+                    _scalar_sum(resources, "cpus"),
+                    _scalar_sum(resources, "mem"),
+                )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"unexpected GET_AGENTS answer: {exc!r}") from exc
+        return totals
 
     # -- the event thread -------------------------------------------------------------------
 

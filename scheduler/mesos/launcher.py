@@ -4,9 +4,17 @@ It wakes when offers arrive, when work is queued (cron fires, triggers, failover
 tasks) and once a second while it holds offers. Each round: failover shards first (placed one
 by one), then READY runs oldest first, each all-or-nothing. A READY run that does not fit is
 skipped; once the oldest one has waited `STARVATION_S`, younger READY runs stop being placed
-so that freed resources accumulate for it (no starvation of big jobs by small ones). Offers
-not used are declined with a filter; with no work the framework suppresses offers and revives
-when work comes back (the original hoarded offers and starved other frameworks).
+so that freed resources accumulate for it (no starvation of big jobs by small ones). A run that
+could not be placed even with every known agent's resources free (a task bigger than the
+largest agent, or more tasks than the agents hold together) is reported once (a WARNING, and
+`unplaceable_jobs()` for the API and metrics) and passed over: holding younger runs back for it
+would stall them forever. Offers not used are declined with a filter; with no work the
+framework suppresses offers and revives when work comes back (the original hoarded offers and
+starved other frameworks).
+
+What the agents could ever offer (`capacity`) comes from the offers seen and from the master's
+`GET_AGENTS`, read on the short-lived `sched-agents` thread after each (re)connection, when an
+unreported agent offers, and every `AGENTS_REFRESH_S`.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.client import HTTPException
 from typing import Any
 
 from executor.taskdata import executor_id
@@ -23,9 +32,10 @@ from scheduler.config.app import AppConfig
 from scheduler.config.job import JobConfig
 from scheduler.errors import NotLeader, SchedulerError
 from scheduler.ha.term import Term
+from scheduler.mesos.capacity import AgentCapacity, Unplaceable, shards_for
 from scheduler.mesos.driver import MesosDriver
-from scheduler.mesos.placement import OfferSlot, Shard, place
-from scheduler.mesos.taskinfo import build_task_info, runs_as_command_task
+from scheduler.mesos.placement import OfferSlot, StarvationGuard, place
+from scheduler.mesos.taskinfo import build_task_info
 from scheduler.service import LeaderComponent
 from scheduler.state.facade import StateFacade
 from scheduler.state.stores import RunningTask
@@ -36,6 +46,9 @@ log = logging.getLogger(__name__)
 STARVATION_S = 30.0
 IDLE_REFUSE_S = 30.0
 BUSY_REFUSE_S = 1.0
+AGENTS_RETRY_S = 30.0
+AGENTS_REFRESH_S = 300.0
+AGENTS_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -91,13 +104,28 @@ class Launcher(LeaderComponent):
         self._suppressed = False
         self._revive_needed = False
         self._thread: threading.Thread | None = None
-        self._waiting_since: dict[str, float] = {}
+        self._guard = StarvationGuard(STARVATION_S)
         self.launched = 0
         self.last_launch_at: float = 0.0
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
         self.launch_listeners: list[Callable[[str, str, str], None]] = []
         self._originals: dict[str, str] = {}
+        self.capacity = AgentCapacity()
+        # Jobs with a pending run that can never be placed; replaced, never mutated, so that
+        # other threads read it without a lock.
+        self._unplaceable: dict[str, Unplaceable] = {}
+        self._fit_cache: dict[str, tuple[tuple[object, ...], Unplaceable | None]] = {}
+        self._pending: set[str] = set()
+        self._agents_thread: threading.Thread | None = None
+        self._agents_due = True
+        self._agents_tried_at = -1e18
+        self._agents_read_at = -1e18
+        self._agents_failing = False
+
+    def unplaceable_jobs(self) -> dict[str, Unplaceable]:
+        """Jobs whose pending run can never be placed on the known agents (any thread)."""
+        return self._unplaceable
 
     def start(self) -> None:
         self._stop.clear()
@@ -112,6 +140,14 @@ class Launcher(LeaderComponent):
             if self._thread.is_alive():
                 log.error("launcher: thread sched-launcher did not stop")
             self._thread = None
+        agents = self._agents_thread
+        if agents is not None:
+            # It only reads the master and writes `capacity`, so one still waiting on a slow
+            # master may finish on its own; the leader hand-over does not wait for it.
+            agents.join(0.5)
+            if agents.is_alive():
+                log.warning("launcher: thread sched-agents still reading the Mesos master")
+            self._agents_thread = None
         self.drop_offers()
 
     def pause(self) -> None:
@@ -127,9 +163,17 @@ class Launcher(LeaderComponent):
         self._wake.set()
 
     def add_offers(self, offers: list[dict[str, Any]]) -> None:
+        offered: dict[str, tuple[float, float]] = {}
         with self._lock:
             for offer in offers:
                 self._offers[offer["id"]["value"]] = offer
+                cpus, mem = offered.get(offer["agent_id"]["value"], (0.0, 0.0))
+                offered[offer["agent_id"]["value"]] = (
+                    cpus + _scalar(offer, "cpus"),
+                    mem + _scalar(offer, "mem"),
+                )
+        for agent, (cpus, mem) in offered.items():
+            self.capacity.observe_offer(agent, cpus, mem)
         self._wake.set()
 
     def rescind(self, offer_id: str) -> None:
@@ -147,6 +191,7 @@ class Launcher(LeaderComponent):
         # Refuse filters a previous leader (or connection) declined with outlive it in the
         # master: revive once when there is work, or offers may not come for up to 30 s.
         self._revive_needed = True
+        self._agents_due = True
         self._wake.set()
 
     # -- the launcher thread ----------------------------------------------------------------
@@ -177,7 +222,13 @@ class Launcher(LeaderComponent):
         driver = self._driver()
         if driver is None or not driver.connected.is_set():
             return
+        self._refresh_agents(driver)
         work = self._gather()
+        self._guard.retain(self._pending)
+        for name in [n for n in self._fit_cache if n not in self._pending]:
+            del self._fit_cache[name]
+        if any(name not in self._pending for name in self._unplaceable):
+            self._unplaceable = {n: u for n, u in self._unplaceable.items() if n in self._pending}
         if not work:
             offers = self._take_offers()
             if offers:
@@ -203,24 +254,25 @@ class Launcher(LeaderComponent):
             slot.cpus += _scalar(offer, "cpus")
             slot.mem_mb += _scalar(offer, "mem")
             slot.executor_ids.update(e["value"] for e in offer.get("executor_ids", []))
+        for slot in slots.values():
+            self.capacity.observe_offer(slot.agent_id, slot.cpus, slot.mem_mb)
         launches: dict[str, list[dict[str, Any]]] = {}
         undo: list[Callable[[], None]] = []
         left_over = False
         now = time.monotonic()
-        oldest_blocked: float | None = None
         for unit in work:
-            placed = self._place(unit, list(slots.values()), launches, undo, now)
+            placed = self._place(unit, list(slots.values()), launches, undo)
             if not placed:
                 left_over = True
                 if unit.kind is TaskType.READY:
-                    since = self._waiting_since.get(unit.job.job_name, now)
-                    if oldest_blocked is None and now - since >= STARVATION_S:
-                        oldest_blocked = since
+                    fits = self._never_fits(unit) is None
+                    waited = self._guard.missed(unit.job.job_name, now, fits)
+                    if waited is not None:
                         log.warning(
                             "launcher: job %s has waited %.0f s for resources; holding back "
                             "younger runs until it fits",
                             unit.job.job_name,
-                            now - since,
+                            waited,
                         )
                         break
         for agent, tasks in launches.items():
@@ -251,28 +303,13 @@ class Launcher(LeaderComponent):
         slots: list[OfferSlot],
         launches: dict[str, list[dict[str, Any]]],
         undo: list[Callable[[], None]],
-        now: float,
     ) -> bool:
         job, app = unit.job, unit.app
-        uses_executor = not runs_as_command_task(job)
         executors = {s.agent_id: executor_id(app.app_name, s.agent_id) for s in slots}
-        shards = [
-            Shard(
-                job.job_name,
-                item,
-                app.app_name,
-                job.cpu_count,
-                job.memory_mb,
-                app.cpu_count,
-                app.memory_mb,
-                uses_executor,
-            )
-            for item in unit.items
-        ]
+        shards = shards_for(job, app, unit.items)
         if unit.kind is TaskType.READY:
             chosen = place(slots, shards, executors)
             if chosen is None:
-                self._waiting_since.setdefault(job.job_name, now)
                 return False
         else:
             chosen = {}
@@ -282,7 +319,9 @@ class Launcher(LeaderComponent):
                     chosen.update(one)
             if not chosen:
                 return False
-        self._waiting_since.pop(job.job_name, None)
+        if unit.kind is TaskType.READY:
+            self._guard.placed(job.job_name)
+            self._placeable(job.job_name)
         framework_id = self._framework_id()
         facade = self._facade
         for item, slot in sorted(chosen.items()):
@@ -303,6 +342,94 @@ class Launcher(LeaderComponent):
             facade.ready.take(job.job_name)
             undo.append(_undo_ready(facade, job.job_name))
         return True
+
+    # -- runs that can never be placed -------------------------------------------------------
+
+    def _never_fits(self, unit: _Unit) -> Unplaceable | None:
+        """Whether `unit`'s run can never be placed on the known agents; reports it once."""
+        job, app = unit.job, unit.app
+        key = (
+            self.capacity.version,
+            job.cpu_count,
+            job.memory_mb,
+            job.sharding_total_count,
+            job.job_type,
+            job.execution_type,
+            app.cpu_count,
+            app.memory_mb,
+        )
+        cached = self._fit_cache.get(job.job_name)
+        if cached is not None and cached[0] == key:
+            found = cached[1]
+        else:
+            found = self.capacity.check(job, app)
+            self._fit_cache[job.job_name] = (key, found)
+        if found is None:
+            self._placeable(job.job_name)
+            return None
+        if self._unplaceable.get(job.job_name) != found:
+            log.warning("launcher: %s; its runs wait and do not hold back others", found.reason)
+            self._unplaceable = {**self._unplaceable, job.job_name: found}
+        return found
+
+    def _placeable(self, job_name: str) -> None:
+        if job_name in self._unplaceable:
+            log.info("launcher: job %s can be placed again", job_name)
+            self._unplaceable = {n: u for n, u in self._unplaceable.items() if n != job_name}
+
+    # -- what the agents could offer ---------------------------------------------------------
+
+    def _refresh_agents(self, driver: MesosDriver) -> None:
+        """Start `sched-agents` to read the agents' totals when due (launcher thread)."""
+        if self._agents_thread is not None and self._agents_thread.is_alive():
+            return
+        now = time.monotonic()
+        with self._lock:
+            held = list({o["agent_id"]["value"] for o in self._offers.values()})
+        due = (
+            self._agents_due
+            or now - self._agents_read_at >= AGENTS_REFRESH_S
+            or self.capacity.unreported(held)
+        )
+        if not due or (not self._agents_due and now - self._agents_tried_at < AGENTS_RETRY_S):
+            return
+        self._agents_due = False
+        self._agents_tried_at = now
+        self._agents_thread = threading.Thread(
+            target=self._read_agents, args=(driver,), name="sched-agents", daemon=True
+        )
+        self._agents_thread.start()
+
+    def _read_agents(self, driver: MesosDriver) -> None:
+        try:
+            totals = driver.agent_totals(AGENTS_TIMEOUT_S)
+        except (OSError, ValueError, HTTPException) as exc:
+            if not self._agents_failing:
+                log.warning(
+                    "launcher: cannot read the agents' totals from the Mesos master (%s); "
+                    "using the largest offers seen",
+                    exc,
+                )
+            self._agents_failing = True
+            self.capacity.offers_only()
+            self._wake.set()
+            return
+        except Exception:
+            log.exception("launcher: reading the agents' totals failed")
+            return
+        self._agents_failing = False
+        before = self.capacity.version
+        self.capacity.set_reported(totals)
+        self._agents_read_at = time.monotonic()
+        if self.capacity.version != before:
+            agents = self.capacity.agents()
+            log.info(
+                "launcher: %s Mesos agents known; at most %s cpus and %s MB on one",
+                len(agents),
+                max((a.cpus for a in agents), default=0.0),
+                max((a.mem_mb for a in agents), default=0.0),
+            )
+        self._wake.set()
 
     def _framework_id(self) -> str:
         driver = self._driver()
@@ -363,7 +490,9 @@ class Launcher(LeaderComponent):
             unit.originals[item] = original
         ready: list[tuple[float, _Unit]] = []
         now = time.monotonic()
-        for job_name in facade.ready.counts():
+        counts = facade.ready.counts()
+        self._pending = set(counts)
+        for job_name in counts:
             job = job_of(job_name)
             if job is None:
                 facade.ready.remove(job_name)
@@ -378,7 +507,7 @@ class Launcher(LeaderComponent):
                 continue
             items = list(range(job.sharding_total_count))
             ready.append(
-                (self._waiting_since.get(job_name, now), _Unit(TaskType.READY, job, app, items))
+                (self._guard.waiting_since(job_name, now), _Unit(TaskType.READY, job, app, items))
             )
         ready.sort(key=lambda pair: pair[0])
         units.extend(unit for _, unit in ready)
