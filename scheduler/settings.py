@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +83,30 @@ def _required(value: Any) -> str | None:
 
 def _digest(value: Any) -> str | None:
     return None if not value or ":" in value else "must be user:password"
+
+
+def _password_hash(value: Any) -> str | None:
+    # The forms werkzeug's generate_password_hash writes: scrypt:N:r:p$salt$hex and
+    # pbkdf2:digest:iterations$salt$hex (parameters optional). Bounded so that one check can
+    # neither take a great deal of memory (scrypt) nor of time (pbkdf2).
+    if not value:
+        return None
+    parts = value.split("$")
+    method, *params = parts[0].split(":")
+    if len(parts) != 3 or not parts[1] or not parts[2] or method not in ("scrypt", "pbkdf2"):
+        return "must be a hash from python -m scheduler.api.auth hash (scrypt:...$salt$hash)"
+    if method == "scrypt" and params:
+        if not re.fullmatch(r"[0-9]{1,9}:[0-9]{1,3}:[0-9]{1,3}", ":".join(params)):
+            return "scrypt parameters must be N:r:p"
+        n, r, p = (int(x) for x in params)
+        if n < 2 or n & (n - 1) or r < 1 or p < 1 or 128 * n * r * p > 256 * 2**20:
+            return "scrypt parameters out of range (N a power of 2, at most 256 MiB per hash)"
+    if method == "pbkdf2" and params:
+        if len(params) > 2 or params[0] not in hashlib.algorithms_guaranteed:
+            return "pbkdf2 parameters must be digest[:iterations]"
+        if len(params) == 2 and not re.fullmatch(r"[0-9]{1,8}", params[1]):
+            return "pbkdf2 iterations must be a number below 100,000,000"
+    return None
 
 
 def _log_level(value: Any) -> str | None:
@@ -203,6 +229,7 @@ _KEYS: tuple[_Key, ...] = (
         "",
         _parse_str,
         "its password as a hash (python -m scheduler.api.auth hash); wins over the password",
+        _password_hash,
         secret=True,
     ),
     _Key("auth_guest_username", "guest", _parse_str, "user that may only read", _required),
@@ -212,7 +239,35 @@ _KEYS: tuple[_Key, ...] = (
         "",
         _parse_str,
         "its password as a hash; wins over the password",
+        _password_hash,
         secret=True,
+    ),
+    _Key(
+        "auth_max_failures",
+        10,
+        _parse_int,
+        "failed logins a client address may make within the window before it gets 429",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_failure_window_seconds",
+        60.0,
+        _parse_float,
+        "sliding window of auth_max_failures",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_max_concurrent_hashes",
+        2,
+        _parse_int,
+        "password hashes computed at once (others wait briefly, then get 503)",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_trust_x_forwarded_for",
+        False,
+        _parse_bool,
+        "count failed logins against X-Forwarded-For's last address (only behind a proxy)",
     ),
 )
 
@@ -253,6 +308,10 @@ class Settings:
     auth_guest_username: str = "guest"
     auth_guest_password: str = "guest"
     auth_guest_password_hash: str = ""
+    auth_max_failures: int = 10
+    auth_failure_window_seconds: float = 60.0
+    auth_max_concurrent_hashes: int = 2
+    auth_trust_x_forwarded_for: bool = False
 
     @property
     def identity(self) -> str:

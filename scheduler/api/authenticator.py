@@ -1,0 +1,493 @@
+"""HTTP Basic credentials checked at a bounded cost: one per replica process, shared by every term.
+
+A password hash (werkzeug's scrypt by default: 32 MiB and about 0.2 s of CPU each) is the only
+expensive thing a client can make the server do without credentials, so it is bounded four ways:
+
+- a credential costs at most one hash per process lifetime: the outcome of every check, accepted
+  or refused, is cached under an HMAC-SHA256 of user and password with a per-process random key
+  (no plaintext is kept), in two LRU maps (so refused guesses never evict accepted credentials)
+  with a TTL; concurrent requests with the same credential wait for one hash instead of each
+  computing it;
+- at most `auth_max_concurrent_hashes` hashes run at once, and at most `WAITERS_PER_SLOT` times
+  as many requests wait for a slot; a request that would wait longer than `HASH_WAIT_S`, or would
+  join too many waiters, is refused with 503 and `Retry-After`;
+- a user name that matches no account is checked against a dummy hash of the same method and
+  parameters as the configured one, and names are compared as fixed-length digests in constant
+  time, so unknown users cost the same as wrong passwords (no enumeration by timing);
+- each client address may fail `auth_max_failures` times within `auth_failure_window_seconds`
+  (checks in flight count against that budget); after that it gets 429 with `Retry-After` and no
+  hash is computed, whatever it sends. Failed logins are logged at WARNING with the user name
+  (escaped, bounded) and the address.
+
+The client address is the TCP peer (`REMOTE_ADDR`). `X-Forwarded-For` is ignored unless
+`auth_trust_x_forwarded_for` is set (only safe when every request comes through a proxy that
+appends the peer it saw); then its last entry, the one that proxy appended, is used.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+import math
+import secrets
+import string
+import threading
+import time
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from werkzeug.security import check_password_hash
+
+from scheduler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+CACHE_SIZE = 1024  # entries in each of the accepted and refused caches
+CACHE_TTL_S = 600.0
+HASH_WAIT_S = 1.5  # longest a request waits for a hash slot (or for the same credential's hash)
+WAITERS_PER_SLOT = 2  # requests that may wait per hash slot; the next one is refused at once
+MAX_ADDRESSES = 10_000  # client addresses the failure limiter remembers (least recent dropped)
+MAX_HEADER_CHARS = 4096  # a longer Authorization header is refused without decoding it
+LOGGED_NAME_CHARS = 64
+BUSY_LOG_INTERVAL_S = 10.0
+
+ROOT = "root"  # the original console's role names, sent back in the `identify` header
+GUEST = "guest"
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """The outcome of one check: `identify` is set when accepted, else `status` says why not.
+
+    `status` is 200 (accepted), 401 (no, malformed or wrong credentials), 429 (this client
+    address failed too often; retry after `retry_after_s`) or 503 (too many password checks
+    waiting; retry after `retry_after_s`). `kind` is the error type for a JSON answer.
+    """
+
+    status: int
+    identify: str | None = None
+    username: str = ""
+    message: str = ""
+    kind: str = ""
+    retry_after_s: int = 0
+
+
+_NO_CREDENTIALS = AuthResult(401, message="authentication required", kind="Unauthorized")
+_WRONG = AuthResult(401, message="wrong user name or password", kind="Unauthorized")
+
+
+def _limited(retry_after_s: int) -> AuthResult:
+    return AuthResult(
+        429,
+        message=f"too many failed logins from this address; retry in {retry_after_s} s",
+        kind="TooManyFailedLogins",
+        retry_after_s=retry_after_s,
+    )
+
+
+@dataclass(frozen=True)
+class _Account:
+    username: str
+    password: str
+    password_hash: str
+    identify: str
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _name_digest(name: str) -> bytes:
+    # Fixed-length digests, so the comparison takes the same time whatever the lengths.
+    return hashlib.sha256(_utf8(name)).digest()
+
+
+def _dummy_hash_like(password_hash: str) -> str:
+    """A hash string with the same method, parameters and salt length as `password_hash` that
+    no password matches: checking it costs exactly what checking the real one costs."""
+    method, _, rest = password_hash.partition("$")
+    salt, _, digest = rest.partition("$")
+    alphabet = string.ascii_letters + string.digits
+    fake_salt = "".join(secrets.choice(alphabet) for _ in salt)
+    return f"{method}${fake_salt}${secrets.token_hex(max(len(digest), 2) // 2)}"
+
+
+def _printable(text: str, limit: int = LOGGED_NAME_CHARS) -> str:
+    """`text` quoted for a log line: control, format and separator characters escaped (no forged
+    lines, no terminal escapes), cut to `limit` characters."""
+    shown = repr(text[:limit])
+    return shown + "..." if len(text) > limit else shown
+
+
+def _parse_basic(header: str) -> tuple[str, str] | None:
+    """(user, password) from `Basic <base64>`, or None when malformed. The bytes are UTF-8, or
+    Latin-1 when they are not (every byte then stands for one character)."""
+    if len(header) > MAX_HEADER_CHARS:
+        return None
+    _, _, token = header.strip().partition(" ")
+    try:
+        raw = base64.b64decode(token.strip().encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    user, colon, password = text.partition(":")
+    return (user, password) if colon else None
+
+
+class _ExpiringLru:
+    """digest -> identify (or None for refused), at most `size` entries, each for `ttl_s`."""
+
+    def __init__(self, size: int, ttl_s: float) -> None:
+        self._size = size
+        self._ttl_s = ttl_s
+        self._entries: OrderedDict[bytes, tuple[str | None, float]] = OrderedDict()
+
+    def get(self, key: bytes, now: float) -> tuple[bool, str | None]:
+        entry = self._entries.get(key)
+        if entry is None:
+            return False, None
+        if entry[1] <= now:
+            del self._entries[key]
+            return False, None
+        self._entries.move_to_end(key)
+        return True, entry[0]
+
+    def put(self, key: bytes, value: str | None, now: float) -> None:
+        self._entries[key] = (value, now + self._ttl_s)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass
+class _Client:
+    failures: deque[float]  # times of the latest failures, oldest first
+    checking: set[bytes] = field(default_factory=set)  # credentials being hashed for it
+    block_logged: bool = False
+
+
+class _FailureLimiter:
+    """Failed logins per client address within a sliding window.
+
+    Hashes in flight count against the same budget (`reserve`), so a burst of concurrent
+    different guesses cannot run more hashes than the budget before the first one fails.
+    """
+
+    def __init__(self, max_failures: int, window_s: float, max_clients: int) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self._max_clients = max_clients
+        self._clients: OrderedDict[str, _Client] = OrderedDict()
+
+    def blocked_for(self, address: str, now: float) -> int:
+        """Seconds until `address` may try again; 0 when it may now."""
+        client = self._clients.get(address)
+        if client is None:
+            return 0
+        self._prune(client, now)
+        if len(client.failures) < self.max_failures:
+            return 0
+        return max(1, math.ceil(client.failures[0] + self.window_s - now))
+
+    def reserve(self, address: str, key: bytes, now: float) -> int:
+        """Count a hash of credential `key` for `address` against its budget: 0 when it may
+        run, else seconds until it may (the budget is spent on failures or hashes running)."""
+        client = self._client(address)
+        self._prune(client, now)
+        if len(client.failures) + len(client.checking) >= self.max_failures:
+            return self.blocked_for(address, now) or 1
+        client.checking.add(key)
+        return 0
+
+    def release(self, address: str, key: bytes) -> None:
+        client = self._clients.get(address)
+        if client is not None:
+            client.checking.discard(key)
+            self._forget_if_clean(address, client)
+
+    def record_failure(self, address: str, now: float) -> bool:
+        """Count a failed login. True when it spends the last try of the window (logged once
+        per block by the caller)."""
+        client = self._client(address)
+        self._prune(client, now)
+        client.failures.append(now)
+        if len(client.failures) >= self.max_failures and not client.block_logged:
+            client.block_logged = True
+            return True
+        return False
+
+    def _client(self, address: str) -> _Client:
+        client = self._clients.get(address)
+        if client is None:
+            client = self._clients[address] = _Client(deque(maxlen=self.max_failures))
+            while len(self._clients) > self._max_clients:
+                self._clients.popitem(last=False)
+        self._clients.move_to_end(address)
+        return client
+
+    def _prune(self, client: _Client, now: float) -> None:
+        while client.failures and client.failures[0] <= now - self.window_s:
+            client.failures.popleft()
+        if len(client.failures) < self.max_failures:
+            client.block_logged = False
+
+    def _forget_if_clean(self, address: str, client: _Client) -> None:
+        if not client.failures and not client.checking:
+            self._clients.pop(address, None)
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+
+class Authenticator:
+    """Checks HTTP Basic credentials against the two configured accounts (admin and guest).
+
+    Thread-safe; `check` and `identify` block for at most about `HASH_WAIT_S` plus one hash.
+    Build one per process with `authenticator_for(settings)` so the caches and the limiter
+    outlive leader terms.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        verify_hash: Callable[[str, str], bool] = check_password_hash,
+        clock: Callable[[], float] = time.monotonic,
+        cache_size: int = CACHE_SIZE,
+        cache_ttl_s: float = CACHE_TTL_S,
+        hash_wait_s: float = HASH_WAIT_S,
+        max_addresses: int = MAX_ADDRESSES,
+    ) -> None:
+        self.enabled = settings.auth_enabled
+        self._trust_forwarded_for = settings.auth_trust_x_forwarded_for
+        self._accounts = (
+            _Account(
+                settings.auth_admin_username,
+                settings.auth_admin_password,
+                settings.auth_admin_password_hash,
+                ROOT,
+            ),
+            _Account(
+                settings.auth_guest_username,
+                settings.auth_guest_password,
+                settings.auth_guest_password_hash,
+                GUEST,
+            ),
+        )
+        self._name_digests = tuple(_name_digest(a.username) for a in self._accounts)
+        hashed = [a.password_hash for a in self._accounts if a.password_hash]
+        self._dummy_hash = _dummy_hash_like(hashed[0]) if hashed else ""
+        self._dummy_password = secrets.token_urlsafe(32)
+        self._verify_hash = verify_hash
+        self._clock = clock
+        self._key = secrets.token_bytes(32)
+        self._hash_wait_s = hash_wait_s
+        self._lock = threading.Lock()
+        self._accepted = _ExpiringLru(cache_size, cache_ttl_s)
+        self._refused = _ExpiringLru(cache_size, cache_ttl_s)
+        self._in_flight: dict[bytes, threading.Event] = {}
+        slots = settings.auth_max_concurrent_hashes
+        self._slots = threading.BoundedSemaphore(slots)
+        self._max_waiting = slots * WAITERS_PER_SLOT
+        self._waiting = 0
+        self._limiter = _FailureLimiter(
+            settings.auth_max_failures, settings.auth_failure_window_seconds, max_addresses
+        )
+        self._last_busy_log = -BUSY_LOG_INTERVAL_S
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("hashes", "accepted", "failed", "limited", "busy"), 0
+        )
+
+    # -- what callers use ----------------------------------------------------------------
+
+    def client_address(self, environ: Mapping[str, Any]) -> str:
+        """The address failed logins are counted against (see the module docstring)."""
+        if self._trust_forwarded_for:
+            forwarded = str(environ.get("HTTP_X_FORWARDED_FOR", ""))
+            last = forwarded.rsplit(",", 1)[-1].strip()
+            if last:
+                return last[:100]
+        return str(environ.get("REMOTE_ADDR", "") or "unknown")
+
+    def identify(self, authorization: str | None, remote_addr: str) -> str | None:
+        """`"root"` or `"guest"` when the `Authorization` header value is accepted, else None
+        (missing, wrong, refused for this address, or busy); `"root"` while auth is off."""
+        return self.check(authorization, remote_addr).identify
+
+    def check(self, authorization: str | None, remote_addr: str) -> AuthResult:
+        """Check an `Authorization` header value sent from `remote_addr` (see AuthResult)."""
+        if not self.enabled:
+            return AuthResult(200, identify=ROOT)
+        if not authorization or authorization.split(" ", 1)[0].lower() != "basic":
+            return _NO_CREDENTIALS  # nothing guessed: not a failure
+        with self._lock:
+            retry_after_s = self._limiter.blocked_for(remote_addr, self._clock())
+            if retry_after_s:
+                self.counters["limited"] += 1
+        if retry_after_s:
+            return _limited(retry_after_s)
+        parsed = _parse_basic(authorization)
+        result = _WRONG if parsed is None else self._verify(parsed[0], parsed[1], remote_addr)
+        with self._lock:
+            blocked = False
+            if result.status == 401:
+                self.counters["failed"] += 1
+                blocked = self._limiter.record_failure(remote_addr, self._clock())
+            elif result.status == 200:
+                self.counters["accepted"] += 1
+        if result.status == 401:
+            user = "<malformed credentials>" if parsed is None else parsed[0]
+            log.warning(
+                "auth: failed login for user %s from %s", _printable(user), _printable(remote_addr)
+            )
+            if blocked:
+                log.warning(
+                    "auth: client %s refused (429) after %d failed logins within %g s",
+                    _printable(remote_addr),
+                    self._limiter.max_failures,
+                    self._limiter.window_s,
+                )
+        return result
+
+    # -- the cost-bounded part -----------------------------------------------------------
+
+    def _verify(self, user: str, password: str, remote_addr: str) -> AuthResult:
+        account = self._account_named(user)
+        stored = account.password_hash if account is not None else self._dummy_hash
+        if not stored:  # plain passwords only: a constant-time comparison, nothing to bound
+            expected = account.password if account is not None else self._dummy_password
+            ok = hmac.compare_digest(_utf8(password), _utf8(expected))
+            return self._outcome(account.identify if account is not None and ok else None)
+        key = self._credential_key(user, password)
+        deadline = self._clock() + self._hash_wait_s
+        while True:
+            with self._lock:
+                now = self._clock()
+                found, identify = self._accepted.get(key, now)
+                if not found:
+                    found, identify = self._refused.get(key, now)
+                if found:
+                    return self._outcome(identify)
+                pending = self._in_flight.get(key)
+                if pending is None:
+                    if self._waiting >= self._max_waiting:
+                        return self._busy()
+                    retry_after_s = self._limiter.reserve(remote_addr, key, now)
+                    if retry_after_s:
+                        self.counters["limited"] += 1
+                        return _limited(retry_after_s)
+                    done = self._in_flight[key] = threading.Event()
+                    self._waiting += 1
+                    break
+            # Another request is hashing this very credential (a console opening several views
+            # at once, say): wait for its outcome, not counted as a waiter since it costs no
+            # hash, then read it from the cache (or hash it here if that request gave up).
+            arrived = pending.wait(max(0.0, deadline - self._clock()) + self._hash_wait_s)
+            if not arrived:
+                with self._lock:
+                    return self._busy()
+        try:
+            acquired = self._slots.acquire(timeout=max(0.0, deadline - self._clock()))
+            with self._lock:
+                self._waiting -= 1
+                if not acquired:
+                    return self._busy()
+                self.counters["hashes"] += 1
+            try:
+                ok = self._safe_verify(stored, password)
+            finally:
+                self._slots.release()
+            identify = account.identify if account is not None and ok else None
+            with self._lock:
+                cache = self._accepted if identify else self._refused
+                cache.put(key, identify, self._clock())
+            return self._outcome(identify)
+        finally:
+            with self._lock:
+                del self._in_flight[key]
+                self._limiter.release(remote_addr, key)
+            done.set()
+
+    def _account_named(self, user: str) -> _Account | None:
+        digest = _name_digest(user)
+        found: _Account | None = None
+        for account, name_digest in zip(self._accounts, self._name_digests, strict=True):
+            # Every name is compared, in constant time, whichever matches.
+            if hmac.compare_digest(digest, name_digest) and found is None:
+                found = account
+        return found
+
+    def _safe_verify(self, stored: str, password: str) -> bool:
+        try:
+            return self._verify_hash(stored, password)
+        except (ValueError, UnicodeError):
+            # Settings validate the hash format at start; an odd password is just wrong.
+            log.exception("auth: a password hash could not be checked")
+            return False
+
+    def _credential_key(self, user: str, password: str) -> bytes:
+        user_b = _utf8(user)
+        data = len(user_b).to_bytes(4, "big") + user_b + _utf8(password)
+        return hmac.new(self._key, data, hashlib.sha256).digest()
+
+    def _outcome(self, identify: str | None) -> AuthResult:
+        if identify is None:
+            return _WRONG
+        account = self._accounts[0] if identify == ROOT else self._accounts[1]
+        return AuthResult(200, identify=identify, username=account.username)
+
+    def _busy(self) -> AuthResult:
+        """Called with the lock held."""
+        self.counters["busy"] += 1
+        now = self._clock()
+        if now - self._last_busy_log >= BUSY_LOG_INTERVAL_S:
+            self._last_busy_log = now
+            log.warning(
+                "auth: password checks saturated (%d waiting); refusing with 503",
+                self._waiting,
+            )
+        return AuthResult(
+            503,
+            message="too many password checks in progress; retry shortly",
+            kind="AuthenticationBusy",
+            retry_after_s=1,
+        )
+
+    def cache_sizes(self) -> tuple[int, int, int]:
+        """(accepted, refused, client addresses) currently remembered."""
+        with self._lock:
+            return len(self._accepted), len(self._refused), len(self._limiter)
+
+
+_by_settings: dict[int, tuple[weakref.ref[Settings], Authenticator]] = {}
+_by_settings_lock = threading.Lock()
+
+
+def authenticator_for(settings: Settings) -> Authenticator:
+    """The process's Authenticator for this Settings object, built on first use.
+
+    A replica loads its settings once and hands the same object to every term, so every term's
+    API (and the health endpoint) shares one cache, one hash semaphore and one limiter. Keyed by
+    the object, not its value: a different Settings object (a test's) gets its own.
+    """
+    with _by_settings_lock:
+        for ident in [i for i, (ref, _) in _by_settings.items() if ref() is None]:
+            del _by_settings[ident]
+        entry = _by_settings.get(id(settings))
+        if entry is not None and entry[0]() is settings:
+            return entry[1]
+        auth = Authenticator(settings)
+        _by_settings[id(settings)] = (weakref.ref(settings), auth)
+        return auth
