@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from werkzeug.security import check_password_hash
 
@@ -69,6 +70,19 @@ def setting_of(env_name: str) -> str | None:
     if rest != env_name and rest.lower() in KEYS_BY_NAME and rest == rest.lower().upper():
         return rest.lower()
     return None
+
+
+def holds_secret(setting: str | None, value: str) -> bool:
+    """Whether `value` of `setting` is a secret (a database URL is one only with a password)."""
+    if setting not in SECRET_SETTINGS:
+        return False
+    if setting == "event_trace_rdb_url":
+        try:
+            has_password = urlsplit(value.strip().removeprefix("jdbc:")).password is not None
+        except ValueError:
+            return True
+        return has_password or "password=" in value.lower()
+    return True
 
 
 _SOURCE = re.compile(r"[\x21-\x7e]{1,512}")

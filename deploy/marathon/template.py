@@ -13,6 +13,7 @@ from deploy.marathon.credentials import (
     ACCOUNTS,
     PLAIN_PASSWORDS,
     SECRET_SETTINGS,
+    holds_secret,
     setting_of,
     source_problem,
 )
@@ -88,7 +89,7 @@ class AppSpec:
             named = setting_of(key)
             if named in PLAIN_PASSWORDS:
                 found.append(_plain_password(f"--env {key}", named))
-            elif named in SECRET_SETTINGS and not self.insecure:
+            elif holds_secret(named, self.env[key]) and not self.insecure:
                 found.append(
                     f"--env {key}: a secret in the app's plain env, readable by anyone who "
                     f"can read the app; store it and give --secret {named}=SOURCE "
@@ -124,7 +125,7 @@ class AppSpec:
                         f"login {account.username(self.env)}/{account.default_password}"
                     )
         for key in sorted(self.env):
-            if setting_of(key) in SECRET_SETTINGS:
+            if holds_secret(setting_of(key), self.env[key]):
                 found.append(
                     f"{key} is in the app's plain env: anyone who can read the app in Marathon "
                     "sees it"

@@ -203,6 +203,8 @@ def test_one_missing_hash_is_named(capsys: pytest.CaptureFixture[str]) -> None:
         (["--env", "EJC_FRAMEWORK_SECRET=s"], "give --secret framework_secret=SOURCE"),
         (["--env", f"auth_admin_password_hash={ADMIN_HASH}"], "a secret in the app's plain env"),
         (["--env", "auth_enabled=false"], "turning authentication off needs --insecure"),
+        (["--env", "event_trace_rdb_url=postgresql://u:pw@db/ejc"], "plain env"),
+        (["--env", "event_trace_rdb_url=jdbc:mysql://db/ejc?password=pw"], "plain env"),
         (["--secret", "zk_namespace=/a"], "--secret zk_namespace: not one of"),
         (["--secret", "zk_digest"], "expected SETTING=SOURCE"),
         (["--secret", "zk_digest=/ejcloud/admin_password_hash"], "the same secret store source"),
@@ -224,6 +226,17 @@ def test_secrets_in_plain_env_and_auth_off_are_refused(
     captured = capsys.readouterr()
     assert problem in captured.err and captured.err.count("\n") == 1
     assert captured.out == ""
+
+
+def test_a_database_url_without_a_password_may_stay_in_the_plain_env(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _args("http://127.0.0.1:1", "--dry-run", "--secret", "event_trace_rdb_password=/db/pw")
+    argv += ["--env", "event_trace_rdb_url=jdbc:postgresql://db:5432/ejc?user=ejc"]
+    assert main(argv, environ={}) == 0
+    app = json.loads(capsys.readouterr().out)
+    assert app["env"]["event_trace_rdb_url"] == "jdbc:postgresql://db:5432/ejc?user=ejc"
+    assert app["env"]["event_trace_rdb_password"] == {"secret": "event_trace_rdb_password"}
 
 
 def test_plain_passwords_are_refused_even_with_insecure(
@@ -269,9 +282,7 @@ def test_a_hash_of_the_user_name_is_refused(capsys: pytest.CaptureFixture[str]) 
     assert "--admin-password-hash: it is a hash of 'ops'" in capsys.readouterr().err
 
 
-def test_a_hash_without_a_secret_source_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_hash_without_a_secret_source_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     argv = _insecure_args("http://127.0.0.1:1", "--dry-run")
     argv.remove("--insecure")
     environ = {"EJC_AUTH_ADMIN_PASSWORD_HASH": ADMIN_HASH}
