@@ -7,10 +7,10 @@ skipped; once the oldest one has waited `STARVATION_S`, younger READY runs stop 
 so that freed resources accumulate for it (no starvation of big jobs by small ones). A run that
 could not be placed even with every known agent's resources free (a task bigger than the
 largest agent, or more tasks than the agents hold together) is reported once (a WARNING, and
-`unplaceable_jobs()` for the API and metrics) and passed over: holding younger runs back for it
-would stall them forever. Offers not used are declined with a filter; with no work the
-framework suppresses offers and revives when work comes back (the original hoarded offers and
-starved other frameworks).
+`unplaceable_jobs()` for the metrics) and passed over: it holds no younger run back (that would
+stall them forever) and counts as no work. Offers not used are declined with a filter; with no
+work the framework suppresses offers and revives when work comes back (the original hoarded
+offers and starved other frameworks).
 
 What the agents could ever offer (`capacity`) comes from the offers seen and from the master's
 `GET_AGENTS`, read on the short-lived `sched-agents` thread after each (re)connection, when an
@@ -229,13 +229,21 @@ class Launcher(LeaderComponent):
             del self._fit_cache[name]
         if any(name not in self._pending for name in self._unplaceable):
             self._unplaceable = {n: u for n, u in self._unplaceable.items() if n in self._pending}
-        if not work:
+        # Runs that can never be placed are no work: with nothing else pending the framework
+        # suppresses offers and revives for the next real work, as when idle (declining with a
+        # short filter instead would make the other jobs' runs wait for offers).
+        unplaceable = {
+            unit.job.job_name
+            for unit in work
+            if unit.kind is TaskType.READY and self._never_fits(unit) is not None
+        }
+        if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
             offers = self._take_offers()
             if offers:
                 driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S)
             if not self._suppressed and driver.suppress():
                 self._suppressed = True
-                log.info("launcher: no pending work; offers suppressed")
+                log.info("launcher: no pending work that can be placed; offers suppressed")
             return
         if self._suppressed or self._revive_needed:
             if driver.revive():
@@ -261,12 +269,14 @@ class Launcher(LeaderComponent):
         left_over = False
         now = time.monotonic()
         for unit in work:
+            if unit.kind is TaskType.READY and unit.job.job_name in unplaceable:
+                self._guard.missed(unit.job.job_name, now, can_ever_fit=False)
+                continue  # passed over: holding the others back for it would stall them forever
             placed = self._place(unit, list(slots.values()), launches, undo)
             if not placed:
                 left_over = True
                 if unit.kind is TaskType.READY:
-                    fits = self._never_fits(unit) is None
-                    waited = self._guard.missed(unit.job.job_name, now, fits)
+                    waited = self._guard.missed(unit.job.job_name, now, can_ever_fit=True)
                     if waited is not None:
                         log.warning(
                             "launcher: job %s has waited %.0f s for resources; holding back "
