@@ -345,4 +345,11 @@ class Replica:
             "# TYPE ejc_replica_start_timestamp_seconds gauge",
             f"ejc_replica_start_timestamp_seconds {self._started_at}",
         ]
+        unplaceable = self._leader_info("unplaceable") if self.is_acting_leader() else None
+        lines += [
+            "# HELP ejc_jobs_unplaceable Jobs with a pending run that no known Mesos agent could"
+            " ever hold (passed over by the launcher; leader only).",
+            "# TYPE ejc_jobs_unplaceable gauge",
+            f"ejc_jobs_unplaceable {unplaceable or 0}",
+        ]
         return "\n".join(lines) + "\n"
