@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -27,9 +28,29 @@ LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
 
 def _configure_logging(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level, format=LOG_FORMAT, stream=sys.stderr)
-    # kazoo logs every reconnect attempt at WARNING/INFO; werkzeug every request at INFO.
+    # kazoo logs every reconnect attempt at WARNING/INFO; waitress every client that disconnects
+    # mid-request at INFO (an attack would flood the log).
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    logging.getLogger("waitress").setLevel(logging.WARNING)
+
+
+def _raise_fd_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit.
+
+    The HTTP server derives its connection limit from the result and keeps it well below, so
+    client connections can never take the descriptors ZooKeeper and Mesos need.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Some systems report an unlimited hard limit but refuse it as a soft one.
+    for target in (hard, 65536) if hard == resource.RLIM_INFINITY else (hard,):
+        if target == resource.RLIM_INFINITY or target > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            except (ValueError, OSError):
+                continue
+            log.info("scheduler: file-descriptor limit raised from %s to %s", soft, target)
+            return
 
 
 def _pymesos_thread_died() -> bool:
@@ -50,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scheduler: {exc.message}", file=sys.stderr)
         return 2
     _configure_logging(settings)
+    _raise_fd_limit()
     log.info("scheduler %s: settings %s", settings.identity, settings.redacted())
 
     stop_requested = threading.Event()

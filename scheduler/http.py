@@ -1,38 +1,97 @@
-"""The HTTP server every replica runs: `/health`, `/metrics`, and `/api/*` (leader only).
+"""The HTTP face of every replica: `/health`, `/metrics`, and `/api/*` (leader only).
 
 A standby answers `/api/*` with 307 to the same URL on the leader, or 503 (JSON) while no leader
-is known; the leader hands `/api/*` to the Flask app its REST API component mounted.
+is known; the leader hands `/api/*` to the Flask app its REST API component mounted. Requests
+arrive through the production server in `scheduler.wsgiserver` (bounded workers and connections,
+read deadlines, body limits), where `/health` and `/metrics` have worker threads of their own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
+import re
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
-from werkzeug.serving import BaseWSGIServer, make_server
-from werkzeug.wrappers import Request, Response
+from scheduler.settings import Settings
+from scheduler.wsgiserver import EdgeServer, HttpLimits
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
+__all__ = ["HttpLimits", "ReplicaHttp", "http_limits"]
 
-def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        json.dumps(body) + "\n", status=status, mimetype="application/json", headers=headers
+# What a leader address from the election may look like before it goes into a Location header.
+_ADDRESS = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}$")
+# Characters left as they are when a decoded path or a raw query is put back into a URL.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?%"
+
+
+def http_limits(settings: Settings) -> HttpLimits:
+    """The server limits the `http_*` settings ask for."""
+    return HttpLimits(
+        threads=settings.http_threads,
+        connection_limit=settings.http_connection_limit,
+        channel_timeout_s=settings.http_channel_timeout_seconds,
+        header_timeout_s=settings.http_header_timeout_seconds,
+        body_timeout_s=settings.http_body_timeout_seconds,
+        max_header_bytes=settings.http_max_header_bytes,
+        max_body_bytes=settings.http_max_body_bytes,
     )
 
 
-class ReplicaHttp:
-    """WSGI front of a replica, and the thread that serves it.
+def _reply(
+    start_response: StartResponse,
+    status: int,
+    body: bytes,
+    content_type: str,
+    headers: Iterable[tuple[str, str]] = (),
+) -> list[bytes]:
+    start_response(
+        f"{status} {HTTPStatus(status).phrase}",
+        [("Content-Type", content_type), ("Content-Length", str(len(body))), *headers],
+    )
+    return [body]
 
-    `health` returns the /health body, `metrics` the Prometheus text, `leader_address` the
-    current leader's `host:port` (or None), `is_acting_leader` whether this replica may serve
-    `/api/*` now.
+
+def _json(
+    start_response: StartResponse,
+    status: int,
+    body: dict[str, Any],
+    headers: Iterable[tuple[str, str]] = (),
+) -> list[bytes]:
+    data = (json.dumps(body) + "\n").encode()
+    return _reply(start_response, status, data, "application/json", headers)
+
+
+def redirect_location(leader: str, environ: WSGIEnvironment) -> str:
+    """The leader's URL for this request, safe for a header whatever the client sent.
+
+    The path arrives decoded (PEP 3333: latin-1 code points for the raw bytes) and is encoded
+    again; the query arrives raw and only what may not stand in a URL is encoded.
+    """
+    path = quote(
+        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode("latin-1"),
+        safe=_PATH_SAFE,
+    )
+    query = quote(environ.get("QUERY_STRING", "").encode("latin-1"), safe=_QUERY_SAFE)
+    return f"http://{leader}{path}" + (f"?{query}" if query else "")
+
+
+class ReplicaHttp:
+    """WSGI front of a replica, and the server that serves it.
+
+    `health` returns the /health body, answered with 503 when its `reason` is set (the replica
+    cannot reach ZooKeeper or cannot act) and 200 otherwise; `metrics` the Prometheus text;
+    `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
+    replica may serve `/api/*` now. They are called from the server's worker threads and must
+    not block.
     """
 
     def __init__(
@@ -43,69 +102,71 @@ class ReplicaHttp:
         metrics: Callable[[], str],
         leader_address: Callable[[], str | None],
         is_acting_leader: Callable[[], bool],
+        limits: HttpLimits | None = None,
     ) -> None:
-        self._bind = (bind_address, port)
         self._health = health
         self._metrics = metrics
         self._leader_address = leader_address
         self._is_acting_leader = is_acting_leader
         self._api: WSGIApplication | None = None
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server = EdgeServer(self, bind_address, port, limits or HttpLimits())
 
     def mount_api(self, app: WSGIApplication | None) -> None:
         """Serve `/api/*` from `app` (None: this replica no longer serves the API)."""
         self._api = app
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            return self._route(environ, start_response)
+        except Exception:
+            log.exception("http: unexpected error serving %s", environ.get("PATH_INFO", "")[:200])
+            return _json(
+                start_response,
+                500,
+                {"error": "internal error; see the scheduler log", "type": "InternalError"},
+            )
+
+    def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/api" or path.startswith("/api/"):
             api = self._api
             if api is not None and self._is_acting_leader():
                 return api(environ, start_response)
-            return self._not_leader(Request(environ))(environ, start_response)
+            return self._not_leader(environ, start_response)
         if path == "/health":
-            response = _json(200, self._health())
-        elif path == "/metrics":
-            response = Response(self._metrics(), mimetype="text/plain; version=0.0.4")
-        else:
-            response = _json(404, {"error": f"no such path {path}", "type": "NotFound"})
-        return response(environ, start_response)
+            body = self._health()
+            return _json(start_response, 503 if body.get("reason") else 200, body)
+        if path == "/metrics":
+            text = self._metrics() + self._server.metrics()
+            return _reply(start_response, 200, text.encode(), "text/plain; version=0.0.4")
+        # The path is echoed as JSON (escaped), never into a header.
+        return _json(
+            start_response, 404, {"error": f"no such path {path[:200]}", "type": "NotFound"}
+        )
 
-    def _not_leader(self, request: Request) -> Response:
+    def _not_leader(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         leader = self._leader_address()
         own = self._health().get("identity")
-        if leader is None or leader == own:
-            # No leader known, or it is this replica while it is not acting (suspended).
+        if leader is None or leader == own or not _ADDRESS.match(leader):
+            # No usable leader known, or it is this replica while it is not acting (suspended).
             return _json(
+                start_response,
                 503,
                 {"error": "no acting leader is known; retry shortly", "type": "NotLeader"},
-                {"Retry-After": "1"},
+                [("Retry-After", "1")],
             )
-        query = request.query_string.decode("latin-1")
-        location = f"http://{leader}{request.path}" + (f"?{query}" if query else "")
         return _json(
+            start_response,
             307,
             {"error": f"this replica is a standby; the leader is {leader}", "type": "NotLeader"},
-            {"Location": location},
+            [("Location", redirect_location(leader, environ))],
         )
 
     def start(self) -> None:
-        """Bind and serve in thread `sched-http`. Raises OSError when the port is taken."""
-        self._server = make_server(self._bind[0], self._bind[1], self, threaded=True)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="sched-http", daemon=True
-        )
-        self._thread.start()
-        log.info("http: serving on %s:%s", *self._bind)
+        """Bind and serve (thread `sched-http` and its workers). Raises OSError when the port
+        is taken."""
+        self._server.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            if self._thread.is_alive():
-                log.error("http: thread sched-http did not stop in %ss", timeout_s)
-        self._server = None
-        self._thread = None
+        """Close all connections and join the server's threads within about `timeout_s`."""
+        self._server.stop(timeout_s)

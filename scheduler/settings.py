@@ -124,6 +124,56 @@ _KEYS: tuple[_Key, ...] = (
     ),
     _Key("http_bind_address", "0.0.0.0", _parse_str, "address the HTTP server binds to", _required),
     _Key("http_port", 8899, _parse_int, "HTTP port (health, metrics, REST API)", _port),
+    _Key(
+        "http_threads",
+        8,
+        _parse_int,
+        "worker threads for /api requests (/health and /metrics have two of their own)",
+        _at_least(1),
+    ),
+    _Key(
+        "http_connection_limit",
+        0,
+        _parse_int,
+        "open HTTP connections at most; 0 = derived from the file-descriptor limit "
+        "((limit - 512) / 2, at most 4096); idle ones are closed to make room",
+        _at_least(0),
+    ),
+    _Key(
+        "http_channel_timeout_seconds",
+        15.0,
+        _parse_float,
+        "an HTTP connection idle this long is closed",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_header_timeout_seconds",
+        5.0,
+        _parse_float,
+        "a request's line and headers must arrive within this after its first byte (else 408)",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_body_timeout_seconds",
+        20.0,
+        _parse_float,
+        "a request's body must arrive within this after its headers (else 408)",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_max_header_bytes",
+        32768,
+        _parse_int,
+        "largest request line plus headers (else 431)",
+        _at_least(1024),
+    ),
+    _Key(
+        "http_max_body_bytes",
+        1048576,
+        _parse_int,
+        "largest request body (else 413)",
+        _at_least(1024),
+    ),
     _Key("user", "", _parse_str, "user Mesos runs the tasks as (FrameworkInfo.user)"),
     _Key(
         "mesos_url",
@@ -279,6 +329,13 @@ class Settings:
     hostname: str = "localhost"
     http_bind_address: str = "0.0.0.0"
     http_port: int = 8899
+    http_threads: int = 8
+    http_connection_limit: int = 0
+    http_channel_timeout_seconds: float = 15.0
+    http_header_timeout_seconds: float = 5.0
+    http_body_timeout_seconds: float = 20.0
+    http_max_header_bytes: int = 32768
+    http_max_body_bytes: int = 1048576
     user: str = ""
     mesos_url: str = "zk://localhost:2181/mesos"
     mesos_role: str = ""

@@ -28,7 +28,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from scheduler.errors import RegistryError
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
-from scheduler.http import ReplicaHttp
+from scheduler.http import ReplicaHttp, http_limits
 from scheduler.registry import Registry, make_client
 from scheduler.service import ComponentStartError, LeaderComponent, SchedulerService
 from scheduler.settings import Settings
@@ -58,6 +58,7 @@ class Replica:
             metrics=self.metrics,
             leader_address=lambda: self._leader,
             is_acting_leader=self.is_acting_leader,
+            limits=http_limits(settings),
         )
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
