@@ -505,10 +505,13 @@ class EdgeServer:
         """At the connection limit: close idle connections, least recently active first."""
         channels = self._channels()
         excess = len(channels) - int(self.connection_limit * _EVICT_TO_FRACTION)
-        idle = sorted((c for c in channels if not c.requests), key=lambda c: c.last_activity)
+        idle = [c for c in channels if not c.requests]
+        if excess <= 0 or not idle:
+            return  # every connection is being served: accepting waits for one to finish
+        idle.sort(key=lambda c: c.last_activity)
         for channel in idle[:excess]:
             channel.handle_close()
-        closed = min(max(excess, 0), len(idle))
+        closed = min(excess, len(idle))
         self.evicted += closed
         self.warn(
             "http: connection limit %s reached; closed %s idle connections",
