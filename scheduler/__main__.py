@@ -1,7 +1,9 @@
 """`python -m scheduler`: run one scheduler replica until SIGTERM/SIGINT.
 
 Exit codes: 0 after a clean stop, 1 when start-up fails (ZooKeeper unreachable, port taken),
-2 for invalid settings (the message names the key).
+2 for invalid settings (the message names the key), 3 when the replica failed in a way it cannot
+recover from in-process (its ZooKeeper client could not be replaced within a session timeout, or
+one of its threads died): its supervisor should start it again.
 """
 
 from __future__ import annotations
@@ -100,7 +102,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A short wait, not one long one: a signal the kernel delivers to another thread only
     # runs its Python handler when the main thread next wakes up.
     while not stop_requested.wait(0.2):
-        pass
+        if replica.failed.is_set():
+            break
+    if replica.failed.is_set() and not stop_requested.is_set():
+        log.critical(
+            "scheduler %s: exiting with status 3 for the supervisor to restart it: %s",
+            settings.identity,
+            replica.failure,
+        )
+        replica.stop(timeout_s=5.0)
+        # A thread stuck for good (the reason the replica failed) must not keep the process up.
+        logging.shutdown()
+        os._exit(3)
     replica.stop()
     return 0
 

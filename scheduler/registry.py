@@ -8,6 +8,10 @@ everything else that fails raises a `SchedulerError` (`NotFound`, `Conflict`, `N
 Leader-only writes go through `registry.fenced(fence)`: each is one ZooKeeper transaction that
 also checks the leader's own election node, so a leader whose session has expired (its node is
 gone) cannot write even after kazoo has quietly opened a new session.
+
+A path that does not encode to UTF-8 (a lone surrogate from a JSON string) is refused with
+`InvalidRequest` before kazoo sees it: kazoo serialises requests in its connection thread, and an
+encoding error there kills that thread and with it the session.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -26,6 +30,7 @@ from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -33,9 +38,9 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
-from kazoo.security import make_digest_acl
+from kazoo.security import ACL, make_digest_acl
 
-from scheduler.errors import Conflict, NotFound, NotLeader, RegistryError
+from scheduler.errors import Conflict, InvalidRequest, NotFound, NotLeader, RegistryError
 from scheduler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,14 +87,28 @@ class Op:
             raise ValueError(f"unknown transaction op {self.kind!r}")
 
 
+@dataclass(frozen=True)
+class AclReport:
+    """What `Registry.secure_tree` did: nodes seen, ACLs changed, nodes that refused the change."""
+
+    checked: int = 0
+    changed: int = 0
+    refused: list[str] = field(default_factory=list)
+
+
+def digest_acl(zk_digest: str) -> list[ACL]:
+    """The CREATOR_ALL ACL of digest credentials `user:password`: only they may touch a node."""
+    user, _, password = zk_digest.partition(":")
+    return [make_digest_acl(user, password, all=True)]
+
+
 def make_client(settings: Settings) -> KazooClient:
     """A KazooClient for `settings` (not started), with digest auth and ACLs when configured."""
     kwargs: dict[str, Any] = {}
     if settings.zk_digest:
-        user, _, password = settings.zk_digest.partition(":")
         kwargs["auth_data"] = [("digest", settings.zk_digest)]
         # Only the credentials that created a node may touch it (Curator's CREATOR_ALL).
-        kwargs["default_acl"] = [make_digest_acl(user, password, all=True)]
+        kwargs["default_acl"] = digest_acl(settings.zk_digest)
     return KazooClient(
         hosts=settings.zk_servers,
         timeout=settings.zk_session_timeout_seconds,
@@ -111,6 +130,15 @@ def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, ConnectionClosedError):
         return RegistryError(f"{what}: ZooKeeper client is closed")
     return RegistryError(f"{what}: {type(exc).__name__}")
+
+
+def _acl_key(acl: ACL) -> tuple[int, str, str]:
+    return int(acl.perms), str(acl.id.scheme), str(acl.id.id)
+
+
+def _children_paths(parent: str, names: list[str]) -> list[str]:
+    prefix = "" if parent == "/" else parent
+    return [f"{prefix}/{name}" for name in names]
 
 
 def _cas_op(full: str, new: bytes | None, version: int, create: bool) -> Callable[[Any], None]:
@@ -155,6 +183,13 @@ class Registry:
         """The absolute ZooKeeper path of namespace-relative `path`."""
         if not path.startswith("/"):
             raise ValueError(f"registry paths start with '/': {path!r}")
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidRequest(
+                f"ZooKeeper path {path!r} is not valid Unicode text",
+                {"path": "contains characters that do not encode to UTF-8"},
+            ) from exc
         return self._root if path == "/" else self._root + path
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -210,6 +245,97 @@ class Registry:
         except NotFound:
             return []
         return sorted(names)
+
+    # -- ACLs -------------------------------------------------------------------------------
+
+    def acl(self, path: str) -> list[ACL] | None:
+        """The ACL of `path`, or None when it does not exist."""
+        try:
+            found, _stat = self._call(f"get ACL of {path}", self._client.get_acls, self.abs(path))
+        except NotFound:
+            return None
+        return list(found)
+
+    def secure_tree(
+        self,
+        acl: Sequence[ACL],
+        keep_going: Callable[[], bool] = lambda: True,
+        batch: int = 500,
+    ) -> AclReport:
+        """Put `acl` on the namespace root and every node below it whose ACL differs.
+
+        Walks the tree level by level with pipelined requests, `batch` nodes at a time (reads
+        every node's ACL and children; writes only where the ACL differs), so a large tree costs
+        round trips per batch, not per node. A node's children are listed after its ACL is known
+        to be `acl` (ZooKeeper answers one session's requests in order), so a child created by
+        someone without these credentials just before the change is not missed; once the walk
+        is complete nobody else can add a node anywhere below. A node whose ACL does not let
+        these credentials administer it is listed in `refused` and left alone (with what is
+        below it); a node deleted meanwhile is skipped.
+
+        Blocks the calling thread. Raises RegistryError when ZooKeeper fails or does not answer,
+        NotLeader when `keep_going()` turns False between batches.
+        """
+        wanted = sorted(_acl_key(a) for a in acl)
+        checked = changed = 0
+        refused: list[str] = []
+        level = [self._root]
+
+        def answer(result: Any, path: str) -> Any:
+            """The result, or None for a node deleted meanwhile or one that refuses us."""
+            try:
+                return result.get(timeout=self._timeout_s)
+            except NoNodeError:
+                return None
+            except NoAuthError:
+                refused.append(path)
+                return None
+
+        try:
+            while level:
+                below: list[str] = []
+                for start in range(0, len(level), batch):
+                    if not keep_going():
+                        raise NotLeader("ACL walk: this replica stopped acting as leader")
+                    chunk = level[start : start + batch]
+                    reads = [
+                        (p, self._client.get_acls_async(p), self._client.get_children_async(p))
+                        for p in chunk
+                    ]
+                    stale: list[str] = []
+                    for path, acl_result, kids_result in reads:
+                        got = answer(acl_result, path)
+                        names = answer(kids_result, path) if got is not None else None
+                        if got is None or names is None:
+                            continue
+                        checked += 1
+                        if sorted(_acl_key(a) for a in got[0]) != wanted:
+                            stale.append(path)  # its children are listed again once it is ours
+                        else:
+                            below.extend(_children_paths(path, names))
+                    writes = [
+                        (
+                            p,
+                            self._client.set_acls_async(p, list(acl)),
+                            self._client.get_children_async(p),
+                        )
+                        for p in stale
+                    ]
+                    for path, set_result, kids_result in writes:
+                        if answer(set_result, path) is None:
+                            continue
+                        changed += 1
+                        names = answer(kids_result, path)
+                        if names is not None:
+                            below.extend(_children_paths(path, names))
+                level = below
+        except KazooException as exc:
+            raise _translate(exc, "ACL walk") from exc
+        except KazooTimeoutError as exc:
+            raise RegistryError(
+                f"ACL walk: ZooKeeper did not answer in {self._timeout_s:g}s"
+            ) from exc
+        return AclReport(checked, changed, refused)
 
     # -- unfenced writes --------------------------------------------------------------------
 

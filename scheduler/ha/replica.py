@@ -4,16 +4,33 @@ Threads (each owned, named and joined here):
 - `sched-election`: the contender loop, Curator's LeaderSelector with autoRequeue. Each pass
   builds a fresh kazoo `Election`, blocks until it wins, runs one term (`_lead`) and re-enters.
 - `sched-leader-watch`: follows the election's first contender, for `/health` and redirects.
+- `sched-zk-watchdog`: every 0.5 s checks that the kazoo client is alive (see below).
 - `sched-http` (scheduler.http): `/health`, `/metrics`, `/api/*`.
 
 kazoo never tells the holder of an `Election` that it lost, and reports LOST only once it has
-reconnected (shared/reference/peers-kazoo-apscheduler.md, B.1-B.5). So the state listener only
-sets flags: SUSPENDED fences the term at once (no launches, no leader writes), and the leader
-thread steps down on LOST, on a new session, or once SUSPENDED has lasted a session timeout.
+reconnected. So the state listener only sets flags: SUSPENDED fences the term at once (no
+launches, no leader writes), and the leader thread steps down on LOST, on a new session, or once
+SUSPENDED has lasted a session timeout.
+
+A kazoo client does not come back once its connection thread has ended: an exception inside that
+thread (an unencodable path once did it) or a stop leaves it CLOSED for good, and every call fails
+at once. The watchdog notices within 0.5 s, fences any term and wakes the election thread, which
+ends the term (components stop) and builds a new client, a new `Registry` over it, and re-enters
+the election; terms are built from `self.registry`, so nothing of the dead client survives. The
+old session's election node lingers until ZooKeeper expires it (one session timeout), which is
+also what keeps every other replica from leading before the dead term's session is gone. If the
+new client is not in place within a session timeout (a component that will not stop), or one of
+the replica's threads has died, the replica is `failed`: `python -m scheduler` then exits 3 so its
+supervisor restarts it.
+
+`/health` carries a `reason` (None when healthy): set whenever the replica cannot reach ZooKeeper
+(SUSPENDED beyond a short grace, LOST, client dead) or cannot act (failed, stopping); the HTTP
+layer answers 503 then, so a supervisor replaces the replica.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -26,10 +43,10 @@ from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from scheduler.errors import RegistryError
+from scheduler.errors import RegistryError, SchedulerError
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
-from scheduler.registry import Registry, make_client
+from scheduler.registry import Registry, digest_acl, make_client
 from scheduler.service import ComponentStartError, LeaderComponent, SchedulerService
 from scheduler.settings import Settings
 
@@ -38,6 +55,27 @@ log = logging.getLogger(__name__)
 ComponentFactory = Callable[[LeaderContext], Sequence[LeaderComponent]]
 
 _LEADER_REFRESH_S = 2.0
+# Left by the first ACL walk that secured every node of the namespace (created with the digest's
+# CREATOR_ALL ACL, so only the digest's holders can write it).
+_ACL_MARKER = "/ha/acl_secured"
+_WATCHDOG_INTERVAL_S = 0.5
+# /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
+# answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
+_SUSPENDED_GRACE_S = 2.0
+
+
+def client_death(client: KazooClient) -> str | None:
+    """Why `client` (started, not stopped by us) can never reconnect, or None while it can.
+
+    Reads kazoo internals defensively: its connection thread, and the worker threads that deliver
+    state changes and watches.
+    """
+    routine = getattr(getattr(client, "_connection", None), "_connection_routine", None)
+    if routine is None or not routine.is_alive():
+        return f"its connection thread has ended (client state {client.client_state})"
+    if not client.handler.running:
+        return "its callback threads have stopped"
+    return None
 
 
 class Replica:
@@ -50,6 +88,7 @@ class Replica:
         self.registry = Registry(
             self._client, settings.zk_namespace, settings.zk_session_timeout_seconds
         )
+        self._listen(self._client)
         self._election_path = self.registry.abs(ELECTION_PATH)
         self.http = ReplicaHttp(
             settings.http_bind_address,
@@ -72,9 +111,15 @@ class Replica:
         self._leader: str | None = None
         self._threads: list[threading.Thread] = []
         self._started_at = time.time()
-        self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0}
+        self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0, "zk_clients": 1}
         self.last_term: dict[str, Any] | None = None
         self._ctx: LeaderContext | None = None
+        # Set by the watchdog when the client died; cleared once a new client is in place.
+        self._client_death: str | None = None
+        self._client_died_at = 0.0
+        # Set when the replica cannot recover in-process; its process should exit non-zero.
+        self.failed = threading.Event()
+        self.failure: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -84,7 +129,14 @@ class Replica:
         Raises RegistryError when ZooKeeper cannot be reached within the connection timeout, and
         OSError when the HTTP port is taken.
         """
-        self._client.add_listener(self._on_zk_state)
+        if not self.settings.zk_digest:
+            log.warning(
+                "replica %s: zk_digest is not set, so every node under /%s is world-writable: "
+                "anyone who reaches ZooKeeper can rewrite jobs and so run code on the agents; "
+                "set zk_digest in production",
+                self.settings.identity,
+                self.settings.zk_namespace,
+            )
         try:
             self._client.start(timeout=self.settings.zk_connection_timeout_seconds)
         except KazooTimeoutError as exc:
@@ -98,6 +150,7 @@ class Replica:
         for target, name in (
             (self._contend, "sched-election"),
             (self._watch_leader, "sched-leader-watch"),
+            (self._watchdog, "sched-zk-watchdog"),
         ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -135,6 +188,13 @@ class Replica:
 
     # -- kazoo listener: flags only ----------------------------------------------------------
 
+    def _listen(self, client: KazooClient) -> None:
+        def on_state(state: str) -> None:
+            if client is self._client:  # a replaced client's late news is not ours
+                self._on_zk_state(state)
+
+        client.add_listener(on_state)
+
     def _on_zk_state(self, state: str) -> None:
         self._zk_state = state
         term = self._term
@@ -151,10 +211,89 @@ class Replica:
         self._wake.set()
         self._leader_changed.set()
 
+    # -- watchdog: the client must stay alive ------------------------------------------------
+
+    def _watchdog(self) -> None:
+        while not self._stopping.wait(_WATCHDOG_INTERVAL_S):
+            try:
+                self._check_liveness()
+            except Exception:
+                log.exception("watchdog: check failed")
+
+    def _check_liveness(self) -> None:
+        """One watchdog pass (thread `sched-zk-watchdog`): flag a dead client, fail if stuck."""
+        if self._stopping.is_set() or self.failed.is_set():
+            return
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        if dead:
+            self._fail(f"thread {', '.join(dead)} ended unexpectedly")
+            return
+        if self._client_death is None:
+            why = client_death(self._client)
+            if why is None or self._stopping.is_set():
+                return
+            self._client_died_at = time.monotonic()
+            self._client_death = why
+            log.critical(
+                "replica %s: ZooKeeper client is dead (%s); ending any term and building a new "
+                "client",
+                self.settings.identity,
+                why,
+            )
+            self._zk_state = KazooState.LOST
+            term = self._term
+            if term is not None:
+                term.stop_acting()
+            self._wake.set()
+            self._leader_changed.set()
+            return
+        limit_s = self.settings.zk_session_timeout_seconds
+        if time.monotonic() - self._client_died_at > limit_s:
+            self._fail(f"no new ZooKeeper client within {limit_s:g}s of the old one dying")
+
+    def _fail(self, why: str) -> None:
+        """The replica cannot recover in-process: fence, flag, and let the process exit."""
+        self.failure = why
+        term = self._term
+        if term is not None:
+            term.stop_acting()
+        log.critical("replica %s: failed: %s", self.settings.identity, why)
+        self.failed.set()
+        self._wake.set()
+
+    def _replace_client(self) -> None:
+        """Build a new client and registry in place of the dead one (election thread, no term)."""
+        old = self._client
+        try:
+            old.stop()
+            old.close()
+        except Exception:
+            log.exception("replica: closing the dead ZooKeeper client failed")
+        client = make_client(self.settings)
+        self._zk_state = KazooState.LOST
+        self._client = client
+        self.registry = Registry(
+            client, self.settings.zk_namespace, self.settings.zk_session_timeout_seconds
+        )
+        self._listen(client)
+        client.start_async()  # connects (and reconnects) in the background, forever
+        self.counters["zk_clients"] += 1
+        self._client_death = None
+        log.warning(
+            "replica %s: new ZooKeeper client started (client %d); re-entering the election once "
+            "it is connected",
+            self.settings.identity,
+            self.counters["zk_clients"],
+        )
+        self._leader_changed.set()
+
     # -- election loop -----------------------------------------------------------------------
 
     def _contend(self) -> None:
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and not self.failed.is_set():
+            if self._client_death is not None:
+                self._replace_client()
+                continue
             if self._zk_state != KazooState.CONNECTED:
                 self._wake.wait(0.2)
                 self._wake.clear()
@@ -190,6 +329,15 @@ class Replica:
         lost_before = self._lost_count
         self._term = term
         log.info("leader: %s won term %s", self.settings.identity, term.number)
+        if self.settings.zk_digest:
+            # Before any component: nothing launches from a tree others can still rewrite.
+            try:
+                self._secure_namespace(term)
+            except SchedulerError as exc:
+                return self._give_up(term, f"cannot set ACLs: {exc.message}")
+            except Exception as exc:
+                log.exception("leader: term %s could not set ACLs", term.number)
+                return self._give_up(term, f"cannot set ACLs: {type(exc).__name__}: {exc}")
         ctx = LeaderContext(self.settings, self.registry, term, self.http.mount_api)
         self._ctx = ctx
         try:
@@ -215,6 +363,57 @@ class Replica:
             log.info("leader: term %s ended (%s); components stopped", term.number, reason)
         return False
 
+    def _secure_namespace(self, term: Term) -> None:
+        """Put the CREATOR_ALL ACL of `zk_digest` on every node of the namespace that lacks it.
+
+        Nodes created before digest auth was switched on (or by a replica without it) are
+        world-writable until this runs. Once one walk has found no node it could not secure,
+        nobody without the digest can add a node anywhere in the namespace (creating needs the
+        parent's permission), so that walk leaves a marker with the digest's ACL and later terms
+        that find it skip the walk. Raises RegistryError / NotLeader (the term is given up).
+        """
+        acl = digest_acl(self.settings.zk_digest)
+        try:
+            marker_acl = self.registry.acl(_ACL_MARKER)
+        except SchedulerError:
+            marker_acl = None  # not readable with this digest: walk, and say what refuses it
+        if marker_acl == acl:
+            log.info(
+                "leader: term %s: CREATOR_ALL ACL already on every node under /%s (%s); 0 nodes "
+                "changed",
+                term.number,
+                self.settings.zk_namespace,
+                _ACL_MARKER,
+            )
+            return
+        began = time.monotonic()
+        report = self.registry.secure_tree(acl, term.fence.is_acting)
+        log.info(
+            "leader: term %s: CREATOR_ALL ACL set on %d of %d nodes under /%s in %.0f ms",
+            term.number,
+            report.changed,
+            report.checked,
+            self.settings.zk_namespace,
+            (time.monotonic() - began) * 1000,
+        )
+        if report.refused:
+            log.warning(
+                "leader: term %s: %d nodes under /%s do not let zk_digest administer them and "
+                "keep their ACL, with everything below them (first: %s); every term checks again",
+                term.number,
+                len(report.refused),
+                self.settings.zk_namespace,
+                ", ".join(report.refused[:5]),
+            )
+            return
+        record = {
+            "term": term.number,
+            "securedAt": time.time(),
+            "nodes": report.checked,
+            "changed": report.changed,
+        }
+        self.registry.fenced(term.fence).put(_ACL_MARKER, json.dumps(record).encode())
+
     def _give_up(self, term: Term, why: str) -> bool:
         self.counters["term_failures"] += 1
         term.end()
@@ -236,6 +435,10 @@ class Replica:
             self._wake.clear()
             if self._stopping.is_set():
                 return "shutdown"
+            if self.failed.is_set():
+                return f"replica failed: {self.failure}"
+            if self._client_death is not None:
+                return "ZooKeeper client died"
             if self._lost_count != lost_before:
                 return "session lost"
             state = self._zk_state
@@ -262,12 +465,13 @@ class Replica:
             self._leader_changed.set()
             return not self._stopping.is_set()
 
-        watch_set = False
+        watched: KazooClient | None = None  # the client the watch is set on (a new one needs one)
         while not self._stopping.is_set():
-            if not watch_set and self._zk_state == KazooState.CONNECTED:
+            client = self._client
+            if watched is not client and self._zk_state == KazooState.CONNECTED:
                 try:
-                    ChildrenWatch(self._client, self._election_path, on_children)
-                    watch_set = True
+                    ChildrenWatch(client, self._election_path, on_children)
+                    watched = client
                 except KazooException:
                     log.warning("leader-watch: could not watch %s yet", self._election_path)
             self._refresh_leader()
@@ -294,10 +498,32 @@ class Replica:
         term = self._term
         return self._service_up and term is not None and term.acting
 
+    def unhealthy_reason(self) -> str | None:
+        """Why this replica cannot reach ZooKeeper or cannot act now, or None (any thread)."""
+        if self.failed.is_set():
+            return f"replica failed ({self.failure}); it exits so that its supervisor restarts it"
+        if self._stopping.is_set():
+            return "replica is stopping"
+        death = self._client_death
+        if death is not None:
+            return f"ZooKeeper client is dead ({death}); building a new one"
+        state = self._zk_state
+        if state == KazooState.LOST:
+            return "ZooKeeper session lost; reconnecting with a new session"
+        since = self._suspended_since
+        if state == KazooState.SUSPENDED and since is not None:
+            grace_s = min(_SUSPENDED_GRACE_S, self.settings.zk_session_timeout_seconds / 2)
+            suspended_s = time.monotonic() - since
+            if suspended_s >= grace_s:
+                return f"ZooKeeper unreachable for {suspended_s:.1f}s (session suspended)"
+        return None
+
     def health(self) -> dict[str, Any]:
+        """The /health body; `reason` is not None when the answer should be 503."""
         term = self._term
         acting = self.is_acting_leader()
         return {
+            "reason": self.unhealthy_reason(),
             "role": "leader" if acting else "standby",
             "leader": self.settings.identity if acting else self._leader,
             "zookeeper": str(self._zk_state),
@@ -342,6 +568,9 @@ class Replica:
         for state in (KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST):
             lines.append(f'ejc_zookeeper_state{{state="{state}"}} {int(self._zk_state == state)}')
         lines += [
+            "# HELP ejc_zookeeper_clients_total ZooKeeper clients built (1 + replacements).",
+            "# TYPE ejc_zookeeper_clients_total counter",
+            f"ejc_zookeeper_clients_total {self.counters['zk_clients']}",
             "# HELP ejc_replica_start_timestamp_seconds When this replica started.",
             "# TYPE ejc_replica_start_timestamp_seconds gauge",
             f"ejc_replica_start_timestamp_seconds {self._started_at}",

@@ -70,11 +70,23 @@ class ReplicaProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def health(self) -> dict[str, Any] | None:
+        """The /health body (200 or 503, whose `reason` says why), or None without an answer."""
+        got = self.health_status()
+        return None if got is None else got[1]
+
+    def health_status(self) -> tuple[int, dict[str, Any]] | None:
+        """(status, body) of /health when it answers 200 or 503 with JSON, else None."""
         try:
             status, _, body = http_get(f"http://{self.identity}/health", timeout_s=1.0)
         except OSError:
             return None
-        return json.loads(body) if status == 200 else None
+        if status not in (200, 503):
+            return None
+        try:
+            found: dict[str, Any] = json.loads(body)
+        except ValueError:
+            return None
+        return status, found
 
     def is_leader(self) -> bool:
         h = self.health()

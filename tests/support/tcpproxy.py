@@ -87,6 +87,24 @@ class TcpProxy:
             self._cut = True
             self._drop_all()
 
+    def inject(self, data: bytes) -> int:
+        """Send `data` to every forwarded client as if the target had sent it, then hold new
+        connections (as `cut` does, but the current ones stay open). Returns how many clients
+        got it. The bytes go between two forwarded chunks only if the target is quiet then.
+        """
+        with self._lock:
+            sent = 0
+            for client, upstream in self._pairs:
+                if upstream is None:
+                    continue
+                try:
+                    client.sendall(data)
+                except OSError:
+                    continue
+                sent += 1
+            self._cut = True
+            return sent
+
     def restore(self) -> None:
         with self._lock:
             self._cut = False
