@@ -1,19 +1,22 @@
 """`python -m deploy.cluster` (the README's `./dev.sh run`): the whole system on one machine.
 
 Starts a ZooKeeper server, the local Mesos stand-in and scheduler replicas as child processes,
-prints where each one listens and which replica leads, then follows what happens (leader
-changes) until Ctrl-C or SIGTERM, when it stops everything it started, in reverse order.
-State lives in `--data-dir`, so a restart continues where it stopped.
+prints where each one listens and which replica leads, then shows a live view of what happens
+until Ctrl-C, SIGTERM, SIGHUP (a closed terminal) or the death of its parent, when it stops
+everything it started, in reverse order; a second signal hurries that up. The children die with
+it even when it is SIGKILLed. State lives in `--data-dir`, so a restart continues where it
+stopped.
+
+Before starting anything it checks that every port it needs is free and that no other run uses
+the data directory; if not, it names the port (and the process holding it) and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
+import fcntl
 import json
-import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,84 +24,66 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import IO, Any
 
-from deploy.zookeeper import ZooKeeperServer
+from deploy import children
+from deploy.demo import install_demo
+from deploy.liveview import FollowedLog
+from deploy.ports import describe_holder, port_free
+from deploy.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
-log = logging.getLogger("deploy.cluster")
+ROOT = Path(__file__).resolve().parents[1]
+_START_TIMEOUT_S = 60.0
+
+
+class ClusterError(Exception):
+    """The cluster cannot start; the message says why, for the user."""
+
+
+def say(text: str, error: bool = False) -> None:
+    """Print a line (to stderr with `error`); once the terminal is gone (SIGHUP), carry on
+    without output."""
+    try:
+        print(text, flush=True, file=sys.stderr if error else sys.stdout)
+    except OSError:
+        # Later prints and the flush at exit would fail too (and turn the exit status into 120).
+        devnull = open(os.devnull, "w")
+        sys.stdout = sys.stderr = devnull
 
 
 @dataclass
 class Child:
-    """A child process of the cluster, stopped by its own pid."""
+    """A child process of the cluster: its own process group, dies with the cluster."""
 
-    name: str
+    label: str
     args: list[str]
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                self.args,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+            self.proc = children.start(
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def exit_code(self) -> int | None:
+        """None while it runs (or was never started)."""
+        return None if self.proc is None else self.proc.poll()
 
-    def stop(self, timeout_s: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
+    def stop(self, hurry: threading.Event) -> None:
+        if self.proc is not None:
+            children.stop(self.proc, signal.SIGTERM, 15.0, hurry=hurry)
+
+    def log_tail(self, lines: int = 5) -> str:
         try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            log.error(
-                "%s (pid %s) did not stop in %ss; killing it", self.name, self.proc.pid, timeout_s
-            )
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_DIR = ROOT / "examples" / "demo_app"
-_AUTH = "Basic " + base64.b64encode(b"root:root").decode()
-# Log lines worth showing in the live view: (pattern, how to show the match).
-_VIEW = (
-    (re.compile(r"leader: (\S+) won term (\d+)"), "leader {0} (term {1})"),
-    (re.compile(r"launcher: launched (\d+) tasks on (\S+)"), "launched {0} task(s) on {1}"),
-    (re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ finished"), "finished {0} shard {1}"),
-    (
-        re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ (TASK_\w+) \((\w*)\) ?(.*)"),
-        "{2} {0} shard {1} {4}",
-    ),
-    (re.compile(r"status: (\S+?)@-@(\d+)@-@\S+ killed"), "killed {0} shard {1}"),
-    (
-        re.compile(r"status: shard (\d+) of (\S+) queued for failover"),
-        "failover queued: {1} shard {0}",
-    ),
-    (re.compile(r"leader: term (\d+) ended \((.*)\)"), "term {0} ended: {1}"),
-    (re.compile(r"missed its fire.*"), "{0}"),
-)
-
-
-def _api(address: str, method: str, path: str, body: Any) -> int:
-    req = urllib.request.Request(
-        f"http://{address}{path}", data=json.dumps(body).encode(), method=method
-    )
-    req.add_header("Authorization", _AUTH)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join("    " + line for line in text.splitlines()[-lines:])
 
 
 def _health(address: str) -> dict[str, Any] | None:
@@ -106,176 +91,228 @@ def _health(address: str) -> dict[str, Any] | None:
         with urllib.request.urlopen(f"http://{address}/health", timeout=1) as resp:
             body: dict[str, Any] = json.load(resp)
             return body
+    except urllib.error.HTTPError as exc:  # 503 while it cannot act: still its answer
+        try:
+            answer: dict[str, Any] = json.load(exc)
+            return answer
+        except ValueError:
+            return None
     except (OSError, ValueError):
         return None
-
-
-def _read_new(path: Path, offset: int) -> tuple[list[str], int]:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    return data[:end].decode(errors="replace").splitlines(), offset + end
-
-
-def _view(line: str) -> str | None:
-    for pattern, shape in _VIEW:
-        m = pattern.search(line)
-        if m:
-            return shape.format(*(m.groups() or (m.group(0),)))
-    return None
 
 
 @dataclass
 class LocalCluster:
     data_dir: Path
-    replicas: int = 2
+    http_ports: list[int]
     agents: int = 2
     zk_port: int = 2181
     mesos_port: int = 5050
-    http_port: int = 8899
     with_mesos: bool = True
     zookeeper: ZooKeeperServer | None = None
-    children: list[Child] = field(default_factory=list)
+    mesos: Child | None = None
+    replicas: list[Child] = field(default_factory=list)
+    logs: list[FollowedLog] = field(default_factory=list)
+    _lock_file: IO[str] | None = None
 
     @property
     def replica_addresses(self) -> list[str]:
-        return [f"127.0.0.1:{self.http_port + i}" for i in range(self.replicas)]
+        return [f"127.0.0.1:{port}" for port in self.http_ports]
 
-    def start(self) -> None:
+    def check_ports(self) -> None:
+        """Raises ClusterError naming every port that is taken, and who holds it."""
+        wanted = [(self.zk_port, "ZooKeeper (--zk-port)")]
+        if self.with_mesos:
+            wanted.append((self.mesos_port, "the local Mesos stand-in (--mesos-port)"))
+        wanted += [
+            (p, f"scheduler replica {i + 1} (--http-port)") for i, p in enumerate(self.http_ports)
+        ]
+        seen: dict[int, str] = {}
+        problems = []
+        for port, what in wanted:
+            if port in seen:
+                problems.append(f"port {port} is given to both {seen[port]} and {what}")
+            elif not port_free(port):
+                problems.append(f"port {port} for {what} is in use by {describe_holder(port)}")
+            seen[port] = what
+        if problems:
+            raise ClusterError(
+                "\n".join(problems) + "\nstop what holds it (an earlier ./dev.sh run?) or choose "
+                "other ports: --zk-port, --mesos-port, --http-port or --http-ports"
+            )
+
+    def _lock_data_dir(self) -> None:
+        """Take the data directory for this run; raises ClusterError when another run has it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(self.data_dir / "cluster.lock", "a+")  # held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            lock.close()
+            raise ClusterError(
+                f"data directory {self.data_dir} is in use by another ./dev.sh run (pid {holder})"
+                "; stop it or choose another --data-dir"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        self._lock_file = lock
+
+    def start(self, stop: threading.Event) -> None:
+        """Start everything, each part ready before the next; returns early once `stop` is set.
+
+        Raises ClusterError (nothing is left running by it: call stop()) when a port is taken,
+        the data directory is in use, or a part fails to come up.
+        """
+        self.check_ports()
+        self._lock_data_dir()
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
         self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", client_port=self.zk_port)
-        self.zookeeper.start()
-        print(f"zookeeper     {self.zookeeper.address}", flush=True)
+        try:
+            self.zookeeper.start(timeout_s=_START_TIMEOUT_S)
+        except ZooKeeperUnavailable as exc:
+            raise ClusterError(f"ZooKeeper did not start: {exc}") from exc
+        say(f"zookeeper     {self.zookeeper.address}")
         mesos_url = f"127.0.0.1:{self.mesos_port}"
         if self.with_mesos:
-            mesos = Child(
-                "localmesos",
+            self.mesos = self._start_child(
+                "mesos",
                 [
-                    sys.executable,
-                    "-m",
-                    "deploy.localmesos",
-                    "--port",
-                    str(self.mesos_port),
-                    "--agents",
-                    str(self.agents),
-                    "--work-dir",
-                    str(self.data_dir / "mesos"),
+                    *(sys.executable, "-m", "deploy.localmesos", "--port", str(self.mesos_port)),
+                    *("--agents", str(self.agents), "--work-dir", str(self.data_dir / "mesos")),
                 ],
                 logs / "localmesos.log",
+                "mesos",
             )
-            mesos.start()
-            self.children.append(mesos)
-            print(
-                f"local mesos   http://{mesos_url}/master/state ({self.agents} agents)", flush=True
-            )
-        for address in self.replica_addresses:
-            port = address.rsplit(":", 1)[1]
-            child = Child(
-                f"scheduler {address}",
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler",
-                    "--hostname",
-                    "127.0.0.1",
-                    "--http_bind_address",
-                    "127.0.0.1",
-                    "--http_port",
-                    port,
-                    "--zk_servers",
-                    self.zookeeper.address,
-                    "--mesos_url",
-                    mesos_url,
-                    "--data_dir",
-                    str(self.data_dir),
-                ],
-                logs / f"scheduler-{port}.log",
-            )
-            child.start()
-            self.children.append(child)
-            print(f"scheduler     http://{address}/health  http://{address}/api/...", flush=True)
-        print(f"logs          {logs}", flush=True)
+            self._wait(stop, self.mesos, "the local Mesos stand-in", self._mesos_ready)
+            if stop.is_set():
+                return
+            say(f"local mesos   http://{mesos_url}/master/state ({self.agents} agents)")
+        for address, port in zip(self.replica_addresses, self.http_ports, strict=True):
+            args = [sys.executable, "-m", "scheduler", "--hostname", "127.0.0.1"]
+            args += ["--http_bind_address", "127.0.0.1", "--http_port", str(port)]
+            args += ["--zk_servers", self.zookeeper.address, "--mesos_url", mesos_url]
+            args += ["--data_dir", str(self.data_dir)]
+            child = self._start_child(address, args, logs / f"scheduler-{port}.log", "replica")
+            self.replicas.append(child)
+        for address, child in zip(self.replica_addresses, self.replicas, strict=True):
+            self._wait(stop, child, f"scheduler replica {address}", self._replica_ready(address))
+            if stop.is_set():
+                return
+            say(f"scheduler     http://{address}/health  http://{address}/api/...")
+        say(f"logs          {logs}")
 
-    def install_demo(self, leader: str) -> None:
-        """Package examples/demo_app and register it with a SIMPLE job (3 shards, every 5 s)."""
-        from executor.package import build_app_archive
+    def _start_child(self, label: str, args: list[str], log_path: Path, kind: str) -> Child:
+        self.logs.append(FollowedLog.from_now(label, log_path, kind))
+        child = Child(label, args, log_path)
+        child.start()
+        return child
 
-        archive = build_app_archive(
-            DEMO_DIR, self.data_dir / "demo_app.tar.gz", python=sys.executable
-        )
-        app = {
-            "appName": "demo_app",
-            "appURL": archive.app_url,
-            "bootstrapScript": "bin/start.sh",
-            "cpuCount": 0.1,
-            "memoryMB": 64,
-            "appCacheEnable": False,
-        }
-        job = {
-            "jobName": "demo_job",
-            "appName": "demo_app",
-            "jobType": "SIMPLE",
-            "jobClass": "demo.jobs:hello",
-            "jobExecutionType": "TRANSIENT",
-            "cron": "0/5 * * * * ?",
-            "shardingTotalCount": 3,
-            "shardingItemParameters": "0=red,1=green,2=blue",
-            "cpuCount": 0.1,
-            "memoryMB": 32,
-            "failover": True,
-        }
-        for path, body in (("/api/app", app), ("/api/job/register", job)):
-            status = _api(leader, "POST", path, body)
-            if status not in (204, 409):  # 409: already there from an earlier start
-                raise RuntimeError(f"registering the demo ({path}) answered {status}")
-        print(
-            f"demo          app demo_app ({archive.path}), job demo_job: 3 shards every 5 s",
-            flush=True,
-        )
+    def _mesos_ready(self, child: Child) -> bool:
+        followed = next(f for f in self.logs if f.label == "mesos")
+        try:
+            with open(child.log_path, "rb") as fh:
+                fh.seek(followed.offset)
+                return b"localmesos listening on" in fh.read()
+        except OSError:
+            return False
+
+    @staticmethod
+    def _replica_ready(address: str) -> Callable[[Child], bool]:
+        def ready(child: Child) -> bool:
+            health = _health(address)
+            # Its own answer, not another program's on the same port.
+            return (
+                health is not None
+                and child.proc is not None
+                and health.get("pid") == child.proc.pid
+            )
+
+        return ready
+
+    @staticmethod
+    def _wait(
+        stop: threading.Event, child: Child, what: str, ready: Callable[[Child], bool]
+    ) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not stop.is_set():
+            code = child.exit_code()
+            if code is not None:
+                raise ClusterError(
+                    f"{what} exited with status {code} while starting; the end of "
+                    f"{child.log_path}:\n{child.log_tail()}"
+                )
+            if ready(child):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{what} did not come up in {_START_TIMEOUT_S:.0f} s; see {child.log_path}"
+                )
+            stop.wait(0.1)
 
     def leader(self) -> str | None:
-        for address in self.replica_addresses:
+        """The address of the replica of this cluster that leads, if one does."""
+        for address, child in zip(self.replica_addresses, self.replicas, strict=True):
             health = _health(address)
-            if health and health.get("role") == "leader":
+            if (
+                health is not None
+                and health.get("role") == "leader"
+                and child.proc is not None
+                and health.get("pid") == child.proc.pid
+            ):
                 return address
         return None
 
-    def follow(self, stop: threading.Event) -> None:
-        """Print a concise live view, read from the replicas' logs, until `stop` is set."""
-        offsets = {
-            c.name: c.log_path.stat().st_size if c.log_path.exists() else 0 for c in self.children
-        }
-        dead: set[str] = set()
-        while not stop.wait(0.5):
-            for child in self.children:
-                if not child.name.startswith("scheduler"):
-                    continue
-                lines, offsets[child.name] = _read_new(child.log_path, offsets[child.name])
-                for line in lines:
-                    shown = _view(line)
-                    if shown:
-                        stamp = line[11:19] if len(line) > 19 else time.strftime("%H:%M:%S")
-                        print(f"{stamp} {child.name.split()[1]:>15}  {shown}", flush=True)
-            for child in self.children:
-                if not child.alive() and child.name not in dead:
-                    dead.add(child.name)
-                    print(
-                        f"{time.strftime('%H:%M:%S')} {child.name} exited; see {child.log_path}",
-                        flush=True,
-                    )
+    def install_demo(self, leader: str) -> None:
+        """Register the demo app and job unless an earlier run did; show the job as it is."""
+        say(install_demo(leader, self.data_dir))
 
-    def stop(self) -> None:
-        # Schedulers first (they hand over and close their sessions), then Mesos, then ZooKeeper.
-        for child in reversed(self.children):
-            child.stop()
+    def follow(self, stop: threading.Event, parent_pid: int) -> None:
+        """Print the live view until `stop` is set or the parent process is gone."""
+        reported: set[str] = set()
+        while not stop.wait(0.5):
+            events = []
+            for followed in self.logs:
+                events += [(stamp, followed.label, text) for stamp, text in followed.new_events()]
+            for stamp, label, text in sorted(events, key=lambda e: e[0]):
+                say(f"{stamp} {label:>15}  {text}")
+            for child in ([self.mesos] if self.mesos else []) + self.replicas:
+                code = child.exit_code()
+                if code is not None and child.label not in reported:
+                    reported.add(child.label)
+                    stamp = time.strftime("%H:%M:%S")
+                    say(f"{stamp} {child.label:>15}  exited with {code}; see {child.log_path}")
+            if os.getppid() != parent_pid:
+                say(f"{time.strftime('%H:%M:%S')} parent process gone")
+                return
+
+    def stop(self, hurry: threading.Event) -> None:
+        """Stop what was started, in reverse order: schedulers first (they hand over and close
+        their sessions), then Mesos, then ZooKeeper. Blocks; `hurry` cuts the waits short."""
+        for child in reversed(self.replicas):
+            child.stop(hurry)
+        if self.mesos is not None:
+            self.mesos.stop(hurry)
         if self.zookeeper is not None:
-            self.zookeeper.stop()
+            self.zookeeper.stop(timeout_s=0.5 if hurry.is_set() else 10.0)
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+
+def _http_ports(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[int]:
+    if args.http_ports is None:
+        return [args.http_port + i for i in range(args.replicas or 2)]
+    try:
+        ports = [int(p) for p in args.http_ports.split(",") if p.strip()]
+    except ValueError:
+        parser.error(f"--http-ports wants comma-separated port numbers, got {args.http_ports!r}")
+    if args.replicas is not None and args.replicas != len(ports):
+        parser.error(f"--replicas {args.replicas} but --http-ports lists {len(ports)} ports")
+    return ports
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,12 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data-dir", type=Path, default=Path("data"), help="state and logs (default ./data)"
     )
-    parser.add_argument("--replicas", type=int, default=2, help="scheduler replicas (default 2)")
+    parser.add_argument("--replicas", type=int, default=None, help="scheduler replicas (default 2)")
     parser.add_argument("--agents", type=int, default=2, help="local Mesos agents (default 2)")
     parser.add_argument("--zk-port", type=int, default=2181)
     parser.add_argument("--mesos-port", type=int, default=5050)
     parser.add_argument(
         "--http-port", type=int, default=8899, help="first replica's port; the next ones follow"
+    )
+    parser.add_argument(
+        "--http-ports",
+        default=None,
+        metavar="P1,P2,...",
+        help="each replica's port (instead of --http-port)",
     )
     parser.add_argument(
         "--no-mesos", action="store_true", help="do not start the local Mesos stand-in"
@@ -301,38 +344,57 @@ def main(argv: list[str] | None = None) -> int:
         "--no-demo", action="store_true", help="do not register the demo app and job"
     )
     args = parser.parse_args(argv)
-    if args.replicas < 1 or args.agents < 1:
+    ports = _http_ports(args, parser)
+    if not ports or args.agents < 1:
         parser.error("--replicas and --agents must be at least 1")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if any(not 1 <= p <= 65535 for p in [*ports, args.zk_port, args.mesos_port]):
+        parser.error("ports must be between 1 and 65535")
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    hurry = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    # `./dev.sh run` execs this process, so its parent is the user's shell: when that dies, stop.
+    parent_pid = os.getppid()
+    children.set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        stop.set()
+
     cluster = LocalCluster(
         args.data_dir.resolve(),
-        args.replicas,
+        ports,
         args.agents,
         args.zk_port,
         args.mesos_port,
-        args.http_port,
         with_mesos=not args.no_mesos,
     )
+    code = 0
     try:
-        cluster.start()
+        cluster.start(stop)
         leader = None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + _START_TIMEOUT_S
         while leader is None and not stop.is_set() and time.monotonic() < deadline:
             leader = cluster.leader()
             stop.wait(0.2)
-        print(f"leader        {leader or 'none yet'}", flush=True)
-        if leader and not args.no_demo and not args.no_mesos:
-            cluster.install_demo(leader)
-        cluster.follow(stop)
+        if not stop.is_set():
+            say(f"leader        {leader or 'none yet'}")
+            if leader and not args.no_demo and not args.no_mesos:
+                cluster.install_demo(leader)
+            cluster.follow(stop, parent_pid)
+    except ClusterError as exc:
+        say(f"error: {exc}", error=True)
+        code = 1
     finally:
-        print("stopping ...", flush=True)
-        cluster.stop()
-        print("stopped", flush=True)
-    return 0
+        if code == 0:
+            say("stopping ...")
+        cluster.stop(hurry)
+        if code == 0:
+            say("stopped")
+    return code
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Used by the test suite and the benchmarks: one server on a free loopback port, with its cluster,
 unix socket and log in a directory of the caller's, and trust authentication for the `postgres`
 role. PostgreSQL refuses to run as root, so as root initdb and postgres run as Debian's
-`postgres` system user.
+`postgres` system user. The server runs in a process group of its own (the postmaster and its
+backends, signalled together) and dies with the thread that started it (`deploy.children`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from sqlalchemy import URL
 
+from deploy import children
 from deploy.zookeeper import free_port
 
 __all__ = ["SUPERUSER", "PostgresServer", "PostgresUnavailable", "find_bin_dir"]
@@ -186,15 +188,12 @@ class PostgresServer:
             *("-c", "logging_collector=off"),
         ]
         with open(self.log_path, "ab") as logfile:
-            self._proc = subprocess.Popen(
+            self._proc = children.start(
                 command,
                 stdout=logfile,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.base_dir,
-                # Its own process group: Ctrl-C in a terminal reaches us, not the server, and
-                # the postmaster and its backends can be signalled together.
-                start_new_session=True,
                 user=account.pw_uid if account else None,
                 group=account.pw_gid if account else None,
                 extra_groups=[] if account else None,
@@ -285,20 +284,14 @@ class PostgresServer:
         paused, self._paused = self._paused, False
         if proc is None:
             return
-        if proc.poll() is not None:
+        if children.exited(proc):
             # It died on its own (killed by a test, say): its backends may outlive it briefly.
-            _kill_group(proc.pid)
+            children.stop(proc, timeout_s=0)
             log.warning("postgres %s: had exited with %s", self.address, proc.returncode)
             return
         if paused:
-            os.killpg(proc.pid, signal.SIGCONT)
-        os.kill(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            log.error("postgres %s: did not stop in %ss, killing it", self.address, timeout_s)
-            _kill_group(proc.pid)
-            proc.wait()
+            children.signal_group(proc, signal.SIGCONT)
+        children.stop(proc, signal.SIGINT, timeout_s)
         log.info("postgres %s: stopped", self.address)
 
     def pause(self) -> None:
@@ -366,13 +359,6 @@ class PostgresServer:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 _running: set[PostgresServer] = set()

@@ -1,13 +1,13 @@
 """Run real ZooKeeper servers (Debian's `zookeeper` package) as child processes.
 
 Used by the local cluster and by the test suite: a single server or an ensemble, each on free
-loopback ports, with its data and log in a directory of the caller's.
+loopback ports, with its data and log in a directory of the caller's. Each server runs in a
+process group of its own and dies with the thread that started it (`deploy.children`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import signal
 import socket
@@ -15,6 +15,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from deploy import children
 
 log = logging.getLogger(__name__)
 
@@ -44,26 +46,22 @@ def _classpath() -> str:
     return ":".join(str(_JAR_DIR / jar) for jar in _CLASSPATH_JARS)
 
 
-def _ruok(port: int, timeout_s: float = 1.0) -> bool:
+def _served_data_dir(port: int, timeout_s: float = 1.0) -> Path | None:
+    """The data directory of the server that serves clients on `port` (from `conf`), or None
+    while nothing there serves (not listening, starting, or an ensemble member without quorum).
+    """
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-            sock.sendall(b"ruok")
-            return sock.recv(16) == b"imok"
-    except OSError:
-        return False
-
-
-def _serving(port: int, timeout_s: float = 1.0) -> bool:
-    """True when the server answers `srvr` as a member that serves clients."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-            sock.sendall(b"srvr")
+            sock.sendall(b"conf")
             data = b""
             while chunk := sock.recv(4096):
                 data += chunk
     except OSError:
-        return False
-    return b"Mode:" in data
+        return None
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("dataDir="):
+            return Path(line.split("=", 1)[1].strip())
+    return None
 
 
 @dataclass
@@ -121,7 +119,7 @@ class ZooKeeperServer:
         cfg = self._write_config()
         logfile = open(self.log_path, "ab")
         try:
-            self._proc = subprocess.Popen(
+            self._proc = children.start(
                 [
                     java,
                     "-Xmx256m",
@@ -136,7 +134,6 @@ class ZooKeeperServer:
                 stdout=logfile,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
             )
         finally:
             logfile.close()
@@ -145,6 +142,12 @@ class ZooKeeperServer:
             self.wait_ready(timeout_s)
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until this server serves clients.
+
+        Raises ZooKeeperUnavailable when it exits, when another server answers on its port, or
+        after `timeout_s`.
+        """
+        ours = (self.data_dir / "data").resolve()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
@@ -152,8 +155,14 @@ class ZooKeeperServer:
                     f"zookeeper {self.address} exited with {self._proc.returncode}; "
                     f"see {self.log_path}"
                 )
-            if _ruok(self.client_port) and (not self.peers or _serving(self.client_port)):
-                return
+            served = _served_data_dir(self.client_port)
+            if served is not None:
+                # ZooKeeper reports `<dataDir>/version-2`.
+                if served.resolve().parent == ours:
+                    return
+                raise ZooKeeperUnavailable(
+                    f"port {self.client_port} is served by another ZooKeeper (data in {served})"
+                )
             time.sleep(0.05)
         raise ZooKeeperUnavailable(f"zookeeper {self.address} not ready in {timeout_s}s")
 
@@ -166,20 +175,11 @@ class ZooKeeperServer:
         return self._proc.pid if self._proc else None
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after `timeout_s`)."""
+        """Stop the server (SIGTERM to its group, SIGKILL after `timeout_s`); blocks."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            log.error("zookeeper %s: did not stop in %ss, killing it", self.address, timeout_s)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout_s)
+        children.stop(proc, signal.SIGTERM, timeout_s, whole_group=True)
         log.info("zookeeper %s: stopped", self.address)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from deploy import children
 from deploy.zookeeper import ZooKeeperEnsemble
 
 # `postgres` (one server per session) and `postgres_url` (a fresh database per test).
@@ -67,3 +68,19 @@ def pytest_exception_interact(
             if path.exists():
                 tail = path.read_text(errors="replace").splitlines()[-20:]
                 print(f"\n--- {path} (last 20 lines) ---\n" + "\n".join(tail))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Kill the process group of every child a test started and did not stop.
+
+    Fixtures stop what they start; this catches what a broken test or fixture left. Children
+    also die with this process however it ends (see deploy.children).
+    """
+    killed = children.kill_leftovers()
+    if killed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"killed process groups left behind by tests: {sorted(killed)}"
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            print(line)

@@ -74,21 +74,31 @@ def accept(master: Master, framework: Framework, payload: Json) -> None:
     available = Resources()
     for offer in offers:
         available = available + offer.resources
+    launched: list[str] = []
     for operation in operations:
         kind = operation.get("type")
         if kind == "LAUNCH":
             launch = operation.get("launch") or {}
             for task in launch.get("task_infos") or []:
-                available = _launch(master, framework, agent, available, [task], None)
+                available = _launch(master, framework, agent, available, [task], None, launched)
         elif kind == "LAUNCH_GROUP":
             group = operation.get("launch_group") or {}
             executor = group.get("executor")
             tasks = (group.get("task_group") or {}).get("tasks") or []
             available = _launch(
-                master, framework, agent, available, tasks, executor if executor else {}
+                master, framework, agent, available, tasks, executor if executor else {}, launched
             )
         else:
             log.warning("framework %s: operation %s is not supported, skipped", framework.id, kind)
+    if launched:
+        # One line per ACCEPT: what a log reader needs to see a launch round as one event.
+        log.info(
+            "framework %s: launched %d task(s) on %s: %s",
+            framework.id,
+            len(launched),
+            agent.hostname,
+            " ".join(launched),
+        )
     master.offers.add_filter(framework.id, agent.id, available, refuse_seconds(payload))
 
 
@@ -109,9 +119,10 @@ def _launch(
     available: Resources,
     tasks: list[Any],
     group_executor: Json | None,
+    launched: list[str],
 ) -> Resources:
     """Validate and start `tasks` (a LAUNCH_GROUP when `group_executor` is given); returns
-    what is left of the offered resources."""
+    what is left of the offered resources and appends the ids it launched to `launched`."""
     infos: list[Json] = []
     needed = Resources()
     errors: list[tuple[Json, str]] = []
@@ -177,6 +188,7 @@ def _launch(
         record.statuses.append({"state": "TASK_STAGING", "timestamp": time.time()})
         framework.tasks[task_id] = record
         log.info("task %s: launching on agent %s", task_id, agent.id)
+        launched.append(task_id)
     agent.run_tasks(framework.info, infos, executor_info, group_executor is not None)
     return available - needed
 

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from executor.records import RecordError, decode_status_data
 from scheduler.config.job import JobExecutionType
 from scheduler.errors import NotLeader, SchedulerError
 from scheduler.registry import Op
@@ -110,6 +111,8 @@ class StatusHandler:
                 task = RunningTask(task_id, tid.agent_id)
             changed = task.state != state
             was_busy = not task.idle
+            if message == "COMPLETE":
+                _log_failed_run(tid, status)
             if message in ("BEGIN", "COMPLETE"):
                 idle = message == "COMPLETE"
                 changed = changed or task.idle != idle
@@ -194,3 +197,17 @@ class StatusHandler:
             if ops:
                 journal.not_committed()
             raise
+
+
+def _log_failed_run(tid: TaskId, status: dict[str, Any]) -> None:
+    """A daemon task reports each run's end as TASK_RUNNING "COMPLETE", a failure only in the
+    execution record it carries: log that failure, as a failed transient task is logged."""
+    try:
+        record = decode_status_data(status.get("data"))
+    except RecordError:
+        return  # the statistics component reports unreadable records
+    if record is not None and record.is_success is False:
+        lines = record.failure_cause.strip().splitlines() or ["no cause given"]
+        log.warning(
+            "status: daemon run of %s shard %s failed: %s", tid.job_name, tid.item, lines[-1]
+        )

@@ -25,6 +25,7 @@ from typing import Any
 
 from pymesos import MesosSchedulerDriver, Scheduler
 
+from deploy import children
 from tests.support.waiting import wait_for
 
 __all__ = [
@@ -42,7 +43,11 @@ Json = dict[str, Any]
 
 
 class StandIn:
-    """The stand-in as a child process; `address` is what it printed."""
+    """The stand-in as a child process; `address` is what it printed.
+
+    It runs in a process group of its own and dies with the thread that started it; its
+    executors die with it.
+    """
 
     def __init__(self, work_dir: Path, *extra_args: str) -> None:
         self.work_dir = work_dir
@@ -54,7 +59,7 @@ class StandIn:
     def start(self, timeout_s: float = 20.0) -> StandIn:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
+            self.process = children.start(
                 [
                     sys.executable,
                     "-m",
@@ -79,17 +84,12 @@ class StandIn:
         return self
 
     def stop(self, timeout_s: float = 20.0) -> int | None:
-        """SIGTERM, then SIGKILL by pid if it does not exit in time; returns the exit code."""
+        """SIGTERM, then SIGKILL to its group if it does not exit in time; returns the exit
+        code."""
         process = self.process
         if process is None:
             return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        children.stop(process, signal.SIGTERM, timeout_s)
         if process.stdout is not None:
             process.stdout.close()
         return process.returncode

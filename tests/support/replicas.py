@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from deploy import children
 from deploy.zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,10 @@ def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, dict[str, str], byt
 
 
 class ReplicaProcess:
-    """One replica process on a free port, logging to `log_dir`; stopped by its own pid."""
+    """One replica process on a free port, logging to `log_dir`.
+
+    It runs in a process group of its own and dies with the thread that started it.
+    """
 
     def __init__(self, zk_servers: str, log_dir: Path, **settings: Any) -> None:
         self.port = int(settings.pop("http_port", 0)) or free_port()
@@ -56,7 +60,7 @@ class ReplicaProcess:
         for key, value in self.settings.items():
             args += [f"--{key}", value]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
+            self.proc = children.start(
                 args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         return self
@@ -110,16 +114,9 @@ class ReplicaProcess:
         return self.proc.wait(timeout_s)
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it has not exited within 15 s."""
-        if not self.alive():
-            return
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        """SIGTERM, then SIGKILL to its group if it has not exited within 15 s."""
+        if self.proc is not None:
+            children.stop(self.proc, signal.SIGTERM, 15)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from deploy import children
 from tests.support.mesosfw import (
     Framework,
     RawSubscription,
@@ -33,7 +34,7 @@ class FrameworkProcess:
     def __init__(self, master: str, events: Path, *args: str) -> None:
         self.events = events
         self._log = open(events.with_suffix(".log"), "ab")  # closed in stop()
-        self.process = subprocess.Popen(
+        self.process = children.start(
             [sys.executable, str(FIXTURE_FRAMEWORK), master, str(events), *args],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
@@ -58,13 +59,7 @@ class FrameworkProcess:
         self.process.wait()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        children.stop(self.process, signal.SIGTERM, 15)
         self._log.close()
 
 

@@ -1,0 +1,212 @@
+"""Child processes that cannot outlive what started them.
+
+Three layers, each covering a way out that the others miss:
+
+- Every child runs in a session, and so a process group, of its own (`start_new_session`): it and
+  whatever it starts in that group can be signalled as one, and a Ctrl-C or SIGHUP aimed at the
+  terminal's foreground group does not reach it behind its owner's back.
+- On Linux every child asks the kernel for a signal (SIGKILL unless told otherwise) when the
+  thread that started it ends (`prctl(PR_SET_PDEATHSIG)`), so a starter that is SIGKILLed, crashes
+  or is killed with its whole test run takes its children along. The kernel ties this to the
+  starting *thread*, not the process: start children from a thread that lives as long as they
+  should (the main thread, or a long-lived thread of the owner's), never from a short-lived one.
+- Every child started here is remembered until `stop()` has reaped it. `kill_leftovers()`, run at
+  interpreter exit and by the test session when it ends, SIGKILLs the groups of those still
+  remembered, so a test that forgot its clean-up cannot leave a server running.
+
+Process group ids are plain pids, and this machine may reuse a pid within seconds, so a group is
+only ever signalled while its leader is known not to have been reaped (alive or a zombie, which
+keeps the number reserved): `stop()` waits for the exit without reaping, kills what is left of
+the group, and only then reaps.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "die_with_parent",
+    "exited",
+    "kill_leftovers",
+    "set_parent_death_signal",
+    "signal_group",
+    "start",
+    "stop",
+]
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _load_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Looked up once here: the child side of a fork must not load libraries.
+_prctl = _load_prctl()
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Ask the kernel to send `sig` to this process when the thread that started it ends.
+
+    Returns False where that is not available (not Linux). A parent that died before the call is
+    not noticed by it; compare `os.getppid()` with the parent's pid afterwards for that.
+    """
+    if _prctl is None:
+        return False
+    return bool(_prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child receive `sig` when the starting thread ends.
+
+    None where the kernel has no such setting. Runs in the forked child before exec, so it only
+    calls the pre-loaded prctl; a parent that died between fork and prctl is caught by comparing
+    the child's parent pid with the starter's.
+    """
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    prctl = _prctl
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return arm
+
+
+_lock = threading.Lock()
+_started: dict[int, subprocess.Popen[Any]] = {}
+
+
+def start(
+    args: Sequence[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any
+) -> subprocess.Popen[Any]:
+    """`subprocess.Popen(args, **popen_kwargs)` in a new session that dies with this thread.
+
+    The child is remembered until `stop()` reaps it. Raises what Popen raises.
+    """
+    for reserved in ("start_new_session", "preexec_fn", "process_group"):
+        if reserved in popen_kwargs:
+            raise TypeError(f"deploy.children.start sets {reserved} itself")
+    proc: subprocess.Popen[Any] = subprocess.Popen(
+        list(args), start_new_session=True, preexec_fn=die_with_parent(death_signal), **popen_kwargs
+    )
+    with _lock:
+        _started[proc.pid] = proc
+    return proc
+
+
+def _unreaped(proc: subprocess.Popen[Any]) -> bool:
+    """True while `proc`'s pid is still ours: running, or exited but not reaped (a zombie)."""
+    if proc.returncode is not None:
+        return False
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False  # reaped behind Popen's back
+    return True
+
+
+def exited(proc: subprocess.Popen[Any]) -> bool:
+    """True once `proc` has exited (reaped or not); never reaps it."""
+    if proc.returncode is not None:
+        return True
+    try:
+        result = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return result is not None
+
+
+def signal_group(proc: subprocess.Popen[Any], sig: int) -> bool:
+    """Send `sig` to `proc`'s whole group; False (and nothing sent) once it has been reaped."""
+    if not _unreaped(proc):
+        return False
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop(
+    proc: subprocess.Popen[Any],
+    sig: int = signal.SIGTERM,
+    timeout_s: float = 15.0,
+    *,
+    whole_group: bool = False,
+    hurry: threading.Event | None = None,
+) -> int:
+    """Stop a child started by `start()` and reap it; returns its exit code.
+
+    Sends `sig` to the child (to its whole group with `whole_group`), waits up to `timeout_s`
+    for it to exit (less once `hurry` is set), then SIGKILLs whatever is left of its group, the
+    child included, before reaping it. Blocks; safe to call again or on a child that has exited.
+    Raises subprocess.TimeoutExpired if it is still there 10 s after SIGKILL.
+    """
+    try:
+        if not exited(proc):
+            target = proc.pid
+            try:
+                if whole_group:
+                    os.killpg(target, sig)
+                else:
+                    os.kill(target, sig)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + timeout_s
+            while not exited(proc):
+                if time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
+                    log.warning("pid %s did not stop in time; killing its process group", target)
+                    break
+                time.sleep(0.02)
+        # The leader is alive or a zombie here, so its pid still names our group.
+        signal_group(proc, signal.SIGKILL)
+        return proc.wait(10)
+    finally:
+        with _lock:
+            if proc.returncode is not None:
+                _started.pop(proc.pid, None)
+
+
+def kill_leftovers() -> list[int]:
+    """SIGKILL the group of every child started here and not yet stopped; returns their pids.
+
+    Reaps them too (waiting at most a few seconds each). Safe to call more than once.
+    """
+    with _lock:
+        left = list(_started.values())
+    killed: list[int] = []
+    for proc in left:
+        if signal_group(proc, signal.SIGKILL):
+            killed.append(proc.pid)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            log.error("pid %s did not die after SIGKILL", proc.pid)
+            continue
+        with _lock:
+            _started.pop(proc.pid, None)
+    return killed
+
+
+atexit.register(kill_leftovers)

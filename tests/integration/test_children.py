@@ -1,0 +1,108 @@
+"""deploy.children (children die with their starter, groups are killed whole) and deploy.ports
+(who holds a port), with real processes and sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deploy import children
+from deploy.ports import describe_holder, holders, port_free
+from tests.support.waiting import wait_for
+
+# Starts `sleep` through deploy.children, prints its pid, then waits to be killed.
+STARTER = """
+import sys, threading
+from deploy import children
+child = children.start(["sleep", "300"])
+print(child.pid, flush=True)
+threading.Event().wait()
+"""
+# Starts a child that has a process of its own group, forgets it, and exits normally.
+FORGETS = """
+import subprocess
+from deploy import children
+child = children.start(["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE)
+member = int(child.stdout.readline())
+print(child.pid, member, flush=True)
+"""
+# A leader that leaves a process of its own group behind when it exits.
+LEAVES_ONE_BEHIND = "sleep 300 & echo $!; exit 0"
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        children.stop(proc, signal.SIGKILL, 5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    starter = children.start(
+        [sys.executable, "-c", STARTER], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    started.append(starter)
+    assert starter.stdout is not None
+    grandchild = int(starter.stdout.readline())
+    assert alive(grandchild)
+    os.kill(starter.pid, signal.SIGKILL)
+    wait_for(lambda: not alive(grandchild), 10, message="the child of the killed starter dies")
+
+
+def test_stop_kills_what_the_leader_left_in_its_group(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    leader = children.start(["sh", "-c", LEAVES_ONE_BEHIND], stdout=subprocess.PIPE, text=True)
+    started.append(leader)
+    assert leader.stdout is not None
+    straggler = int(leader.stdout.readline())
+    wait_for(lambda: children.exited(leader), 10, message="the leader exits")
+    assert alive(straggler)
+    assert children.stop(leader) == 0
+    wait_for(lambda: not alive(straggler), 10, message="the straggler is killed")
+
+
+def test_children_never_stopped_are_killed_with_their_group_when_the_starter_exits(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    starter = children.start(
+        [sys.executable, "-c", FORGETS], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    started.append(starter)
+    assert starter.stdout is not None
+    leader, member = map(int, starter.stdout.readline().split())  # sleep 300 in the group
+    assert starter.wait(10) == 0  # a normal exit: the parent-death signal is not what kills
+    wait_for(lambda: not alive(leader) and not alive(member), 10, message="the group is gone")
+
+
+def test_a_taken_port_is_named_with_the_process_that_listens_on_it() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert not port_free(port)
+        assert [pid for pid, _ in holders(port)] == [os.getpid()]
+        assert describe_holder(port).startswith(f"pid {os.getpid()} (")
+    assert port_free(port)
