@@ -37,6 +37,12 @@ class InvalidRequest(SchedulerError):
         self.fields = dict(fields or {})
 
 
+class CrossOriginRefused(SchedulerError):
+    """A write sent by a web page of another origin (its `Origin` header is not this server's)."""
+
+    http_status = 403
+
+
 class NotFound(SchedulerError):
     http_status = 404
 
@@ -45,6 +51,12 @@ class Conflict(SchedulerError):
     """Already exists, stale znode version, or a state that forbids the request."""
 
     http_status = 409
+
+
+class UnsupportedMediaType(SchedulerError):
+    """A request body that is not JSON where the API takes JSON (form and text bodies included)."""
+
+    http_status = 415
 
 
 class NotLeader(SchedulerError):

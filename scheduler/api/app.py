@@ -7,6 +7,7 @@ from flask import Flask
 from scheduler.api import apps, history, jobs, openapi, operate, placement
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
+from scheduler.api.inputs import install_input_checks
 from scheduler.api.services import ApiServices
 from scheduler.config.store import resolve_time_zone
 from scheduler.ha.term import LeaderContext
@@ -25,6 +26,7 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.url_map.strict_slashes = False
     install_error_handlers(app)
+    install_input_checks(app)  # before auth: a refused request costs no password check
     install_auth(app, ctx.settings)
     if facade is None:
         facade = StateFacade.build(

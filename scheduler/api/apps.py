@@ -35,10 +35,9 @@ def register_app() -> Response:
 def update_app() -> Response:
     body = json_body()
     svc = services()
-    name = body.get("appName") if isinstance(body, dict) else None
-    if not isinstance(name, str) or not name:
-        AppConfig.from_json(body)  # raises naming every bad field, appName among them
-    existing = svc.config.require_app(str(name))
+    # Name, field names and strings are checked before the stored app is read; the rest on
+    # the merged whole.
+    existing = svc.config.require_app(AppConfig.check_patch(body))
     updated = existing.merged(body)
     svc.config.update_app(updated)
     log.info("api: app %s updated", updated.app_name)

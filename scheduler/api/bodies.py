@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import request
 
-from scheduler.errors import InvalidRequest, SchedulerError
+from scheduler.api.inputs import is_json, reference_name
+from scheduler.config import parse_json
+from scheduler.errors import InvalidRequest, UnsupportedMediaType
 
-
-class UnsupportedMediaType(SchedulerError):
-    http_status = 415
+__all__ = ["UnsupportedMediaType", "json_body", "name_body"]
 
 
 def json_body() -> Any:
-    """The decoded JSON body; 415 when it is not sent as JSON, 400 when it does not parse."""
+    """The decoded JSON body (nested at most 32 levels); 415 when it is not sent as JSON, 400
+    when it does not parse."""
     mimetype = request.mimetype or ""
-    if mimetype != "application/json" and not mimetype.endswith("+json"):
+    if not is_json(mimetype):
         raise UnsupportedMediaType(
             f"send the body as JSON (Content-Type: application/json), not {mimetype or 'nothing'}"
         )
-    raw = request.get_data(cache=True)
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"the body is not valid JSON: {exc}", {"body": "not JSON"}) from exc
+    return parse_json(request.get_data(cache=True), "request body")
 
 
 def name_body(field: str = "jobName") -> str:
-    """A job name sent as the raw body (`foo`), a JSON string (`"foo"`) or `{"jobName": "foo"}`."""
+    """A job name sent as the raw body (`foo`), a JSON string (`"foo"`) or `{"jobName": "foo"}`,
+    with `Content-Type: application/json` as the original's documentation and console send it
+    (other content types are refused before this runs). InvalidRequest unless the name can name
+    a stored job."""
     raw = request.get_data(cache=True)
     try:
         text = raw.decode("utf-8").strip()
@@ -37,12 +36,9 @@ def name_body(field: str = "jobName") -> str:
         raise InvalidRequest("the body is not UTF-8 text", {field: "not UTF-8"}) from exc
     name: Any = text
     if text[:1] in ('"', "{"):
-        try:
-            name = json.loads(text)
-        except ValueError as exc:
-            raise InvalidRequest(f"the body is not valid JSON: {exc}", {field: "not JSON"}) from exc
+        name = parse_json(raw, "request body")
         if isinstance(name, dict):
             name = name.get(field)
     if not isinstance(name, str) or not name.strip():
         raise InvalidRequest(f"send the {field} as the body", {field: "missing"})
-    return name.strip()
+    return reference_name(name.strip(), field)

@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from scheduler.api.errors import error_response
 from scheduler.api.services import services
+from scheduler.config import shown
 from scheduler.config.job import JobExecutionType, JobType
 from scheduler.errors import InvalidRequest, TraceDatabaseUnavailable
 from scheduler.statistics import queries
@@ -75,7 +76,7 @@ def task_results() -> Response:
 def task_results_period(period: str) -> Response:
     if period not in _PERIODS:
         raise InvalidRequest(
-            f"period must be one of {', '.join(_PERIODS)}", {"period": f"unknown {period!r}"}
+            f"period must be one of {', '.join(_PERIODS)}", {"period": f"unknown {shown(period)}"}
         )
     engine = _engine()
     if engine is None:

@@ -45,10 +45,8 @@ def register_job() -> Response:
 def update_job() -> Response:
     svc = services()
     body = json_body()
-    name = body.get("jobName") if isinstance(body, dict) else None
-    if not isinstance(name, str) or not name:
-        JobConfig.from_json(body, default_time_zone=svc.config.default_time_zone)
-    existing = svc.config.require_job(str(name))
+    # Name, field names and strings are checked before the stored job is read.
+    existing = svc.config.require_job(JobConfig.check_patch(body))
     updated = existing.merged(body, app_exists=svc.config.app_exists)
     refuse_unplaceable(updated)
     svc.config.update_job(updated)

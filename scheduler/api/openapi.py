@@ -9,7 +9,23 @@ from flask import Blueprint, Response, jsonify
 bp = Blueprint("openapi", __name__, url_prefix="/api")
 
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "maxLength": 100}
-_NUMBER = {"oneOf": [{"type": "number"}, {"type": "string"}]}
+_NUMBER = {"oneOf": [{"type": "number"}, {"type": "string", "maxLength": 64}]}
+_CPUS = {
+    "oneOf": [{"type": "number", "minimum": 0.001, "maximum": 1024}, _NUMBER["oneOf"][1]],
+    "description": "CPUs, 0.001-1024",
+}
+_MEMORY = {
+    "oneOf": [{"type": "number", "minimum": 1, "maximum": 16777216}, _NUMBER["oneOf"][1]],
+    "description": "MB, 1-16777216 (16 TiB)",
+}
+
+
+def _text(max_bytes: int, description: str = "") -> dict[str, Any]:
+    """A string field; maxLength is in characters, the server's bound is UTF-8 bytes."""
+    about = f"at most {max_bytes} bytes in UTF-8" + (f"; {description}" if description else "")
+    return {"type": "string", "maxLength": max_bytes, "description": about}
+
+
 _FLAG = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"]}]}
 _INT = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
 
@@ -25,19 +41,23 @@ _SCHEMAS: dict[str, Any] = {
     },
     "App": {
         "type": "object",
+        "description": "unknown fields are refused; the whole app is at most 256 KiB stored",
+        "additionalProperties": False,
         "required": ["appName", "appURL", "bootstrapScript"],
         "properties": {
             "appName": _NAME,
-            "appURL": {"type": "string"},
-            "bootstrapScript": {"type": "string"},
-            "cpuCount": _NUMBER,
-            "memoryMB": _NUMBER,
+            "appURL": _text(4096),
+            "bootstrapScript": _text(16384),
+            "cpuCount": _CPUS,
+            "memoryMB": _MEMORY,
             "appCacheEnable": _FLAG,
             "eventTraceSamplingCount": _INT,
         },
     },
     "Job": {
         "type": "object",
+        "description": "unknown fields are refused; the whole job is at most 256 KiB stored",
+        "additionalProperties": False,
         "required": [
             "jobName",
             "cron",
@@ -52,26 +72,39 @@ _SCHEMAS: dict[str, Any] = {
             "jobName": _NAME,
             "jobClass": {
                 "type": "string",
+                "maxLength": 255,
                 "description": "package.module:callable or package.module.Class",
             },
             "jobType": {"type": "string", "enum": ["SIMPLE", "DATAFLOW", "SCRIPT"]},
-            "cron": {"type": "string", "description": "Quartz (with seconds) or 5-field crontab"},
-            "timeZone": {"type": "string", "description": "IANA zone; default: time_zone setting"},
+            "cron": _text(256, "Quartz (with seconds) or 5-field crontab"),
+            "timeZone": _text(255, "IANA zone; default: time_zone setting"),
             "shardingTotalCount": _INT,
-            "shardingItemParameters": {"type": "string", "example": "0=a,1=b"},
-            "jobParameter": {"type": "string"},
+            "shardingItemParameters": {**_text(65536), "example": "0=a,1=b"},
+            "jobParameter": _text(65536),
             "failover": _FLAG,
             "misfire": _FLAG,
-            "description": {"type": "string"},
-            "jobProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+            "description": _text(16384),
+            "jobProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "job_exception_handler": _text(4096),
+                    "executor_service_handler": _text(4096),
+                },
+            },
             "streamingProcess": _FLAG,
-            "scriptCommandLine": {"type": "string"},
+            "scriptCommandLine": _text(16384),
             "appName": _NAME,
-            "cpuCount": _NUMBER,
-            "memoryMB": _NUMBER,
+            "cpuCount": _CPUS,
+            "memoryMB": _MEMORY,
             "jobExecutionType": {"type": "string", "enum": ["TRANSIENT", "DAEMON"]},
-            "beanName": {"type": "string"},
-            "applicationContext": {"type": "string"},
+            "beanName": _text(4096),
+            "applicationContext": _text(4096),
+            "appURL": {**_text(4096, "accepted and ignored (before 2.0.5)"), "deprecated": True},
+            "bootstrapScript": {
+                **_text(16384, "accepted and ignored (before 2.0.5)"),
+                "deprecated": True,
+            },
         },
     },
     "TaskContext": {
@@ -124,17 +157,20 @@ _ERRORS = {
     for code, why in (
         (400, "invalid input"),
         (401, "authentication required"),
-        (403, "read-only user"),
+        (403, "read-only user, or a write from another web origin (Origin header)"),
         (404, "unknown app or job"),
         (409, "conflict: exists, disabled, or not allowed for the job"),
-        (415, "body is not JSON"),
+        (415, "a write whose body or Content-Type is not JSON (forms and text are refused)"),
         (503, "not the leader, or ZooKeeper unavailable"),
     )
 }
 _NAME_BODY = {
     "required": True,
+    "description": (
+        "the job name with Content-Type: application/json, as the raw name (foo_job, as the "
+        'original documents it), a JSON string ("foo_job") or {"jobName": "foo_job"}'
+    ),
     "content": {
-        "text/plain": {"schema": {"type": "string", "description": "the job name"}},
         "application/json": {
             "schema": {
                 "oneOf": [

@@ -7,6 +7,7 @@ import math
 from flask import Blueprint, Response, jsonify, request
 
 from scheduler.api.errors import error_response
+from scheduler.api.inputs import reference_name
 from scheduler.api.services import services
 from scheduler.errors import InvalidRequest
 
@@ -42,6 +43,7 @@ def sandbox() -> Response:
     app_name = request.args.get("appName", "").strip()
     if not app_name:
         raise InvalidRequest("the query parameter appName is required", {"appName": "missing"})
+    reference_name(app_name, "appName")
     svc = services()
     svc.config.require_app(app_name)
     return jsonify(svc.actions.sandboxes(app_name))

@@ -2,11 +2,27 @@
 
 `AppConfig` and `JobConfig` are the `/config/app/*` and `/config/job/*` znodes, with the original
 Elastic-Job-Cloud 2.1.5 JSON field names and order. Read new API input with `from_json(data)`
-(strict) and stored data with `from_json(data, strict=False)`; see `app.py` and `job.py`.
+(strict) and stored data with `from_json(data, strict=False)`; see `app.py` and `job.py`. The
+`*_MAX_*` constants are the bounds of new input (string fields in UTF-8 bytes).
 """
 
 from __future__ import annotations
 
+from scheduler.config._wire import (
+    CRON_MAX_BYTES,
+    DESCRIPTION_MAX_BYTES,
+    MAX_CPU_COUNT,
+    MAX_JSON_DEPTH,
+    MAX_MEMORY_MB,
+    NAME_MAX_LENGTH,
+    PARAMETER_MAX_BYTES,
+    SCRIPT_MAX_BYTES,
+    STORED_MAX_BYTES,
+    TEXT_MAX_BYTES,
+    URL_MAX_BYTES,
+    parse_json,
+    shown,
+)
 from scheduler.config.app import AppConfig
 from scheduler.config.cron import (
     CronSpec,
@@ -27,8 +43,19 @@ from scheduler.config.job import (
 )
 
 __all__ = [
+    "CRON_MAX_BYTES",
+    "DESCRIPTION_MAX_BYTES",
+    "MAX_CPU_COUNT",
+    "MAX_JSON_DEPTH",
+    "MAX_MEMORY_MB",
     "MAX_SHARDING_TOTAL_COUNT",
+    "NAME_MAX_LENGTH",
+    "PARAMETER_MAX_BYTES",
     "SCRIPT_JOB_CLASS",
+    "SCRIPT_MAX_BYTES",
+    "STORED_MAX_BYTES",
+    "TEXT_MAX_BYTES",
+    "URL_MAX_BYTES",
     "AppConfig",
     "CronSpec",
     "CronSyntax",
@@ -38,7 +65,9 @@ __all__ = [
     "JobType",
     "next_fire_times",
     "parse_cron",
+    "parse_json",
     "parse_sharding_item_parameters",
+    "shown",
     "system_time_zone",
     "time_zone_problem",
 ]

@@ -1,8 +1,12 @@
 """Wire helpers shared by the app and job models.
 
 - `FieldReader` reads one JSON object leniently, as the original's Gson adapters did (numbers and
-  booleans may arrive as strings, null means absent, unknown keys are ignored), and collects a
-  problem per bad field instead of stopping at the first.
+  booleans may arrive as strings, null means absent), and collects a problem per bad field instead
+  of stopping at the first. Strict readers (new API input) also refuse unknown keys and strings
+  that are not valid Unicode (a lone surrogate from a `\\ud800` escape cannot be encoded as UTF-8,
+  and kazoo's connection thread dies on one), hold NUL, or exceed their field's size bound.
+- `parse_json` decodes UTF-8 JSON with a nesting bound, so a 100,000-level document is a 400
+  instead of a RecursionError.
 - `gson_dumps` writes JSON byte-for-byte as Gson 2.6 does with Elastic-Job's `GsonFactory`: no
   spaces, HTML-safe escapes (`=` is written `\\u003d`), doubles as Java's `Double.toString`.
   Stored configs therefore look exactly like the ones Elastic-Job-Cloud 2.1.5 writes.
@@ -13,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from decimal import Decimal
 from typing import TypeVar
 
@@ -23,14 +27,35 @@ JAVA_INT_MAX = 2**31 - 1
 NAME_MAX_LENGTH = 100
 RESERVED_NAMES = frozenset({"list"})  # `GET /api/app/list` would shadow an app named "list"
 
+# Bounds of new API input (strict reads), in UTF-8 bytes per string field. Every string field
+# not given its own bound gets TEXT_MAX_BYTES. A whole stored app or job (as Gson-escaped JSON,
+# where `=` alone takes 6 bytes) is at most STORED_MAX_BYTES: far below ZooKeeper's 1 MB node
+# limit, past which the server drops the connection instead of answering.
+KIB = 1024
+TEXT_MAX_BYTES = 4 * KIB
+URL_MAX_BYTES = 4 * KIB
+SCRIPT_MAX_BYTES = 16 * KIB
+DESCRIPTION_MAX_BYTES = 16 * KIB
+PARAMETER_MAX_BYTES = 64 * KIB
+CRON_MAX_BYTES = 256
+SHORT_TEXT_MAX_BYTES = 255
+STORED_MAX_BYTES = 256 * KIB
+NUMBER_TEXT_MAX_LENGTH = 64
+MAX_CPU_COUNT = 1024.0
+MAX_MEMORY_MB = 16.0 * 1024 * 1024  # 16 TiB
+MAX_JSON_DEPTH = 32
+
 # Names become ZooKeeper node names and parts of Mesos task and executor ids (`{job}@-@{item}...`),
 # so no `/`, `@` or whitespace, and no leading `.` (ZooKeeper refuses "." and "..").
 _N = TypeVar("_N", int, float)
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Gson's JsonReader accepts these number shapes from a string; Python's float() would also take
-# "nan", "inf", "1_000" and non-ASCII digits, which we must refuse.
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
+# "nan", "inf", "1_000" and non-ASCII digits, which we must refuse. Written without nested or
+# adjacent repeats of the same digits (`[0-9]+\.?[0-9]*` backtracks quadratically: a 16,000-digit
+# string ending in 'x' took 9 s).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}")
+_JSON_SPECIAL = re.compile(r'[\[\]{}"\\]')
 _SHOWN_VALUE_MAX = 40
 
 
@@ -53,6 +78,46 @@ def name_problem(name: str) -> str | None:
     if name in RESERVED_NAMES:
         return f"{name!r} is reserved"
     return None
+
+
+def text_problem(value: str, max_bytes: int) -> str | None:
+    """Why `value` cannot be stored as a string field of at most `max_bytes`, or None."""
+    too_long = f"must be at most {max_bytes} bytes in UTF-8"
+    if len(value) > max_bytes:  # every character takes at least one byte
+        return too_long
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "must be valid Unicode text (a lone surrogate such as \\ud800 is not)"
+    if size > max_bytes:
+        return too_long
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    return None
+
+
+def cpu_problem(cpus: float) -> str | None:
+    """Why `cpus` is not a CPU share an app or a job may ask for, or None."""
+    if cpus < 0.001:
+        return "must be at least 0.001"
+    if cpus > MAX_CPU_COUNT:
+        return f"must be at most {MAX_CPU_COUNT:g}"
+    return None
+
+
+def memory_problem(mem_mb: float) -> str | None:
+    """Why `mem_mb` is not a memory size (MB) an app or a job may ask for, or None."""
+    if mem_mb < 1:
+        return "must be at least 1"
+    if mem_mb > MAX_MEMORY_MB:
+        return f"must be at most {MAX_MEMORY_MB:.0f} (16 TiB)"
+    return None
+
+
+def field_label(key: str) -> str:
+    """`key` as an error can name it: itself when it is plain short text, else a short repr."""
+    plain = len(key) <= NAME_MAX_LENGTH and text_problem(key, 4 * NAME_MAX_LENGTH) is None
+    return key if plain and key.isprintable() else shown(key)
 
 
 def to_text(value: object) -> str:
@@ -83,6 +148,8 @@ def to_float(value: object) -> float:
         if not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
+    if isinstance(value, str) and len(value) > NUMBER_TEXT_MAX_LENGTH:
+        raise ValueError(f"must be a number of at most {NUMBER_TEXT_MAX_LENGTH} characters")
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         result = float(value.strip())
         if not math.isfinite(result):
@@ -115,11 +182,37 @@ class FieldReader:
     A key whose value is null counts as absent. Readers with a default return it when the key
     is absent; `required_*` readers record "is required" instead and return None. Every reader
     returns None (or the default) after recording a problem.
+
+    A strict reader (new API input) also checks every string it reads with `text_problem`,
+    against `limits[key]` or TEXT_MAX_BYTES.
     """
 
-    def __init__(self, data: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        data: Mapping[str, object],
+        *,
+        strict: bool = False,
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
         self._data = data
+        self._strict = strict
+        self._limits = limits or {}
         self.problems: dict[str, str] = {}
+
+    def refuse_unknown(self, known: Collection[str], what: str) -> None:
+        """Record a problem for every key not in `known` (strict input names only real fields)."""
+        for key in self._data:
+            if key not in known:
+                self.problem(field_label(key), f"is not a field of {what}")
+
+    def check_text(self, key: str, value: str) -> str | None:
+        """`value` if a strict reader may accept it for `key` (always, when not strict)."""
+        if self._strict:
+            problem = text_problem(value, self._limits.get(key, TEXT_MAX_BYTES))
+            if problem is not None:
+                self.problem(key, problem)
+                return None
+        return value
 
     def problem(self, key: str, message: str) -> None:
         self.problems.setdefault(key, message)
@@ -138,17 +231,18 @@ class FieldReader:
         if value is None:
             return default
         try:
-            return to_text(value)
+            text = self.check_text(key, to_text(value))
         except ValueError as exc:
             self.problem(key, str(exc))
             return default
+        return default if text is None else text
 
     def optional_text(self, key: str) -> str | None:
         value = self._data.get(key)
         if value is None:
             return None
         try:
-            return to_text(value)
+            return self.check_text(key, to_text(value))
         except ValueError as exc:
             self.problem(key, str(exc))
             return None
@@ -239,16 +333,92 @@ def require_object(data: object, what: str) -> Mapping[str, object]:
 
 def loads_object(data: bytes, what: str) -> Mapping[str, object]:
     """Decode UTF-8 JSON that must be an object; NaN and Infinity literals are refused."""
+    return require_object(parse_json(data, what), what)
+
+
+def parse_json(data: bytes, what: str) -> object:
+    """Decode UTF-8 JSON nested at most MAX_JSON_DEPTH levels; NaN and Infinity are refused.
+
+    Raises InvalidRequest (field `body`) for anything else, without recursing into deep input.
+    """
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise invalid(what, {"body": "is not valid UTF-8"}) from None
+    if _nested_deeper_than(text, MAX_JSON_DEPTH):
+        raise invalid(what, {"body": f"is nested deeper than {MAX_JSON_DEPTH} levels"})
     try:
-        parsed: object = json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         # JSONDecodeError is a ValueError; so are over-long integers and NaN/Infinity.
         raise invalid(what, {"body": f"is not valid JSON ({exc})"}) from exc
-    return require_object(parsed, what)
+
+
+def _nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether arrays and objects in JSON `text` nest more than `limit` deep (strings skipped).
+
+    Linear in the number of brackets, quotes and backslashes; stops at the first level too deep.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    in_string = False
+    escaped_at = -1
+    for match in _JSON_SPECIAL.finditer(text):
+        position, char = match.start(), match.group()
+        if position == escaped_at:
+            continue
+        if in_string:
+            if char == "\\":
+                escaped_at = position + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def check_patch(
+    patch: object,
+    *,
+    name_key: str,
+    known: Collection[str],
+    limits: Mapping[str, int],
+    what: str,
+    kind: str,
+) -> Mapping[str, object]:
+    """The fields of an update (`PUT`) checked as far as they can be without the stored object.
+
+    The name must be present and well formed, every key a known field, every string valid and
+    within its bound; types, ranges and cross-field rules are checked on the merged whole.
+    Raises InvalidRequest naming every bad field.
+    """
+    changes = require_object(patch, what)
+    reader = FieldReader(changes, strict=True, limits=limits)
+    reader.refuse_unknown(known, kind)
+    for key, value in changes.items():
+        if isinstance(value, str) and key in known:
+            reader.check_text(key, value)
+    name = reader.required_text(name_key)
+    if name is not None and (problem := name_problem(name)):
+        reader.problem(name_key, problem)
+    reader.raise_if_any(what)
+    return changes
+
+
+def check_stored_size(data: bytes, what: str) -> None:
+    """InvalidRequest when `data`, a whole app or job as stored, exceeds STORED_MAX_BYTES."""
+    if len(data) > STORED_MAX_BYTES:
+        raise invalid(
+            what,
+            {"body": f"takes {len(data)} bytes stored; at most {STORED_MAX_BYTES} are allowed"},
+        )
 
 
 def _refuse_constant(name: str) -> object:

@@ -1,7 +1,9 @@
 """The app configuration stored at `/config/app/{appName}`, as Elastic-Job-Cloud 2.1.5 wrote it.
 
 Strictness: `from_json(data)` (strict, the default) validates new API input and refuses bad
-values with one InvalidRequest naming every bad field. `from_json(data, strict=False)` reads
+values with one InvalidRequest naming every bad field: unknown fields, strings that are not valid
+Unicode or exceed their bound (`appURL` 4 KiB, `bootstrapScript` 16 KiB), numbers out of range
+(`cpuCount` 0.001-1024, `memoryMB` 1-16 TiB in MB). `from_json(data, strict=False)` reads
 stored data as the original's Gson adapter did: only types are checked, absent fields take the
 original defaults, so every app the original wrote is readable.
 """
@@ -16,7 +18,20 @@ from scheduler.config import _wire
 __all__ = ["AppConfig"]
 
 _WHAT = "app configuration"
+_KIND = "an app"
 _NO_SPACE = re.compile(r"[^\s\x00-\x1f\x7f]+")
+FIELDS = frozenset(
+    {
+        "appName",
+        "appURL",
+        "bootstrapScript",
+        "cpuCount",
+        "memoryMB",
+        "appCacheEnable",
+        "eventTraceSamplingCount",
+    }
+)
+_LIMITS = {"appURL": _wire.URL_MAX_BYTES, "bootstrapScript": _wire.SCRIPT_MAX_BYTES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,8 +52,9 @@ class AppConfig:
     @classmethod
     def from_json(cls, data: object, *, strict: bool = True) -> AppConfig:
         """Read an app from decoded JSON; raises InvalidRequest naming every bad field."""
-        reader = _wire.FieldReader(_wire.require_object(data, _WHAT))
+        reader = _wire.FieldReader(_wire.require_object(data, _WHAT), strict=strict, limits=_LIMITS)
         if strict:
+            reader.refuse_unknown(FIELDS, _KIND)
             app_name = reader.required_text("appName")
             if app_name is not None and (problem := _wire.name_problem(app_name)):
                 reader.problem("appName", problem)
@@ -54,17 +70,17 @@ class AppConfig:
         memory_mb = reader.number("memoryMB", 128.0)
         sampling = reader.integer("eventTraceSamplingCount", 0)
         if strict:
-            if cpu_count is not None and cpu_count < 0.001:
-                reader.problem("cpuCount", "must be at least 0.001")
-            if memory_mb is not None and memory_mb < 1:
-                reader.problem("memoryMB", "must be at least 1")
+            if cpu_count is not None and (problem := _wire.cpu_problem(cpu_count)):
+                reader.problem("cpuCount", problem)
+            if memory_mb is not None and (problem := _wire.memory_problem(memory_mb)):
+                reader.problem("memoryMB", problem)
             if sampling is not None and sampling < 0:
                 reader.problem("eventTraceSamplingCount", "must not be negative")
         app_cache_enable = reader.flag("appCacheEnable", True)
         reader.raise_if_any(_WHAT)
         assert app_name is not None and app_url is not None and bootstrap_script is not None
         assert cpu_count is not None and memory_mb is not None and sampling is not None
-        return cls(
+        app = cls(
             app_name=app_name,
             app_url=app_url,
             bootstrap_script=bootstrap_script,
@@ -73,6 +89,18 @@ class AppConfig:
             app_cache_enable=app_cache_enable,
             event_trace_sampling_count=sampling,
         )
+        if strict:
+            _wire.check_stored_size(app.to_bytes(), _WHAT)
+        return app
+
+    @classmethod
+    def check_patch(cls, patch: object) -> str:
+        """The name of the app a `PUT /api/app` body updates, after checking what can be
+        checked before reading the stored app (see `_wire.check_patch`); InvalidRequest."""
+        changes = _wire.check_patch(
+            patch, name_key="appName", known=FIELDS, limits=_LIMITS, what=_WHAT, kind=_KIND
+        )
+        return str(changes["appName"])
 
     @classmethod
     def from_bytes(cls, data: bytes, *, strict: bool = True) -> AppConfig:

@@ -4,8 +4,12 @@ Strictness:
 - `from_json(data, default_time_zone=...)` (strict, the default) validates new API input: names,
   a cron that parses and fires, sharding item parameters within the count, a Python `jobClass`
   for SIMPLE/DATAFLOW, a `scriptCommandLine` for SCRIPT, a known `timeZone`, and (through the
-  optional `app_exists` callback) that the app is registered. One InvalidRequest names every bad
-  field.
+  optional `app_exists` callback) that the app is registered; no unknown fields (the legacy
+  `appURL` and `bootstrapScript`, which the original's console still sends, are checked and
+  ignored), every string valid Unicode within its bound (`jobParameter` and
+  `shardingItemParameters` 64 KiB, `description` and `scriptCommandLine` 16 KiB, `cron` 256 bytes,
+  any other 4 KiB), `cpuCount` 0.001-1024, `memoryMB` 1-16 TiB in MB, and the whole job at most
+  256 KiB as stored. One InvalidRequest names every bad field.
 - `from_json(data, default_time_zone=..., strict=False)` reads stored data with the checks the
   original's own reader made (types, required fields, enums, count > 0, cpu >= 0.001,
   memory >= 1), so every job the original wrote is readable, including Java `jobClass` names and
@@ -54,6 +58,46 @@ MAX_SHARDING_TOTAL_COUNT = 10_000
 JOB_CLASS_MAX_LENGTH = 255
 
 _WHAT = "job configuration"
+_KIND = "a job"
+FIELDS = frozenset(
+    {
+        "jobName",
+        "jobClass",
+        "jobType",
+        "cron",
+        "shardingTotalCount",
+        "shardingItemParameters",
+        "jobParameter",
+        "failover",
+        "misfire",
+        "description",
+        "jobProperties",
+        "streamingProcess",
+        "scriptCommandLine",
+        "appName",
+        "cpuCount",
+        "memoryMB",
+        "jobExecutionType",
+        "beanName",
+        "applicationContext",
+        "timeZone",
+    }
+)
+# Job fields of Elastic-Job-Cloud before 2.0.5, still in its documentation's examples and sent by
+# its console's job form: accepted (checked as strings) and ignored, so those clients keep working.
+_LEGACY_FIELDS = ("appURL", "bootstrapScript")
+_LIMITS = {
+    "cron": _wire.CRON_MAX_BYTES,
+    "timeZone": _wire.SHORT_TEXT_MAX_BYTES,
+    "jobType": _wire.SHORT_TEXT_MAX_BYTES,
+    "jobExecutionType": _wire.SHORT_TEXT_MAX_BYTES,
+    "shardingItemParameters": _wire.PARAMETER_MAX_BYTES,
+    "jobParameter": _wire.PARAMETER_MAX_BYTES,
+    "description": _wire.DESCRIPTION_MAX_BYTES,
+    "scriptCommandLine": _wire.SCRIPT_MAX_BYTES,
+    "appURL": _wire.URL_MAX_BYTES,
+    "bootstrapScript": _wire.SCRIPT_MAX_BYTES,
+}
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
 # `package.module:callable` (attribute path after the colon) or `package.module.Class`.
@@ -141,12 +185,27 @@ class JobConfig:
         """
         if (problem := time_zone_problem(default_time_zone)) is not None:
             raise ValueError(f"default_time_zone: {problem}")
-        return _read_job(
-            _wire.FieldReader(_wire.require_object(data, _WHAT)),
-            default_time_zone=default_time_zone,
-            strict=strict,
-            app_exists=app_exists,
+        reader = _wire.FieldReader(_wire.require_object(data, _WHAT), strict=strict, limits=_LIMITS)
+        job = _read_job(
+            reader, default_time_zone=default_time_zone, strict=strict, app_exists=app_exists
         )
+        if strict:
+            _wire.check_stored_size(job.to_bytes(), _WHAT)
+        return job
+
+    @classmethod
+    def check_patch(cls, patch: object) -> str:
+        """The name of the job a `PUT /api/job/update` body updates, after checking what can be
+        checked before reading the stored job (see `_wire.check_patch`); InvalidRequest."""
+        changes = _wire.check_patch(
+            patch,
+            name_key="jobName",
+            known=FIELDS.union(_LEGACY_FIELDS),
+            limits=_LIMITS,
+            what=_WHAT,
+            kind=_KIND,
+        )
+        return str(changes["jobName"])
 
     @classmethod
     def from_bytes(
@@ -290,20 +349,31 @@ def _read_enum(reader: _wire.FieldReader, key: str, kind: type[_E]) -> _E | None
         return None
 
 
-def _read_job_properties(reader: _wire.FieldReader) -> JobProperties:
+_PROPERTY_KEYS = ("job_exception_handler", "executor_service_handler")
+
+
+def _read_job_properties(reader: _wire.FieldReader, strict: bool) -> JobProperties:
     raw = reader.raw("jobProperties")
     if raw is None:
         return JobProperties()
     if not isinstance(raw, dict):
         reader.problem("jobProperties", "must be an object")
         return JobProperties()
+    if strict:
+        for key in raw:
+            if key not in _PROPERTY_KEYS:
+                reader.problem(
+                    f"jobProperties.{_wire.field_label(key)}",
+                    f"is not a job property (known: {', '.join(_PROPERTY_KEYS)})",
+                )
     values: dict[str, str] = {}
-    for key in ("job_exception_handler", "executor_service_handler"):
+    for key in _PROPERTY_KEYS:
         value = raw.get(key)
         if value is None:
             continue  # the original fills in the default
         if isinstance(value, str):
-            values[key] = value
+            if reader.check_text(f"jobProperties.{key}", value) is not None:
+                values[key] = value
         else:
             reader.problem(f"jobProperties.{key}", "must be a string")
     return JobProperties(**values)
@@ -338,6 +408,10 @@ def _read_job(
     strict: bool,
     app_exists: Callable[[str], bool] | None,
 ) -> JobConfig:
+    if strict:
+        reader.refuse_unknown(FIELDS.union(_LEGACY_FIELDS), _KIND)
+        for legacy in _LEGACY_FIELDS:
+            reader.optional_text(legacy)  # checked, never stored
     job_name = reader.required_text("jobName")
     if strict and job_name is not None and (problem := _wire.name_problem(job_name)):
         reader.problem("jobName", problem)
@@ -360,7 +434,7 @@ def _read_job(
     failover = reader.flag("failover", False)
     misfire = reader.flag("misfire", False)
     description = reader.text("description", "")
-    job_properties = _read_job_properties(reader)
+    job_properties = _read_job_properties(reader, strict)
     streaming_process = reader.flag("streamingProcess", False)
     script_command_line = reader.text("scriptCommandLine", "")
     if strict and job_type is JobType.SCRIPT and not script_command_line.strip():
@@ -372,11 +446,14 @@ def _read_job(
         elif app_exists is not None and not app_exists(app_name):
             reader.problem("appName", f"app {app_name!r} is not registered; register it first")
     cpu_count = reader.number("cpuCount")
-    if cpu_count is not None and cpu_count < 0.001:
-        reader.problem("cpuCount", "must be at least 0.001")
+    if cpu_count is not None and (problem := _wire.cpu_problem(cpu_count)):
+        # Stored jobs keep the original's only rule (>= 0.001); bounds above are for new input.
+        if strict or cpu_count < 0.001:
+            reader.problem("cpuCount", problem)
     memory_mb = reader.number("memoryMB")
-    if memory_mb is not None and memory_mb < 1:
-        reader.problem("memoryMB", "must be at least 1")
+    if memory_mb is not None and (problem := _wire.memory_problem(memory_mb)):
+        if strict or memory_mb < 1:
+            reader.problem("memoryMB", problem)
     execution_type = _read_enum(reader, "jobExecutionType", JobExecutionType)
     bean_name = reader.optional_text("beanName")
     application_context = reader.optional_text("applicationContext")

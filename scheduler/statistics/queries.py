@@ -12,6 +12,7 @@ ISO 8601 UTC times (`2017-07-10T18:39:02.000Z`), which JavaScript's `Date` parse
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ from scheduler.statistics.models import (
 )
 
 __all__ = [
+    "MAX_PAGE",
     "MAX_PER_PAGE",
     "check_executions",
     "check_status_traces",
@@ -48,6 +50,15 @@ __all__ = [
 ]
 
 MAX_PER_PAGE = 1000
+# Far beyond any real history (a billion rows at 1000 per page), and small enough that the row
+# offset always fits the databases' 64-bit integers.
+MAX_PAGE = 1_000_000
+# Filters compare with stored ids and names (at most a few hundred characters); control
+# characters never occur in them, and PostgreSQL refuses NUL in a text parameter outright.
+FILTER_MAX_LENGTH = 1024
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,20}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TIME_MAX_LENGTH = 64
 Params = Mapping[str, str | None]
 _Column = InstrumentedAttribute[Any]
 
@@ -265,7 +276,7 @@ def _search(engine: Engine, search: _Search, params: Params) -> tuple[int, list[
 def _where(search: _Search, params: Params) -> _Query:
     problems: dict[str, str] = {}
     per_page = _positive(params, "per_page", 10, problems, MAX_PER_PAGE)
-    page = _positive(params, "page", 1, problems, None)
+    page = _positive(params, "page", 1, problems, MAX_PAGE)
     start = _time(params, "startTime", problems)
     end = _time(params, "endTime", problems)
     if start is not None and end is not None and start > end:
@@ -284,6 +295,11 @@ def _where(search: _Search, params: Params) -> _Query:
         value = params.get(name)
         if value is None or value == "":
             continue
+        if len(value) > FILTER_MAX_LENGTH or _CONTROL.search(value):
+            problems[name] = (
+                f"must be at most {FILTER_MAX_LENGTH} characters, without control characters"
+            )
+            continue
         if name == "isSuccess":
             flag = _boolean(value)
             if flag is None:
@@ -301,19 +317,17 @@ def _where(search: _Search, params: Params) -> _Query:
     return _Query(where, sort_column, order == "desc", per_page, page)
 
 
-def _positive(
-    params: Params, name: str, default: int, problems: dict[str, str], most: int | None
-) -> int:
+def _positive(params: Params, name: str, default: int, problems: dict[str, str], most: int) -> int:
     text = (params.get(name) or "").strip()
     if not text:
         return default
-    try:
-        value = int(text)
-    except ValueError:
+    # ASCII digits only: int() would also take "1_000" and other scripts' digits.
+    if not _WHOLE_NUMBER.fullmatch(text):
         problems[name] = "not a whole number"
         return default
-    if value < 1 or (most is not None and value > most):
-        problems[name] = f"must be between 1 and {most}" if most else "must be >= 1"
+    value = int(text)
+    if not 1 <= value <= most:
+        problems[name] = f"must be between 1 and {most}"
         return default
     return value
 
@@ -322,16 +336,24 @@ def _time(params: Params, name: str, problems: dict[str, str]) -> datetime | Non
     text = (params.get(name) or "").strip()
     if not text:
         return None
+    not_a_time = "not a time (yyyy-MM-dd HH:mm:ss or ISO 8601)"
+    if len(text) > _TIME_MAX_LENGTH:
+        problems[name] = not_a_time
+        return None
     try:
         moment = datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
     except ValueError:
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
-            problems[name] = "not a time (yyyy-MM-dd HH:mm:ss or ISO 8601)"
+            problems[name] = not_a_time
             return None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # 0001-01-01T00:00:00+14:00 is before year 1 in UTC
+            problems[name] = "is outside the years 1-9999 in UTC"
+            return None
     return moment
 
 

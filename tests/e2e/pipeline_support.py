@@ -89,7 +89,8 @@ class System:
         )
         req = urllib.request.Request(f"http://{leader.identity}{path}", data=data, method=method)
         req.add_header("Authorization", AUTH)
-        if body is not None:
+        if body is not None or raw is not None:
+            # A raw job name goes as the original's clients send it (urllib would say form).
             req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:

@@ -40,6 +40,8 @@ class Api:
     ) -> Any:
         hdrs = dict(ADMIN if headers is None else headers)
         if raw is not None:
+            # As the original's console and documented curl calls send a raw job name.
+            kwargs.setdefault("content_type", "application/json")
             return self.client.open(path, method=method, data=raw, headers=hdrs, **kwargs)
         if body is not None:
             return self.client.open(path, method=method, json=body, headers=hdrs, **kwargs)

@@ -79,9 +79,24 @@ def test_integral_numbers_are_written_as_java_doubles() -> None:
     assert b'"cpuCount":2.0,"memoryMB":1024.0' in app.to_bytes()
 
 
-def test_unknown_fields_are_ignored() -> None:
-    app = AppConfig.from_json(valid(extra="x", appVersion=3, nested={"a": 1}))
+def test_unknown_fields_are_refused_in_new_input_and_ignored_in_stored_apps() -> None:
+    data = valid(extra="x", appVersion=3, nested={"a": 1})
+    refused = invalid(data)
+    assert set(refused.fields) == {"extra", "appVersion", "nested"}
+    assert refused.fields["extra"] == "is not a field of an app"
+    app = AppConfig.from_json(data, strict=False)
     assert "extra" not in app.to_json()
+
+
+def test_every_field_the_original_console_sends_is_accepted() -> None:
+    # The original console's app form (app_common.js getApp()), values as the form's strings.
+    console = valid(
+        cpuCount="0.5",
+        memoryMB="128",
+        appCacheEnable=True,
+        eventTraceSamplingCount="0",
+    )
+    assert AppConfig.from_json(console).memory_mb == 128.0
 
 
 def test_null_means_absent() -> None:

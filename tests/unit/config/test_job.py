@@ -210,16 +210,53 @@ def test_numbers_and_booleans_sent_as_strings_are_accepted() -> None:
     assert read(valid(shardingTotalCount="5.0")).sharding_total_count == 5
 
 
-def test_unknown_fields_and_unknown_job_properties_are_ignored() -> None:
-    job = read(
-        valid(
-            appURL="http://old/field",
-            bootstrapScript="pre-2.0.5 leftover",
-            jobProperties={"job_exception_handler": "my.Handler", "other": 1},
-        )
+def test_legacy_fields_are_accepted_and_ignored() -> None:
+    # appURL/bootstrapScript on jobs: before 2.0.5, and still in the original console's form.
+    job = read(valid(appURL="http://old/field", bootstrapScript="pre-2.0.5 leftover"))
+    assert "appURL" not in job.to_json() and "bootstrapScript" not in job.to_json()
+    assert invalid(valid(bootstrapScript=["x"])).fields == {"bootstrapScript": "must be a string"}
+
+
+def test_unknown_fields_and_job_properties_are_refused_in_new_input_only() -> None:
+    data = valid(
+        retries=3,
+        jobProperties={"job_exception_handler": "my.Handler", "other": 1},
     )
-    assert job.job_properties == JobProperties(job_exception_handler="my.Handler")
-    assert "appURL" not in job.to_json()
+    refused = invalid(data)
+    assert refused.fields == {
+        "retries": "is not a field of a job",
+        "jobProperties.other": (
+            "is not a job property (known: job_exception_handler, executor_service_handler)"
+        ),
+    }
+    stored = read(data, strict=False)
+    assert stored.job_properties == JobProperties(job_exception_handler="my.Handler")
+
+
+def test_every_field_the_original_console_sends_is_accepted() -> None:
+    # The original console's job form (job_common.js getJob()), values as the form's strings.
+    console = valid(
+        jobName="console_job",
+        appName="test_app",
+        jobClass="demo.jobs.Hello",
+        cron="0/5 * * * * ?",
+        jobType="SIMPLE",
+        cpuCount="0.1",
+        jobExecutionType="TRANSIENT",
+        memoryMB="64",
+        bootstrapScript="bin/start.sh",
+        beanName="",
+        shardingTotalCount="2",
+        jobParameter="",
+        failover=True,
+        misfire=False,
+        streamingProcess=False,
+        applicationContext="",
+        shardingItemParameters="0=a,1=b",
+        scriptCommandLine="",
+        description="",
+    )
+    assert read(console).sharding_total_count == 2
 
 
 @pytest.mark.parametrize(
