@@ -84,11 +84,33 @@ def redirect_location(leader: str, environ: WSGIEnvironment) -> str:
     return f"http://{leader}{path}" + (f"?{query}" if query else "")
 
 
+_PUBLIC_HEALTH_FIELDS = ("role", "leader", "zookeeper", "identity")
+
+
+def public_health(body: dict[str, Any]) -> dict[str, Any]:
+    """What `/health` shows without credentials: role, leader and connection states only.
+
+    The process id, term details, the trace database's user, host and errors, and the text of
+    exceptions stay behind credentials; the reason keeps its kind (`ZooKeeper session lost`) but
+    loses the parenthesised detail, and the Mesos state loses the error after its colon.
+    """
+    public = {key: body.get(key) for key in _PUBLIC_HEALTH_FIELDS}
+    mesos = body.get("mesos")
+    public["mesos"] = mesos.split(":", 1)[0] if isinstance(mesos, str) else None
+    reason = body.get("reason")
+    public["reason"] = _DETAIL.sub("", reason) if isinstance(reason, str) else None
+    return public
+
+
+_DETAIL = re.compile(r"\s*\([^)]*\)")
+
+
 class ReplicaHttp:
     """WSGI front of a replica, and the server that serves it.
 
     `health` returns the /health body, answered with 503 when its `reason` is set (the replica
-    cannot reach ZooKeeper or cannot act) and 200 otherwise; `metrics` the Prometheus text;
+    cannot reach ZooKeeper or cannot act) and 200 otherwise; without credentials that
+    `authorized` accepts, only its `public_health` part is shown; `metrics` the Prometheus text;
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
     replica may serve `/api/*` now. They are called from the server's worker threads and must
     not block.
@@ -103,8 +125,10 @@ class ReplicaHttp:
         leader_address: Callable[[], str | None],
         is_acting_leader: Callable[[], bool],
         limits: HttpLimits | None = None,
+        authorized: Callable[[WSGIEnvironment], bool] | None = None,
     ) -> None:
         self._health = health
+        self._authorized = authorized
         self._metrics = metrics
         self._leader_address = leader_address
         self._is_acting_leader = is_acting_leader
@@ -135,7 +159,10 @@ class ReplicaHttp:
             return self._not_leader(environ, start_response)
         if path == "/health":
             body = self._health()
-            return _json(start_response, 503 if body.get("reason") else 200, body)
+            status = 503 if body.get("reason") else 200
+            if self._authorized is not None and not self._authorized(environ):
+                body = public_health(body)
+            return _json(start_response, status, body)
         if path == "/metrics":
             text = self._metrics() + self._server.metrics()
             return _reply(start_response, 200, text.encode(), "text/plain; version=0.0.4")

@@ -43,6 +43,7 @@ from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
+from scheduler.api.authenticator import authenticator_for
 from scheduler.errors import RegistryError, SchedulerError
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
@@ -98,6 +99,7 @@ class Replica:
             leader_address=lambda: self._leader,
             is_acting_leader=self.is_acting_leader,
             limits=http_limits(settings),
+            authorized=self._authorized,
         )
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
@@ -517,6 +519,14 @@ class Replica:
             if suspended_s >= grace_s:
                 return f"ZooKeeper unreachable for {suspended_s:.1f}s (session suspended)"
         return None
+
+    def _authorized(self, environ: Any) -> bool:
+        """Whether a `/health` request carries credentials the API would accept (either role)."""
+        auth = authenticator_for(self.settings)
+        header = environ.get("HTTP_AUTHORIZATION")
+        if not header:
+            return not auth.enabled
+        return auth.identify(header, auth.client_address(environ)) is not None
 
     def health(self) -> dict[str, Any]:
         """The /health body; `reason` is not None when the answer should be 503."""

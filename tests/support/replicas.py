@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -18,7 +19,9 @@ from deploy.zookeeper import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, dict[str, str], bytes]:
+def http_get(
+    url: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """GET without following redirects: (status, headers, body)."""
 
     class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -27,7 +30,9 @@ def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, dict[str, str], byt
 
     opener = urllib.request.build_opener(_NoRedirect)
     try:
-        with opener.open(url, timeout=timeout_s) as resp:
+        with opener.open(
+            urllib.request.Request(url, headers=headers or {}), timeout=timeout_s
+        ) as resp:
             return resp.status, dict(resp.headers), resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), exc.read()
@@ -79,9 +84,15 @@ class ReplicaProcess:
         return None if got is None else got[1]
 
     def health_status(self) -> tuple[int, dict[str, Any]] | None:
-        """(status, body) of /health when it answers 200 or 503 with JSON, else None."""
+        """(status, body) of /health when it answers 200 or 503 with JSON, else None.
+
+        Sent with the admin's credentials when the test knows its plain password (the full body;
+        without credentials /health shows only role, leader and connection states).
+        """
         try:
-            status, _, body = http_get(f"http://{self.identity}/health", timeout_s=1.0)
+            status, _, body = http_get(
+                f"http://{self.identity}/health", timeout_s=1.0, headers=self.admin_headers()
+            )
         except OSError:
             return None
         if status not in (200, 503):
@@ -91,6 +102,16 @@ class ReplicaProcess:
         except ValueError:
             return None
         return status, found
+
+    def admin_headers(self) -> dict[str, str]:
+        """Basic auth of the admin, unless the test configured it by hash only (then none: a
+        wrong guess would count against 127.0.0.1's failed-login budget)."""
+        if "auth_admin_password_hash" in self.settings:
+            return {}
+        user = self.settings.get("auth_admin_username", "root")
+        password = self.settings.get("auth_admin_password", "root")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
 
     def is_leader(self) -> bool:
         h = self.health()
