@@ -1,0 +1,250 @@
+"""`ejcloud job ...`: list, show, add, update, enable, disable, trigger, kill, delete, next."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ejcloud_cli.context import State, confirm, json_option, segment
+from ejcloud_cli.errors import ApiError, UsageProblem
+from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
+from ejcloud_cli.specs import build_body, load_spec, parse_sets
+
+_FIELD_ORDER = (
+    "jobName",
+    "appName",
+    "jobType",
+    "jobExecutionType",
+    "cron",
+    "timeZone",
+    "shardingTotalCount",
+    "shardingItemParameters",
+    "jobParameter",
+    "jobClass",
+    "scriptCommandLine",
+    "streamingProcess",
+    "cpuCount",
+    "memoryMB",
+    "failover",
+    "misfire",
+    "description",
+)
+MAX_NEXT_COUNT = 100
+
+
+@click.group("job")
+def job_group() -> None:
+    """Jobs: what runs (class or script), when (cron), on how many shards, and how big."""
+
+
+@job_group.command("list")
+@click.option("--app", "app_name", help="Only the jobs of this app.")
+@json_option
+@click.pass_obj
+def list_jobs(state: State, app_name: str | None) -> None:
+    """List the registered jobs."""
+    jobs = state.client().call("GET", "/api/job/jobs")
+    if app_name is not None and isinstance(jobs, list):
+        jobs = [j for j in jobs if isinstance(j, dict) and j.get("appName") == app_name]
+    rows = [
+        (
+            j.get("jobName"),
+            j.get("appName"),
+            j.get("jobType"),
+            j.get("jobExecutionType"),
+            j.get("cron"),
+            j.get("shardingTotalCount"),
+            j.get("cpuCount"),
+            j.get("memoryMB"),
+        )
+        for j in objects(jobs)
+    ]
+    headers = ("NAME", "APP", "TYPE", "EXECUTION", "CRON", "SHARDS", "CPUS", "MEM_MB")
+    state.show_table(jobs, headers, rows, "no jobs")
+
+
+@job_group.command("show")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def show_job(state: State, name: str) -> None:
+    """Show one job (with --json: exactly its JSON, ready for `job update -f`)."""
+    client = state.client()
+    job = client.call("GET", f"/api/job/jobs/{segment(name)}")
+    if state.json_output:
+        state.show(job, lambda: "")
+        return
+    disabled = client.call("GET", f"/api/job/{segment(name)}/disable")
+    fields = [*ordered_fields(job, _FIELD_ORDER), ("disabled", disabled)]
+    state.show(job, lambda: render_fields(fields))
+
+
+def _job_fields(func: Callable[..., Any]) -> Callable[..., Any]:
+    choice_types = click.Choice(["SIMPLE", "DATAFLOW", "SCRIPT"], case_sensitive=False)
+    choice_exec = click.Choice(["TRANSIENT", "DAEMON"], case_sensitive=False)
+    options = [
+        click.option(
+            "-f", "--file", "spec_file", help="JSON or YAML file with the job (-: stdin)."
+        ),
+        click.option("--app", "app_name", help="appName: the app whose code the job runs."),
+        click.option("--type", "job_type", type=choice_types, help="jobType."),
+        click.option("--class", "job_class", help="jobClass: module:function or module:Class."),
+        click.option("--script", help="scriptCommandLine (SCRIPT jobs)."),
+        click.option("--cron", help="cron: Quartz ('0/5 * * * * ?') or 5-field crontab."),
+        click.option("--time-zone", help="timeZone of the cron (IANA name)."),
+        click.option("--shards", type=int, help="shardingTotalCount."),
+        click.option("--shard-params", help="shardingItemParameters ('0=a,1=b')."),
+        click.option("--param", help="jobParameter."),
+        click.option("--execution", type=choice_exec, help="jobExecutionType."),
+        click.option("--cpu", type=float, help="cpuCount per shard."),
+        click.option("--memory", type=float, help="memoryMB per shard."),
+        click.option("--failover/--no-failover", default=None, help="failover."),
+        click.option("--misfire/--no-misfire", default=None, help="misfire."),
+        click.option("--streaming/--no-streaming", default=None, help="streamingProcess."),
+        click.option("--description", help="description."),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="FIELD=VALUE",
+            help="Any other field (VALUE is JSON, or a string).",
+        ),
+        json_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _body(state: State, name: str | None, spec_file: str | None, **flags: Any) -> dict[str, Any]:
+    spec = load_spec(spec_file, state.stdin()) if spec_file else None
+    return build_body(
+        "jobName",
+        name,
+        spec,
+        parse_sets(flags["sets"]),
+        {
+            "appName": flags["app_name"],
+            "jobType": flags["job_type"],
+            "jobClass": flags["job_class"],
+            "scriptCommandLine": flags["script"],
+            "cron": flags["cron"],
+            "timeZone": flags["time_zone"],
+            "shardingTotalCount": flags["shards"],
+            "shardingItemParameters": flags["shard_params"],
+            "jobParameter": flags["param"],
+            "jobExecutionType": flags["execution"],
+            "cpuCount": flags["cpu"],
+            "memoryMB": flags["memory"],
+            "failover": flags["failover"],
+            "misfire": flags["misfire"],
+            "streamingProcess": flags["streaming"],
+            "description": flags["description"],
+        },
+    )
+
+
+@job_group.command("add")
+@click.argument("name", required=False)
+@_job_fields
+@click.pass_obj
+def add_job(state: State, /, name: str | None, spec_file: str | None, **flags: Any) -> None:
+    """Register a job from a file (-f) and/or flags.
+
+    \b
+    ejcloud job add hello --app demo_app --type SIMPLE --class demo.jobs:hello \\
+        --execution TRANSIENT --cron '0/10 * * * * ?' --shards 2 --cpu 0.1 --memory 32
+    """
+    body = _body(state, name, spec_file, **flags)
+    state.client().call("POST", "/api/job/register", body=body)
+    state.done(f"job {body['jobName']} registered", action="registered", jobName=body["jobName"])
+
+
+@job_group.command("update")
+@click.argument("name", required=False)
+@_job_fields
+@click.pass_obj
+def update_job(state: State, /, name: str | None, spec_file: str | None, **flags: Any) -> None:
+    """Change fields of a job; the fields not given keep their values."""
+    body = _body(state, name, spec_file, **flags)
+    if len(body) < 2:
+        raise UsageProblem("nothing to update: give fields with flags, --set or -f")
+    state.client().call("PUT", "/api/job/update", body=body)
+    state.done(f"job {body['jobName']} updated", action="updated", jobName=body["jobName"])
+
+
+def _simple_action(
+    command: str, method: str, path: str, done: str, help_text: str
+) -> click.Command:
+    @click.argument("name")
+    @json_option
+    @click.pass_obj
+    def action(state: State, name: str) -> None:
+        state.client().call(method, path.format(name=segment(name)))
+        state.done(f"job {name} {done}", action=done, jobName=name)
+
+    action.__doc__ = help_text
+    return job_group.command(command)(action)
+
+
+_simple_action(
+    "enable", "POST", "/api/job/{name}/enable", "enabled", "Enable a job (it fires again)."
+)
+_simple_action(
+    "disable",
+    "POST",
+    "/api/job/{name}/disable",
+    "disabled",
+    "Disable a job: it no longer fires, its pending runs are dropped and its tasks killed.",
+)
+_simple_action("kill", "POST", "/api/job/{name}/kill", "killed", "Kill the running tasks of a job.")
+
+
+@job_group.command("trigger")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def trigger_job(state: State, name: str) -> None:
+    """Run a transient job once now (one run: a task per shard)."""
+    # The original takes the job name as the body; a JSON string is one of its accepted forms.
+    state.client().call("POST", "/api/job/trigger", body=name)
+    state.done(f"job {name} triggered", action="triggered", jobName=name)
+
+
+@job_group.command("delete")
+@click.argument("name")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@click.pass_obj
+def delete_job(state: State, name: str, yes: bool) -> None:
+    """Deregister a job (its running tasks are killed)."""
+    confirm(f"Delete job {name}?", yes)
+    state.client().call("DELETE", f"/api/job/{segment(name)}/deregister")
+    state.done(f"job {name} deleted", action="deleted", jobName=name)
+
+
+@job_group.command("next")
+@click.argument("name")
+@click.option(
+    "-n",
+    "--count",
+    type=click.IntRange(1, MAX_NEXT_COUNT),
+    default=5,
+    show_default=True,
+    help="How many fire times.",
+)
+@json_option
+@click.pass_obj
+def next_fires(state: State, name: str, count: int) -> None:
+    """Show the next fire times of a job's cron."""
+    data = state.client().call(
+        "GET", f"/api/job/{segment(name)}/next-fire-times", query={"count": count}
+    )
+    times = data.get("nextFireTimes") if isinstance(data, dict) else data
+    if not isinstance(times, list):
+        raise ApiError(200, "the answer holds no list of nextFireTimes", "UnexpectedAnswer")
+    # Strings are shown as the server wrote them (in the job's zone); numbers as UTC times.
+    lines = [cell(t) if isinstance(t, str) else format_time(t) for t in times]
+    state.show(data, lambda: "\n".join(lines) or f"job {name} has no next fire time")

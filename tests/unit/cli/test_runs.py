@@ -1,0 +1,88 @@
+"""Runs and log reads parsed from the answers of the runs and log endpoints."""
+
+from __future__ import annotations
+
+import pytest
+
+from ejcloud_cli.errors import ApiError, UsageProblem
+from ejcloud_cli.output import render_table
+from ejcloud_cli.runs import RUN_HEADERS, LogChunk, job_of_task, parse_log_chunk, parse_runs
+
+TASK = "hello@-@0@-@READY@-@agent-1@-@6b2a"
+
+
+def test_runs_are_read_with_the_api_names() -> None:
+    runs = parse_runs(
+        [
+            {
+                "taskId": TASK,
+                "shardingItem": 0,
+                "fireTime": "2024-03-01T10:00:00.000Z",
+                "state": "TASK_FAILED",
+                "startTime": "2024-03-01T10:00:00.250Z",
+                "endTime": "2024-03-01T10:03:04.250Z",
+                "reason": "ValueError: bad row (at demo/jobs.py:12 in hello)",
+            }
+        ]
+    )
+    assert [r.row() for r in runs] == [
+        (
+            TASK,
+            0,
+            "TASK_FAILED",
+            "2024-03-01 10:00:00",
+            "3m04s",
+            "ValueError: bad row (at demo/jobs.py:12 in hello)",
+        )
+    ]
+
+
+def test_runs_are_read_tolerantly_from_other_shapes_and_names() -> None:
+    answer = {
+        "runs": [
+            {"id": "t1", "item": 2, "status": "TASK_RUNNING", "startedAt": 1709287200000},
+            {"taskId": "t2", "shardingItems": [0, 1], "state": "TASK_FINISHED"},
+            "not a run",
+        ]
+    }
+    rows = [r.row() for r in parse_runs(answer)]
+    assert rows == [
+        ("t1", 2, "TASK_RUNNING", "2024-03-01 10:00:00", "-", None),
+        ("t2", "0,1", "TASK_FINISHED", None, "-", None),
+    ]
+    assert parse_runs({"items": []}) == []
+
+
+def test_long_reasons_are_cut_in_the_table() -> None:
+    (run,) = parse_runs([{"taskId": "t", "reason": "x" * 500}])
+    reason = run.row()[-1]
+    assert len(reason) == 80 and reason.endswith("…")
+    assert render_table(RUN_HEADERS, [run.row()]).splitlines()[0].split() == list(RUN_HEADERS)
+
+
+@pytest.mark.parametrize("answer", [None, {"runs": "x"}, "text", 3])
+def test_an_answer_without_runs_is_an_error(answer: object) -> None:
+    with pytest.raises(ApiError, match="no list of runs"):
+        parse_runs(answer)
+
+
+def test_log_chunks_and_the_offset_after_them() -> None:
+    chunk = parse_log_chunk({"data": "héllo\n", "offset": 10})
+    assert chunk == LogChunk("héllo\n", 10)
+    assert chunk.end == 17  # é is two bytes in UTF-8
+    assert parse_log_chunk({"data": "", "offset": 0}).end == 0
+
+
+@pytest.mark.parametrize(
+    "answer", [{"data": "x"}, {"data": 1, "offset": 0}, {"data": "x", "offset": True}, []]
+)
+def test_a_log_answer_of_another_shape_is_an_error(answer: object) -> None:
+    with pytest.raises(ApiError, match="data, offset"):
+        parse_log_chunk(answer)
+
+
+def test_the_job_is_the_start_of_the_task_id() -> None:
+    assert job_of_task(TASK) == "hello"
+    for bad in ("hello", "@-@0@-@READY"):
+        with pytest.raises(UsageProblem, match="give the job with --job"):
+            job_of_task(bad)
