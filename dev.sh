@@ -3,7 +3,7 @@
 #   ./dev.sh run [options]   set everything up, then start the local system (see README)
 #   ./dev.sh test [args]     set everything up, then lint, type-check and run the test suite
 #   ./dev.sh bench [name]    set everything up, then run the benchmarks and print their figures
-#   ./dev.sh setup           only set up (.venv from requirements.lock, ZooKeeper, PostgreSQL)
+#   ./dev.sh setup           only set up (.venv from requirements.lock, ZooKeeper, PostgreSQL, chromium)
 #   ./dev.sh lock            refresh requirements.lock from pyproject.toml's ranges (uv)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -25,6 +25,16 @@ ensure_zookeeper() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
   fi
   command -v java >/dev/null || { log "java is missing: install a JRE (17)"; exit 1; }
+}
+
+ensure_chromium() {
+  # Debian's chromium: the web console's browser tests drive it through Playwright (which
+  # downloads no browser of its own here).
+  if ! command -v chromium >/dev/null; then
+    log "installing the Debian chromium package"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
 }
 
 ensure_postgresql() {
@@ -92,6 +102,7 @@ PYEOF
 setup() {
   ensure_zookeeper
   ensure_postgresql
+  ensure_chromium
   if [ ! -x "$PY" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"
