@@ -1,6 +1,7 @@
 """The task data codec shared by the scheduler (encoder) and the executor (decoder).
 
-`TaskInfo.data` is base64 of UTF-8 JSON, never pickle (DESIGN section 6):
+`TaskInfo.data` is base64 of UTF-8 JSON, never pickle (nothing an agent receives can run code
+when decoded):
 
     {"version": 1,
      "executionType": "TRANSIENT" | "DAEMON",
@@ -229,7 +230,7 @@ ID_SEPARATOR = "@-@"
 
 
 def executor_id(app_name: str, agent_id: str) -> str:
-    """`{app}@-@{agentId}`: one executor per app per agent (DESIGN section 6)."""
+    """`{app}@-@{agentId}`: one executor per app per agent."""
     return f"{app_name}{ID_SEPARATOR}{agent_id}"
 
 

@@ -1,4 +1,4 @@
-"""The leader's components for one term, in start order (DESIGN section 3).
+"""The leader's components for one term, in start order (stopped in the reverse order).
 
 term record, framework id, state, producer, config listener, task launcher, REST API, Mesos
 driver, reconcile. Components are built fresh for every term.

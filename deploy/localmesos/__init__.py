@@ -1,10 +1,11 @@
-"""A local Mesos stand-in: one master and N agents in one process (DESIGN.md section 8).
+"""A local Mesos stand-in: one master and N agents in one process, for tests and the quick start.
 
 It speaks the Mesos v1 scheduler and executor HTTP APIs closely enough for pymesos 0.3.15's
-`MesosSchedulerDriver` and `MesosExecutorDriver` to work unchanged
-(`/work/shared/reference/mesos-v1-contract.md`), runs executors and command tasks as local
-processes in sandboxes under `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<c>`,
-offers resources, tracks task states, and answers reconciliation and `/master/state`.
+`MesosSchedulerDriver` and `MesosExecutorDriver` to work unchanged, runs executors and command
+tasks as local processes in sandboxes under
+`<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<c>`, offers resources, tracks
+task states, and answers reconciliation and `/master/state`. It is never kinder than real Mesos:
+what a real master does not report, it does not report either.
 
 Master port (`LocalMesos.address`), all on 127.0.0.1:
     GET  /version, /health, /master/state (/state), /master/state.json

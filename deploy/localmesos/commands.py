@@ -1,4 +1,5 @@
-"""Command tasks, run the way Mesos's command executor runs them (contract 5.5).
+"""Command tasks (a TaskInfo with a CommandInfo and no executor), run the way Mesos's command
+executor runs them.
 
 The stand-in is the command executor itself: the task's command runs in its own session with
 the task id as executor id; STARTING and RUNNING follow the spawn, and the exit becomes

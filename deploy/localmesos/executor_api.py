@@ -1,4 +1,5 @@
-"""The agent side of `POST /api/v1/executor` (contract section 3), under the state lock."""
+"""The agent side of `POST /api/v1/executor` (SUBSCRIBE, UPDATE, MESSAGE as pymesos's
+MesosExecutorDriver sends them), under the state lock."""
 
 from __future__ import annotations
 

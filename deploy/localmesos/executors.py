@@ -98,7 +98,8 @@ def executor_env(
     shutdown_grace_period_s: float,
     command: Mapping[str, Any],
 ) -> dict[str, str]:
-    """The environment a Mesos agent gives an executor (contract 3.1).
+    """The environment a Mesos agent gives an executor (MESOS_* variables that pymesos's
+    MesosExecutorDriver reads to find the agent and identify itself).
 
     MESOS_CHECKPOINT is set only for checkpointing frameworks: pymesos treats any value as
     true and then never exits on its own when the agent goes away.

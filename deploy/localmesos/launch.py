@@ -1,5 +1,6 @@
-"""ACCEPT: offer checks, per-task validation, accounting and hand-off to the agent (contract
-5.4). Always answered 202; failures come back as master updates without a uuid.
+"""ACCEPT: offer checks, per-task validation, accounting and hand-off to the agent, with the
+Mesos master's checks and messages. Always answered 202; failures come back as master updates
+without a uuid.
 
 One leniency: a TaskInfo missing a required field (agent_id, name) gets TASK_ERROR here,
 where Mesos would fail to parse the whole call with a 400, which kills a pymesos driver.

@@ -410,7 +410,10 @@ class Master:
     # -- reconciliation --------------------------------------------------------------------
 
     def reconcile(self, framework: Framework, tasks: list[Json]) -> None:
-        """Implicit (`tasks` empty) or explicit reconciliation (contract 5.8)."""
+        """Implicit (`tasks` empty) or explicit reconciliation, answered as a Mesos master does:
+        an update without a uuid for each known task; for an asked task it does not know,
+        TASK_LOST, or for PARTITION_AWARE frameworks TASK_GONE, TASK_GONE_BY_OPERATOR or
+        TASK_UNKNOWN depending on what it knows of the agent."""
         if not tasks:
             for task in framework.tasks.values():
                 self._reconcile_known(framework, task)

@@ -17,7 +17,7 @@ from typing import Any
 
 Json = dict[str, Any]
 
-MESOS_VERSION = "1.11.0"  # numeric dotted: pymesos parses it with int() (contract 1.1)
+MESOS_VERSION = "1.11.0"  # numeric dotted: pymesos 0.3.15 parses /version parts with int()
 
 TERMINAL_STATES = frozenset(
     {
@@ -42,7 +42,9 @@ KNOWN_STATES = TERMINAL_STATES | {
 
 
 class CallError(Exception):
-    """A call refused with an HTTP status, as Mesos would (contract 5.6 and 3.4)."""
+    """A call refused with an HTTP status, where the Mesos master or agent refuses it that way
+    (a missing field, an unknown executor, an executor call before SUBSCRIBE, ...), with
+    Mesos's message."""
 
     def __init__(self, http_status: int, message: str) -> None:
         super().__init__(message)

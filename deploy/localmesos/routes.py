@@ -1,6 +1,6 @@
 """HTTP endpoints of the master port and of each agent port.
 
-HTTP-level checks of the scheduler API happen here in Mesos's order (contract 5.2/5.6): Basic
+HTTP-level checks of the scheduler API happen here in the order the Mesos master makes them: Basic
 auth (401), method (405), Content-Type (400/415), JSON (400), then Accept (406) and the
 Mesos-Stream-Id header for SUBSCRIBE; call-level checks are in `scheduler_api.py`.
 """

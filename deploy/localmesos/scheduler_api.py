@@ -1,4 +1,5 @@
-"""`POST /api/v1/scheduler` after the HTTP checks: SUBSCRIBE and the calls (contract 1, 5).
+"""`POST /api/v1/scheduler` after the HTTP checks: SUBSCRIBE and the calls pymesos's
+MesosSchedulerDriver makes (ACCEPT, DECLINE, KILL, RECONCILE, ACKNOWLEDGE, ...).
 
 Errors are raised as CallError only where Mesos answers with that status; any other problem
 is answered 202 and reported later through updates, because pymesos dies on a 4xx.

@@ -3,7 +3,7 @@
 `GET_VERSION`, `GET_FLAGS`). Callers hold the state lock.
 
 The v0 `/state` documents use plain string ids and resource maps; the v1 API uses wrapped ids
-and `[Resource]` lists (contract 5.9).
+and `[Resource]` lists, as Mesos's own do.
 """
 
 from __future__ import annotations

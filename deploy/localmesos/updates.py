@@ -1,9 +1,9 @@
 """The agent's status update manager: one stream of updates per task, one in flight.
 
 Only the head of a task's stream goes to the master; it is resent after 10 s, doubling up to
-10 min, until the scheduler acknowledges its uuid, and at once when the framework re-subscribes
-(contract 3.5 and 1.6). A terminal update that is acknowledged closes the stream. Everything
-here runs under the state lock.
+10 min, until the scheduler acknowledges its uuid, and at once when the framework re-subscribes,
+as the Mesos agent's status update manager does. A terminal update that is acknowledged closes
+the stream. Everything here runs under the state lock.
 """
 
 from __future__ import annotations

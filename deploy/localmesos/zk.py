@@ -2,7 +2,7 @@
 
 A Mesos master contends by creating an EPHEMERAL|SEQUENCE znode `json.info_<seq>` under the
 path of the `zk://` URL, holding its MasterInfo as JSON; pymesos's detector takes the lowest
-sequence and reads `address.ip` / `address.port` (contract section 2). kazoo is untyped, so its
+sequence and reads `address.ip` / `address.port` from it. kazoo is untyped, so its
 `Any` stays inside this module.
 """
 

@@ -1,4 +1,5 @@
-"""Status updates: the original's state table (reference 4.9), done right.
+"""Status updates: what Elastic-Job-Cloud 2.1.5's SchedulerEngine.statusUpdate does per state,
+done right.
 
 Every task's running state lives in ZooKeeper (transient ones too), so a new leader knows what
 runs. Terminal failures go to the failover queue when the job has `failover` (daemon jobs

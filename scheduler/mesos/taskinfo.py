@@ -1,4 +1,6 @@
-"""Build Mesos TaskInfo / ExecutorInfo JSON for one shard (DESIGN section 6)."""
+"""Build Mesos TaskInfo / ExecutorInfo JSON for one shard: one custom executor per app per
+agent (`{app}@-@{agentId}`, the app's bootstrapScript run where appURL was unpacked), task data
+in the executor package's JSON codec; TRANSIENT SCRIPT jobs as plain command tasks."""
 
 from __future__ import annotations
 

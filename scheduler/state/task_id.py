@@ -1,4 +1,5 @@
-"""Task ids: `{job}@-@{item}@-@{READY|FAILOVER}@-@{agentId}@-@{uuid}` (DESIGN section 6)."""
+"""Task ids: `{job}@-@{item}@-@{READY|FAILOVER}@-@{agentId}@-@{uuid}`, as Elastic-Job-Cloud
+2.1.5 builds them."""
 
 from __future__ import annotations
 

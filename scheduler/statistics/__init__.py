@@ -1,5 +1,6 @@
 """Event trace and statistics store: tables, migrations, the trace writer, result counters and
-the queries behind `/api/job/events/*` and `/api/job/statistics/*` (reference 1.3, 4.14, 4.15).
+the queries behind `/api/job/events/*` and `/api/job/statistics/*`, with the tables, columns and
+JSON of Elastic-Job-Cloud 2.1.5's event trace and StatisticManager.
 """
 
 from __future__ import annotations

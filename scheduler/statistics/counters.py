@@ -1,5 +1,5 @@
 """ResultCounters: moves the task result journal (journal.py) from ZooKeeper into the
-TASK_RESULT_STATISTICS_{MINUTE,HOUR,DAY} tables (reference 4.14), exactly once.
+TASK_RESULT_STATISTICS_{MINUTE,HOUR,DAY} tables (the original's, with its columns), exactly once.
 
 For each journal bucket (a UTC minute), one database transaction adds the bucket's new results
 to the minute's, its hour's and its day's rows and records the entry names in

@@ -1,8 +1,8 @@
 """The task result journal: results are counted in ZooKeeper first, atomically with the state
 change that makes them final, and moved into the TASK_RESULT_STATISTICS_* tables afterwards.
 
-Why: the original counted in leader memory and lost what a dead leader had not written yet
-(reference 10 item 18). Here a result is one empty znode
+Why: the original counted in leader memory, so every leader change lost what the old leader had
+not written yet. Here a result is one empty znode
 
     /statistics/results/{yyyyMMddHHmm}/{uuid}-{s|f}
 

@@ -1,7 +1,7 @@
 """The trace and statistics tables: the original's names and column meanings, any SQL database.
 
 Times are stored as naive UTC `DateTime` (SQLite has no time zones; PostgreSQL and MySQL agree
-on naive columns). The original's DDL was MySQL-only (reference 10 item 18); Alembic renders
+on naive columns). The original's DDL was MySQL-only; Alembic renders
 these for whichever database the URL names.
 """
 

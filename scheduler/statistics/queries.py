@@ -1,4 +1,5 @@
-"""Read side for the REST endpoints: event search (reference 4.15) and statistics (4.14).
+"""Read side for the REST endpoints: event search in the trace log and the statistics tables,
+with the original's filters, paging and JSON.
 
 Pure functions of an engine and the request's query parameters. Every value reaches SQL as a
 bound parameter; sort columns come from a whitelist. Bad parameters raise `InvalidRequest`

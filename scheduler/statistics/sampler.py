@@ -1,5 +1,7 @@
-"""Sampled statistics (reference 4.14): running tasks and jobs every minute, registered jobs
-every day, read from ZooKeeper (the state every leader shares, not leader memory).
+"""Sampled statistics, as the original's StatisticManager kept them (TASK_RUNNING_STATISTICS,
+JOB_RUNNING_STATISTICS, JOB_REGISTER_STATISTICS): running tasks and jobs every minute,
+registered jobs every day, read from ZooKeeper (the state every leader shares, not leader
+memory).
 
 A sample is a row at the period's start (naive UTC). One row per period: a leader that finds
 the period already sampled (by the previous leader) leaves it. Periods without a leader are

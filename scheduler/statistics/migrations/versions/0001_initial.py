@@ -1,4 +1,5 @@
-"""Initial tables: the original's trace log and statistics tables (reference 4.14, 4.15).
+"""Initial tables: Elastic-Job-Cloud 2.1.5's trace log (JOB_EXECUTION_LOG, JOB_STATUS_TRACE_LOG)
+and statistics tables, with its names and columns.
 
 Revision ID: 0001_initial
 Revises:
