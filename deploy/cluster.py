@@ -33,7 +33,7 @@ from typing import IO, Any
 from deploy import children
 from deploy.demo import install_demo
 from deploy.liveview import FollowedLog
-from deploy.ports import describe_holder, port_free
+from deploy.ports import describe_holder, holders, port_free
 from deploy.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,13 +222,14 @@ class LocalCluster:
 
     @staticmethod
     def _replica_ready(address: str) -> Callable[[Child], bool]:
+        port = int(address.rsplit(":", 1)[1])
+
         def ready(child: Child) -> bool:
-            health = _health(address)
-            # Its own answer, not another program's on the same port.
+            # It answers, and the answer is its own: it is the process that holds the port.
             return (
-                health is not None
+                _health(address) is not None
                 and child.proc is not None
-                and health.get("pid") == child.proc.pid
+                and child.proc.pid in {pid for pid, _ in holders(port)}
             )
 
         return ready
@@ -257,12 +258,7 @@ class LocalCluster:
         """The address of the replica of this cluster that leads, if one does."""
         for address, child in zip(self.replica_addresses, self.replicas, strict=True):
             health = _health(address)
-            if (
-                health is not None
-                and health.get("role") == "leader"
-                and child.proc is not None
-                and health.get("pid") == child.proc.pid
-            ):
+            if health is not None and health.get("role") == "leader" and child.exit_code() is None:
                 return address
         return None
 

@@ -77,7 +77,9 @@ def api(address: str, method: str, path: str, body: Any = None) -> tuple[int, An
 
 
 def health(address: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{address}/health", timeout=2) as resp:
+    """The full /health body (with credentials: without, it has no pid)."""
+    req = urllib.request.Request(f"http://{address}/health", headers={"Authorization": AUTH})
+    with urllib.request.urlopen(req, timeout=2) as resp:
         body: dict[str, Any] = json.load(resp)
         return body
 
