@@ -272,8 +272,8 @@ class LocalCluster:
         while not stop.wait(0.5):
             events = []
             for followed in self.logs:
-                events += [(stamp, followed.label, text) for stamp, text in followed.new_events()]
-            for stamp, label, text in sorted(events, key=lambda e: e[0]):
+                events += [(key, t, followed.label, text) for key, t, text in followed.new_events()]
+            for _, stamp, label, text in sorted(events, key=lambda e: e[0]):
                 say(f"{stamp} {label:>15}  {text}")
             for child in ([self.mesos] if self.mesos else []) + self.replicas:
                 code = child.exit_code()

@@ -17,7 +17,7 @@ from pathlib import Path
 __all__ = ["FollowedLog", "render_line"]
 
 # `2024-05-01 12:00:03,123 INFO [thread] logger: message`, as the replicas and the stand-in log.
-_LINE = re.compile(r"^\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)[,.]\d+ (\w+) \[[^\]]*\] [\w.]+: (.*)$")
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)[,.]\d+) (\w+) \[[^\]]*\] [\w.]+: (.*)$")
 _TASK = r"(\S+?)@-@(\d+)@-@\S+"  # a task id: job, shard, the rest
 
 Shape = Callable[[re.Match[str]], str]
@@ -87,7 +87,7 @@ def render_line(line: str, patterns: str) -> tuple[str, str] | None:
     parsed = _LINE.match(line)
     if parsed is None:
         return None
-    stamp, level, message = parsed.groups()
+    _, stamp, level, message = parsed.groups()
     for pattern, shape in _REPLICA if patterns == "replica" else _MESOS:
         found = pattern.search(message)
         if found:
@@ -113,8 +113,9 @@ class FollowedLog:
         size = path.stat().st_size if path.exists() else 0
         return cls(label, path, patterns, size)
 
-    def new_events(self) -> list[tuple[str, str]]:
-        """(time, text) of each event in the whole lines written since the last call."""
+    def new_events(self) -> list[tuple[str, str, str]]:
+        """(sort key, time, text) of each event in the whole lines written since the last call;
+        the key is the line's full timestamp, to merge the events of several logs in order."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
@@ -127,5 +128,5 @@ class FollowedLog:
         for line in data[:end].decode(errors="replace").splitlines():
             shown = render_line(line, self.patterns)
             if shown is not None:
-                events.append(shown)
+                events.append((line[:23], *shown))
         return events

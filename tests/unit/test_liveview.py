@@ -93,7 +93,7 @@ def test_a_followed_log_reads_whole_new_lines_only(tmp_path: Path) -> None:
     assert followed.new_events() == []  # what was there before is not this run's
     with open(path, "a") as out:
         out.write(f"{STAMP} INFO [t] x: api: job a registered\n{STAMP} INFO [t] x: api: job b reg")
-    assert followed.new_events() == [("10:11:12", "registered a")]
+    assert followed.new_events() == [(STAMP, "10:11:12", "registered a")]
     with open(path, "a") as out:
         out.write("istered\n")
-    assert followed.new_events() == [("10:11:12", "registered b")]
+    assert followed.new_events() == [(STAMP, "10:11:12", "registered b")]
