@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from deploy import children
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.replicas import ROOT, ReplicaProcess, http_get
 from tests.support.tcpproxy import TcpProxy
@@ -212,6 +213,7 @@ def test_settings_errors_exit_2_naming_the_key(args: list[str], key: str) -> Non
         cwd=ROOT,
         capture_output=True,
         text=True,
+        preexec_fn=children.die_with_parent(),
         timeout=30,
     )
     assert done.returncode == 2
@@ -226,6 +228,7 @@ def test_unknown_key_in_config_file_exits_2(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
+        preexec_fn=children.die_with_parent(),
         timeout=30,
     )
     assert done.returncode == 2
@@ -252,6 +255,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
+        preexec_fn=children.die_with_parent(),
         timeout=60,
     )
     assert done.returncode == 1
