@@ -110,7 +110,11 @@ class ZooKeeperServer:
         return cfg
 
     def start(self, wait: bool = True, timeout_s: float = 60.0) -> None:
-        """Start the server process; with `wait`, block until it answers `ruok`."""
+        """Start the server process; with `wait`, block until it serves clients.
+
+        Raises ZooKeeperUnavailable (with the process stopped) when it exits, another server
+        answers on its port, or it is not ready within `timeout_s`.
+        """
         if self.running:
             return
         java = shutil.which("java")
@@ -139,7 +143,11 @@ class ZooKeeperServer:
             logfile.close()
         log.info("zookeeper %s: started pid %s", self.address, self._proc.pid)
         if wait:
-            self.wait_ready(timeout_s)
+            try:
+                self.wait_ready(timeout_s)
+            except BaseException:
+                self.stop()
+                raise
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Block until this server serves clients.

@@ -1,5 +1,5 @@
-"""deploy.children (children die with their starter, groups are killed whole) and deploy.ports
-(who holds a port), with real processes and sockets."""
+"""deploy.children (children die with their starter, groups are killed whole), deploy.ports
+(who holds a port) and a ZooKeeper that finds its port served, with real processes and sockets."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from deploy import children
 from deploy.ports import describe_holder, holders, port_free
+from deploy.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, ZooKeeperUnavailable
 from tests.support.waiting import wait_for
 
 # Starts `sleep` through deploy.children, prints its pid, then waits to be killed.
@@ -106,3 +107,14 @@ def test_a_taken_port_is_named_with_the_process_that_listens_on_it() -> None:
         assert [pid for pid, _ in holders(port)] == [os.getpid()]
         assert describe_holder(port).startswith(f"pid {os.getpid()} (")
     assert port_free(port)
+
+
+def test_a_zookeeper_whose_port_another_one_serves_is_refused_and_stopped(
+    zk: ZooKeeperEnsemble, tmp_path: Path
+) -> None:
+    taken = zk.servers[0].client_port
+    second = ZooKeeperServer(tmp_path / "zk", client_port=taken)
+    with pytest.raises(ZooKeeperUnavailable, match=f"port {taken} is served by another ZooKeeper"):
+        second.start(timeout_s=30)
+    assert not second.running
+    assert zk.servers[0].running
