@@ -44,6 +44,7 @@ NUMBER_TEXT_MAX_LENGTH = 64
 MAX_CPU_COUNT = 1024.0
 MAX_MEMORY_MB = 16.0 * 1024 * 1024  # 16 TiB
 MAX_JSON_DEPTH = 32
+UNKNOWN_FIELDS_NAMED = 10
 
 # Names become ZooKeeper node names and parts of Mesos task and executor ids (`{job}@-@{item}...`),
 # so no `/`, `@` or whitespace, and no leading `.` (ZooKeeper refuses "." and "..").
@@ -199,11 +200,25 @@ class FieldReader:
         self._limits = limits or {}
         self.problems: dict[str, str] = {}
 
-    def refuse_unknown(self, known: Collection[str], what: str) -> None:
-        """Record a problem for every key not in `known` (strict input names only real fields)."""
-        for key in self._data:
-            if key not in known:
-                self.problem(field_label(key), f"is not a field of {what}")
+    def refuse_unknown(
+        self,
+        known: Collection[str],
+        why: str,
+        *,
+        data: Mapping[str, object] | None = None,
+        prefix: str = "",
+    ) -> None:
+        """Record `why` for each key of `data` (default: the object read) not in `known`.
+
+        Names at most UNKNOWN_FIELDS_NAMED of them and counts the rest, so a body of a million
+        keys gets a short answer.
+        """
+        unknown = [key for key in (self._data if data is None else data) if key not in known]
+        for key in unknown[:UNKNOWN_FIELDS_NAMED]:
+            self.problem(prefix + field_label(key), why)
+        if len(unknown) > UNKNOWN_FIELDS_NAMED:
+            more = len(unknown) - UNKNOWN_FIELDS_NAMED
+            self.problem(prefix + "...", f"and {more} more unknown fields")
 
     def check_text(self, key: str, value: str) -> str | None:
         """`value` if a strict reader may accept it for `key` (always, when not strict)."""
@@ -401,7 +416,7 @@ def check_patch(
     """
     changes = require_object(patch, what)
     reader = FieldReader(changes, strict=True, limits=limits)
-    reader.refuse_unknown(known, kind)
+    reader.refuse_unknown(known, f"is not a field of {kind}")
     for key, value in changes.items():
         if isinstance(value, str) and key in known:
             reader.check_text(key, value)

@@ -54,7 +54,7 @@ class AppConfig:
         """Read an app from decoded JSON; raises InvalidRequest naming every bad field."""
         reader = _wire.FieldReader(_wire.require_object(data, _WHAT), strict=strict, limits=_LIMITS)
         if strict:
-            reader.refuse_unknown(FIELDS, _KIND)
+            reader.refuse_unknown(FIELDS, f"is not a field of {_KIND}")
             app_name = reader.required_text("appName")
             if app_name is not None and (problem := _wire.name_problem(app_name)):
                 reader.problem("appName", problem)

@@ -360,12 +360,12 @@ def _read_job_properties(reader: _wire.FieldReader, strict: bool) -> JobProperti
         reader.problem("jobProperties", "must be an object")
         return JobProperties()
     if strict:
-        for key in raw:
-            if key not in _PROPERTY_KEYS:
-                reader.problem(
-                    f"jobProperties.{_wire.field_label(key)}",
-                    f"is not a job property (known: {', '.join(_PROPERTY_KEYS)})",
-                )
+        reader.refuse_unknown(
+            _PROPERTY_KEYS,
+            f"is not a job property (known: {', '.join(_PROPERTY_KEYS)})",
+            data=raw,
+            prefix="jobProperties.",
+        )
     values: dict[str, str] = {}
     for key in _PROPERTY_KEYS:
         value = raw.get(key)
@@ -409,7 +409,7 @@ def _read_job(
     app_exists: Callable[[str], bool] | None,
 ) -> JobConfig:
     if strict:
-        reader.refuse_unknown(FIELDS.union(_LEGACY_FIELDS), _KIND)
+        reader.refuse_unknown(FIELDS.union(_LEGACY_FIELDS), f"is not a field of {_KIND}")
         for legacy in _LEGACY_FIELDS:
             reader.optional_text(legacy)  # checked, never stored
     job_name = reader.required_text("jobName")

@@ -138,6 +138,18 @@ def test_every_route_answers_hostile_input_below_500_and_refusals_write_nothing(
     assert len(ops) >= 30  # the url_map really was read
     sent = sum(_walk(live, op) for op in ops)
     print(f"\n{len(ops)} operations, {sent} hostile requests")
+    # Methods no route declares, and the ones Flask answers by itself, on every route.
+    ensure_demo(live)
+    watch = WriteWatch(live)
+    for rule, params in {op.rule: op.path_params for op in ops}.items():
+        for method in ("HEAD", "OPTIONS", "PATCH", "TRACE", "PROPFIND"):
+            op = Operation(method, rule, params, (), None, ())
+            response = send(live, op, body=b"{}")
+            if method == "HEAD":  # no body to name the problem in
+                assert response.status_code < 500, str(op)
+            else:
+                assert_answer(response, str(op))
+            watch.check(response, str(op))
     # The API still works for a real client afterwards.
     ensure_demo(live)
     assert live.call("POST", "/api/job/trigger", raw="demo_job").status_code == 204

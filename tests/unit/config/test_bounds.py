@@ -282,3 +282,12 @@ def test_a_patch_is_checked_before_the_stored_object_is_read() -> None:
     with pytest.raises(InvalidRequest) as caught:
         AppConfig.check_patch([1])
     assert list(caught.value.fields) == ["body"]
+
+
+def test_a_hundred_thousand_unknown_fields_get_a_short_answer() -> None:
+    body = {**JOB, **{f"k{i}": i for i in range(100_000)}}
+    with pytest.raises(InvalidRequest) as caught:
+        JobConfig.from_json(body, default_time_zone=ZONE)
+    assert len(caught.value.fields) == 11
+    assert caught.value.fields["..."] == "and 99990 more unknown fields"
+    assert len(caught.value.message) < 2000
