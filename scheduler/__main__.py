@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from types import FrameType
 
 from scheduler.components import build_components
-from scheduler.errors import SchedulerError, SettingsError
 from scheduler.ha.replica import Replica
-from scheduler.mesos.driver import DRIVER_CRASHED
-from scheduler.settings import Settings, settings_from_argv
+from scheduler.leader.mesos.driver import DRIVER_CRASHED
+from scheduler.model.errors import SchedulerError, SettingsError
+from scheduler.model.settings import Settings, settings_from_argv
 
 log = logging.getLogger("scheduler")
 

@@ -10,22 +10,21 @@ import logging
 
 from scheduler.api import create_app
 from scheduler.api.auth import warn_about_defaults
-from scheduler.config.listener import ConfigListener
-from scheduler.config.store import resolve_time_zone
 from scheduler.ha.framework_id import FrameworkIdStore
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
-from scheduler.mesos.actions import MesosActions
-from scheduler.mesos.capacity import AgentCapacity
-from scheduler.mesos.driver import MesosDriver
-from scheduler.mesos.launcher import Launcher
-from scheduler.mesos.reconcile import Reconciler
-from scheduler.mesos.status import StatusHandler
-from scheduler.producer import Producer
-from scheduler.scheduling import SchedulingActions
-from scheduler.service import LeaderComponent
-from scheduler.state.facade import StateFacade
-from scheduler.statistics.component import Statistics
+from scheduler.leader.config_listener import ConfigListener
+from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.mesos.actions import MesosActions, SchedulingActions
+from scheduler.leader.mesos.capacity import AgentCapacity
+from scheduler.leader.mesos.driver import MesosDriver
+from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.reconcile import Reconciler
+from scheduler.leader.mesos.status import StatusHandler
+from scheduler.leader.producer import Producer
+from scheduler.leader.statistics.component import Statistics
+from scheduler.storage.config_store import resolve_time_zone
+from scheduler.storage.facade import StateFacade
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from scheduler.settings import Settings
+from scheduler.model.settings import Settings
 from scheduler.wsgiserver import EdgeServer, HttpLimits
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from typing import Any
 
-from scheduler.settings import ENV_PREFIX, KEYS_BY_NAME
+from scheduler.model.settings import ENV_PREFIX, KEYS_BY_NAME
 
 __all__ = ["example_properties"]
 

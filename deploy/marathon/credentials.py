@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from werkzeug.security import check_password_hash
 
 from deploy.marathon.errors import InvalidOptions
-from scheduler.settings import ENV_PREFIX, KEYS_BY_NAME
+from scheduler.model.settings import ENV_PREFIX, KEYS_BY_NAME
 
 # Plain passwords never travel through the deploy command, not even with --insecure.
 PLAIN_PASSWORDS = frozenset({"auth_admin_password", "auth_guest_password"})

@@ -9,10 +9,10 @@ from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
 from scheduler.api.services import ApiServices
-from scheduler.config.store import resolve_time_zone
 from scheduler.ha.term import LeaderContext
-from scheduler.scheduling import SchedulingActions
-from scheduler.state.facade import StateFacade
+from scheduler.leader.mesos.actions import SchedulingActions
+from scheduler.storage.config_store import resolve_time_zone
+from scheduler.storage.facade import StateFacade
 
 
 def create_app(

@@ -8,8 +8,8 @@ from flask import Blueprint, Response, jsonify
 
 from scheduler.api.bodies import json_body
 from scheduler.api.services import services
-from scheduler.config.app import AppConfig
-from scheduler.errors import Conflict
+from scheduler.model.config.app import AppConfig
+from scheduler.model.errors import Conflict
 
 log = logging.getLogger(__name__)
 

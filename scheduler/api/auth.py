@@ -22,7 +22,7 @@ from werkzeug.security import generate_password_hash
 
 from scheduler.api.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
 from scheduler.api.errors import error_response
-from scheduler.settings import Settings
+from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from werkzeug.security import check_password_hash
 
-from scheduler.settings import Settings
+from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Any
 from flask import request
 
 from scheduler.api.inputs import is_json, reference_name
-from scheduler.config import parse_json
-from scheduler.errors import InvalidRequest, UnsupportedMediaType
+from scheduler.model.config import parse_json
+from scheduler.model.errors import InvalidRequest, UnsupportedMediaType
 
 __all__ = ["UnsupportedMediaType", "json_body", "name_body"]
 

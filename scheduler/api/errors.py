@@ -7,7 +7,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from scheduler.errors import InvalidRequest, SchedulerError
+from scheduler.model.errors import InvalidRequest, SchedulerError
 
 
 def error_response(status: int, message: str, kind: str, **extra: Any) -> Response:

@@ -16,11 +16,11 @@ from sqlalchemy.exc import DBAPIError
 
 from scheduler.api.errors import error_response
 from scheduler.api.services import services
-from scheduler.config import shown
-from scheduler.config.job import JobExecutionType, JobType
-from scheduler.errors import InvalidRequest, TraceDatabaseUnavailable
-from scheduler.statistics import queries
-from scheduler.statistics.writer import unreachable
+from scheduler.leader.statistics import queries
+from scheduler.leader.statistics.writer import unreachable
+from scheduler.model.config import shown
+from scheduler.model.config.job import JobExecutionType, JobType
+from scheduler.model.errors import InvalidRequest, TraceDatabaseUnavailable
 
 log = logging.getLogger(__name__)
 

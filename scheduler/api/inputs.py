@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
-from scheduler.config import NAME_MAX_LENGTH, shown
-from scheduler.errors import CrossOriginRefused, InvalidRequest, UnsupportedMediaType
+from scheduler.model.config import NAME_MAX_LENGTH, shown
+from scheduler.model.errors import CrossOriginRefused, InvalidRequest, UnsupportedMediaType
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}

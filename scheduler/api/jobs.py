@@ -10,8 +10,8 @@ from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
 from scheduler.api.placement import refuse_unplaceable
 from scheduler.api.services import services
-from scheduler.config.job import JobConfig, JobExecutionType
-from scheduler.errors import Conflict
+from scheduler.model.config.job import JobConfig, JobExecutionType
+from scheduler.model.errors import Conflict
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 from scheduler.api.errors import error_response
 from scheduler.api.inputs import reference_name
 from scheduler.api.services import services
-from scheduler.errors import InvalidRequest
+from scheduler.model.errors import InvalidRequest
 
 bp = Blueprint("operate", __name__, url_prefix="/api/operate")
 

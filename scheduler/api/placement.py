@@ -13,8 +13,8 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from scheduler.api.services import services
-from scheduler.config.job import JobConfig
-from scheduler.errors import InvalidRequest
+from scheduler.model.config.job import JobConfig
+from scheduler.model.errors import InvalidRequest
 
 bp = Blueprint("placement", __name__, url_prefix="/api/job")
 

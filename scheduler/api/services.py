@@ -7,11 +7,11 @@ from typing import Any
 
 from flask import current_app
 
-from scheduler.config.store import ConfigStore
-from scheduler.mesos.capacity import AgentCapacity
-from scheduler.scheduling import RecordedActions, SchedulingActions, Throttle
-from scheduler.state.facade import StateFacade
-from scheduler.state.stores import DisableStore, FailoverQueue, ReadyQueue, RunningStore
+from scheduler.leader.mesos.actions import RecordedActions, SchedulingActions, Throttle
+from scheduler.leader.mesos.capacity import AgentCapacity
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
 
 RECONCILE_THROTTLE_S = 10.0
 

@@ -6,7 +6,7 @@ import logging
 import re
 
 from scheduler.ha.term import LeaderContext
-from scheduler.service import LeaderComponent
+from scheduler.leader.lifecycle import LeaderComponent
 
 log = logging.getLogger(__name__)
 

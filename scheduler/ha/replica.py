@@ -44,12 +44,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from scheduler.api.authenticator import authenticator_for
-from scheduler.errors import RegistryError, SchedulerError
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
-from scheduler.registry import Registry, digest_acl, make_client
-from scheduler.service import ComponentStartError, LeaderComponent, SchedulerService
-from scheduler.settings import Settings
+from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, SchedulerService
+from scheduler.model.errors import RegistryError, SchedulerError
+from scheduler.model.settings import Settings
+from scheduler.storage.registry import Registry, digest_acl, make_client
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.registry import Fence
+from scheduler.storage.registry import Fence
 
 if TYPE_CHECKING:
-    from scheduler.registry import Registry
-    from scheduler.settings import Settings
+    from scheduler.model.settings import Settings
+    from scheduler.storage.registry import Registry
 
 ELECTION_PATH = "/ha/election"
 

@@ -13,9 +13,9 @@ import logging
 import threading
 import time
 
-from scheduler.errors import NotLeader, SchedulerError
 from scheduler.ha.term import LeaderContext
-from scheduler.service import LeaderComponent
+from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.model.errors import NotLeader, SchedulerError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlalchemy import Engine, text
 
 from deploy.postgres import PostgresServer
-from scheduler.statistics import TraceWriter, create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics import TraceWriter, create_trace_engine, upgrade_to_head
 
 _STATES = ("TASK_STAGING", "TASK_RUNNING", "TASK_FINISHED")
 _POLL_S = 0.002

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.state.stores import failover_delay
+from scheduler.storage.state import failover_delay
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 

@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from deploy.postgres import PostgresServer
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.registry import Registry
-from scheduler.statistics.journal import RESULTS
-from scheduler.statistics.models import CountedResult, TaskResultStatisticsMinute
+from scheduler.leader.statistics.models import CountedResult, TaskResultStatisticsMinute
+from scheduler.storage.registry import Registry
+from scheduler.storage.result_journal import RESULTS
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 

@@ -12,8 +12,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import OperationalError
 
 from deploy.postgres import PostgresServer, PostgresUnavailable
-from scheduler.statistics import create_trace_engine, upgrade_to_head
-from scheduler.statistics.models import Base
+from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics.models import Base
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.config.job import JobConfig
-from scheduler.mesos.launcher import STARVATION_S
+from scheduler.leader.mesos.launcher import STARVATION_S
+from scheduler.model.config.job import JobConfig
 from tests.e2e.pipeline_support import Runs, running_system
 from tests.support.waiting import wait_for
 

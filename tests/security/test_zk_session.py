@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.registry import digest_acl
+from scheduler.storage.registry import digest_acl
 from tests.support.replicas import ReplicaProcess
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from scheduler.settings import KEYS_BY_NAME, Settings, load_settings, read_properties
+from scheduler.model.settings import KEYS_BY_NAME, Settings, load_settings, read_properties
 from scheduler.settings_file import example_properties
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "conf" / "scheduler.properties"

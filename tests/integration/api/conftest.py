@@ -13,9 +13,9 @@ from kazoo.client import KazooClient
 
 from scheduler.api import create_app
 from scheduler.ha.term import LeaderContext, Term
-from scheduler.registry import Registry
-from scheduler.scheduling import RecordedActions
-from scheduler.settings import load_settings
+from scheduler.leader.mesos.actions import RecordedActions
+from scheduler.model.settings import load_settings
+from scheduler.storage.registry import Registry
 
 ADMIN = {"Authorization": "Basic " + base64.b64encode(b"root:root").decode()}
 GUEST = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}

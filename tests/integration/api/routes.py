@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from kazoo.client import KazooClient
 
-from scheduler.statistics import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
 from tests.integration.api.conftest import ADMIN, APP, JOB, Api, make_api
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

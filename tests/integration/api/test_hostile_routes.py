@@ -182,7 +182,7 @@ def test_event_queries_refuse_bad_parameters_on_every_database(
 ) -> None:
     from types import SimpleNamespace
 
-    from scheduler.statistics import create_trace_engine, upgrade_to_head
+    from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
 
     engine = create_trace_engine(trace_url)
     try:

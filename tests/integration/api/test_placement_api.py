@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.mesos.capacity import AgentCapacity
+from scheduler.leader.mesos.capacity import AgentCapacity
 from tests.integration.api.conftest import APP, JOB, Api
 
 # The demo app's executor takes 0.5 cpus and 64 MB on every agent its jobs run on.

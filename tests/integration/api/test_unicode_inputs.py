@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.errors import InvalidRequest
-from scheduler.registry import Registry
+from scheduler.model.errors import InvalidRequest
+from scheduler.storage.registry import Registry
 from tests.integration.api.conftest import APP, JOB, Api
 from tests.integration.api.routes import (
     Operation,

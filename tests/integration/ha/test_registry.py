@@ -8,9 +8,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.errors import Conflict, NotFound, NotLeader, RegistryError
-from scheduler.registry import Fence, Registry, make_client
-from scheduler.settings import load_settings
+from scheduler.model.errors import Conflict, NotFound, NotLeader, RegistryError
+from scheduler.model.settings import load_settings
+from scheduler.storage.registry import Fence, Registry, make_client
 from tests.support.waiting import wait_for
 
 

@@ -15,12 +15,12 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
-from scheduler.errors import InvalidRequest
 from scheduler.ha.replica import Replica
 from scheduler.ha.term import LeaderContext
-from scheduler.registry import Registry, digest_acl
-from scheduler.service import LeaderComponent
-from scheduler.settings import load_settings
+from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.model.errors import InvalidRequest
+from scheduler.model.settings import load_settings
+from scheduler.storage.registry import Registry, digest_acl
 from tests.support.replicas import http_get
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for

@@ -8,9 +8,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.errors import NotLeader
-from scheduler.registry import Fence, Registry
-from scheduler.state.stores import (
+from scheduler.model.errors import NotLeader
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.state import (
     DisableStore,
     FailoverQueue,
     ReadyQueue,
@@ -18,7 +19,6 @@ from scheduler.state.stores import (
     RunningTask,
     failover_delay,
 )
-from scheduler.state.task_id import TaskId, TaskType
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 from kazoo.client import KazooClient
 from sqlalchemy import Engine
 
-from scheduler.registry import Fence, Registry
-from scheduler.statistics import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
+from scheduler.storage.registry import Fence, Registry
 
 
 @pytest.fixture

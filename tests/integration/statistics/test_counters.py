@@ -11,19 +11,11 @@ import pytest
 from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.orm import Session
 
-from scheduler.config.job import JobConfig
-from scheduler.errors import NotLeader
-from scheduler.mesos.status import StatusHandler
-from scheduler.registry import Fence, Registry
-from scheduler.settings import load_settings
-from scheduler.state.facade import StateFacade
-from scheduler.state.stores import RUNNING, RunningTask
-from scheduler.state.task_id import TaskId, TaskType
-from scheduler.statistics import ResultCounters, ResultJournal, Sampler, queries
-from scheduler.statistics.component import Statistics
-from scheduler.statistics.counters import StatisticInterval, period_start
-from scheduler.statistics.journal import RESULTS, bucket_name
-from scheduler.statistics.models import (
+from scheduler.leader.mesos.status import StatusHandler
+from scheduler.leader.statistics import ResultCounters, ResultJournal, Sampler, queries
+from scheduler.leader.statistics.component import Statistics
+from scheduler.leader.statistics.counters import StatisticInterval, period_start
+from scheduler.leader.statistics.models import (
     CountedResult,
     JobRegisterStatistics,
     JobRunningStatistics,
@@ -33,6 +25,14 @@ from scheduler.statistics.models import (
     TaskResultStatisticsMinute,
     TaskRunningStatistics,
 )
+from scheduler.model.config.job import JobConfig
+from scheduler.model.errors import NotLeader
+from scheduler.model.settings import load_settings
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.result_journal import RESULTS, bucket_name
+from scheduler.storage.state import RUNNING, RunningTask
 from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC

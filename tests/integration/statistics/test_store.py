@@ -13,15 +13,15 @@ from sqlalchemy import Engine, create_engine, inspect, select
 from sqlalchemy.orm import Session
 
 from executor.records import ExecutionRecord
-from scheduler.errors import InvalidRequest
-from scheduler.statistics import (
+from scheduler.leader.statistics import (
     TraceWriter,
     create_trace_engine,
     queries,
     upgrade_to_head,
 )
-from scheduler.statistics.database import HEAD_REVISION
-from scheduler.statistics.models import Base, ExecutionLog
+from scheduler.leader.statistics.database import HEAD_REVISION
+from scheduler.leader.statistics.models import Base, ExecutionLog
+from scheduler.model.errors import InvalidRequest
 from tests.support.waiting import wait_for
 
 T0_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z

@@ -16,8 +16,8 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from scheduler.api.auth import install_auth
 from scheduler.api.authenticator import WAITERS_PER_SLOT, Authenticator, authenticator_for
-from scheduler.errors import SettingsError
-from scheduler.settings import Settings, load_settings
+from scheduler.model.errors import SettingsError
+from scheduler.model.settings import Settings, load_settings
 from tests.support.waiting import wait_for
 
 # A real werkzeug hash, made cheap (one pbkdf2 round) so the tests count calls, not seconds.

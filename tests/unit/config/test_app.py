@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.config import AppConfig
-from scheduler.errors import InvalidRequest
+from scheduler.model.config import AppConfig
+from scheduler.model.errors import InvalidRequest
 
 # Elastic-Job-Cloud 2.1.5, T/fixture/CloudAppJsonConstants.java
 ORIGINAL = (

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scheduler.config import (
+from scheduler.model.config import (
     CRON_MAX_BYTES,
     DESCRIPTION_MAX_BYTES,
     MAX_CPU_COUNT,
@@ -23,7 +23,7 @@ from scheduler.config import (
     _wire,
     parse_json,
 )
-from scheduler.errors import InvalidRequest
+from scheduler.model.errors import InvalidRequest
 
 ZONE = "UTC"
 APP: dict[str, object] = {

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
 
-from scheduler.config.cron import (
+from scheduler.model.config.cron import (
     CronSpec,
     CronSyntax,
     next_fire_times,
@@ -20,7 +20,7 @@ from scheduler.config.cron import (
     system_time_zone,
     time_zone_problem,
 )
-from scheduler.errors import InvalidRequest
+from scheduler.model.errors import InvalidRequest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

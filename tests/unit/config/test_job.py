@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.config import (
+from scheduler.model.config import (
     MAX_SHARDING_TOTAL_COUNT,
     SCRIPT_JOB_CLASS,
     JobConfig,
@@ -15,7 +15,7 @@ from scheduler.config import (
     JobType,
     parse_sharding_item_parameters,
 )
-from scheduler.errors import InvalidRequest
+from scheduler.model.errors import InvalidRequest
 
 ZONE = "Asia/Shanghai"
 PROPERTIES = (

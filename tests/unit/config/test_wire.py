@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scheduler.config import _wire
+from scheduler.model.config import _wire
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.config.app import AppConfig
-from scheduler.config.job import JobConfig
-from scheduler.mesos.capacity import AgentCapacity, shards_for
-from scheduler.mesos.placement import (
+from scheduler.leader.mesos.capacity import AgentCapacity, shards_for
+from scheduler.leader.mesos.placement import (
     AgentTotal,
     OfferSlot,
     Shard,
@@ -18,6 +16,8 @@ from scheduler.mesos.placement import (
     never_fits,
     place,
 )
+from scheduler.model.config.app import AppConfig
+from scheduler.model.config.job import JobConfig
 
 STARVATION_S = 30.0
 

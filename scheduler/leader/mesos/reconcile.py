@@ -1,0 +1,65 @@
+"""Reconciliation: explicit (the tasks in ZooKeeper) then implicit, on every (re)subscription,
+every `reconcile_interval_minutes`, and on request (REST operate endpoints)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.mesos.driver import MesosDriver
+from scheduler.storage.facade import StateFacade
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler(LeaderComponent):
+    name = "reconcile"
+
+    def __init__(self, facade: StateFacade, driver: MesosDriver, interval_minutes: float) -> None:
+        self._facade = facade
+        self._driver = driver
+        self._interval_s = interval_minutes * 60.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+
+    def reconcile(self, explicit: bool) -> None:
+        """Ask Mesos for task states; updates arrive as status updates."""
+        if explicit:
+            tasks = [(t.task_id, t.agent_id) for t in self._facade.running.tasks()]
+            if tasks:
+                self._driver.reconcile_tasks(tasks)
+            log.info("reconcile: explicit for %s tasks", len(tasks))
+        else:
+            self._driver.reconcile_tasks([])
+            log.info("reconcile: implicit")
+        self.runs += 1
+
+    def on_connected(self) -> None:
+        self.reconcile(True)
+        self.reconcile(False)
+
+    def start(self) -> None:
+        if self._interval_s <= 0:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sched-reconcile", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            if self._driver.connected.is_set():
+                try:
+                    self.reconcile(True)
+                    self.reconcile(False)
+                except Exception:
+                    log.exception("reconcile: periodic reconciliation failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.error("reconcile: thread sched-reconcile did not stop")
+            self._thread = None

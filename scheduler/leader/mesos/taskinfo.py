@@ -1,0 +1,111 @@
+"""Build Mesos TaskInfo / ExecutorInfo JSON for one shard: one custom executor per app per
+agent (`{app}@-@{agentId}`, the app's bootstrapScript run where appURL was unpacked), task data
+in the executor package's JSON codec; TRANSIENT SCRIPT jobs as plain command tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executor.taskdata import (
+    JobSpec,
+    ShardingContext,
+    TaskData,
+    executor_info,
+)
+from scheduler.model.config.app import AppConfig
+from scheduler.model.config.job import JobConfig, JobExecutionType, JobType
+from scheduler.model.task_id import DELIMITER, TaskId
+
+_ARCHIVES = (".tar", ".tar.gz", ".tar.bz2", ".tar.xz", ".gz", ".tgz", ".tbz2", ".txz", ".zip")
+
+
+def _scalar(name: str, value: float) -> dict[str, Any]:
+    return {"name": name, "type": "SCALAR", "scalar": {"value": round(float(value), 4)}}
+
+
+def _uri(app: AppConfig) -> dict[str, Any]:
+    archive = app.app_url.lower().endswith(_ARCHIVES)
+    return {
+        "value": app.app_url,
+        "cache": app.app_cache_enable,
+        "extract": archive,
+        "executable": not archive,
+    }
+
+
+def runs_as_command_task(job: JobConfig) -> bool:
+    """TRANSIENT SCRIPT jobs run as Mesos command tasks, without the custom executor."""
+    return job.job_type is JobType.SCRIPT and job.execution_type is JobExecutionType.TRANSIENT
+
+
+def task_data(job: JobConfig, task_id: TaskId, sampling: int) -> TaskData:
+    cron_fields: dict[str, str] = {}
+    if job.execution_type is JobExecutionType.DAEMON:
+        cron_fields = {k: str(v) for k, v in job.cron_spec.fields}
+    return TaskData(
+        execution_type=job.execution_type.value,
+        sharding=ShardingContext(
+            job_name=job.job_name,
+            task_id=str(task_id),
+            sharding_total_count=job.sharding_total_count,
+            sharding_item=task_id.item,
+            sharding_parameter=job.sharding_parameter(task_id.item),
+            job_parameter=job.job_parameter,
+        ),
+        job=JobSpec(
+            job_name=job.job_name,
+            job_type=job.job_type.value,
+            job_class=job.job_class,
+            cron=job.cron,
+            cron_fields=cron_fields,
+            time_zone=job.effective_time_zone,
+            job_parameter=job.job_parameter,
+            streaming_process=job.streaming_process,
+            script_command_line=job.script_command_line,
+            job_properties={k: str(v) for k, v in job.job_properties.to_json().items()},
+            misfire=job.misfire,
+            event_trace_sampling_count=sampling,
+        ),
+    )
+
+
+def build_task_info(
+    job: JobConfig, app: AppConfig, task_id: TaskId, framework_id: str
+) -> dict[str, Any]:
+    """The TaskInfo JSON that launches shard `task_id.item` of `job` on `task_id.agent_id`."""
+    data = task_data(job, task_id, app.event_trace_sampling_count)
+    info: dict[str, Any] = {
+        "name": DELIMITER.join(
+            (job.job_name, str(task_id.item), task_id.type.value, task_id.agent_id)
+        ),
+        "task_id": {"value": str(task_id)},
+        "agent_id": {"value": task_id.agent_id},
+        "resources": [_scalar("cpus", job.cpu_count), _scalar("mem", job.memory_mb)],
+    }
+    if runs_as_command_task(job):
+        info["command"] = {
+            "shell": True,
+            "value": f"{job.script_command_line} {data.sharding.as_argument()}",
+            "uris": [_uri(app)] if app.app_url else [],
+            "environment": {
+                "variables": [
+                    {"name": k, "value": v} for k, v in data.sharding.as_environment().items()
+                ]
+            },
+        }
+        return info
+    executor = executor_info(
+        app_name=app.app_name,
+        agent_id=task_id.agent_id,
+        app_url=app.app_url,
+        bootstrap_script=app.bootstrap_script,
+        cpus=round(float(app.cpu_count), 4),
+        mem_mb=round(float(app.memory_mb), 4),
+        cache=app.app_cache_enable,
+    )
+    executor["framework_id"] = {"value": framework_id}
+    # A single file (not an archive) is fetched executable instead of extracted.
+    executor["command"]["uris"] = [_uri(app)] if app.app_url else []
+    info["executor"] = executor
+    info["data"] = data.encode()
+    return info

@@ -1,0 +1,243 @@
+"""The leader's statistics component: the event trace, the task result counters and the
+sampled statistics.
+
+- Status updates reach `on_status` through `StatusHandler.listeners` (after they were processed,
+  before they are acknowledged); it only queues them for the `sched-trace-writer` thread, so a
+  slow or unreachable database never delays scheduling.
+- Task results are journaled in ZooKeeper by the status handler, in the transaction that records
+  the state change (`storage.result_journal`); the `sched-statistics` thread moves them into the
+  tables every few seconds (counters.py) and samples running tasks/jobs and registered jobs
+  (sampler.py).
+  Nothing is flushed at term end: whatever this term journaled and did not move yet is moved by
+  the next leader, exactly once, even after a SIGKILL.
+- The database may be down at term start or at any time later: the thread keeps retrying (the
+  schema migration first), results wait in ZooKeeper, trace entries wait in the writer's queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL, Engine
+
+from executor.records import RecordError, decode_status_data
+from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.mesos.status import TERMINAL_STATES as _TERMINAL
+from scheduler.leader.statistics.counters import ResultCounters
+from scheduler.leader.statistics.database import create_trace_engine, resolve_url, upgrade_to_head
+from scheduler.leader.statistics.sampler import Sampler
+from scheduler.leader.statistics.writer import TraceWriter, first_line
+from scheduler.model.settings import Settings
+from scheduler.model.task_id import TaskId
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.result_journal import ResultJournal
+
+log = logging.getLogger(__name__)
+
+ROLL_INTERVAL_S = 5.0
+# original task ids of launched, not yet terminal tasks (a new leader starts empty: its rows
+# then name the task itself, as for any non-failover launch)
+_ORIGINALS_KEPT = 100_000
+_RETRY_MAX_S = 30.0
+
+
+def trace_url(settings: Settings) -> URL | None:
+    """The event trace database URL; None when turned off (`event_trace_rdb_url=none`)."""
+    text = settings.event_trace_rdb_url.strip()
+    if text.lower() == "none":
+        return None
+    if not text:
+        text = f"sqlite:///{Path(settings.data_dir).resolve() / 'ejcloud-trace.db'}"
+    return resolve_url(text, settings.event_trace_rdb_username, settings.event_trace_rdb_password)
+
+
+class Statistics(LeaderComponent):
+    name = "statistics"
+
+    def __init__(self, settings: Settings, registry: Registry, fence: Fence) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._fence = fence
+        self._url = trace_url(settings)
+        # The status handler journals results only while statistics are on.
+        self.journal: ResultJournal | None = None if self._url is None else ResultJournal(registry)
+        # Published once the schema is migrated; the REST API reads it.
+        self.engine: Engine | None = None
+        self._writer: TraceWriter | None = None
+        self._counters: ResultCounters | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._problem = ""
+        self._lock = threading.Lock()
+        self._originals: dict[str, str] = {}
+
+    def start(self) -> None:
+        if self._url is None:
+            log.info("statistics: event trace and statistics off (event_trace_rdb_url=none)")
+            return
+        engine = create_trace_engine(self._url)
+        # Created now so updates are queued from the first one; its thread starts after the
+        # schema is migrated.
+        self._writer = TraceWriter(engine)
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, args=(engine, self._writer), name="sched-statistics", daemon=True
+        )
+        self._thread.start()
+
+    def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
+        """Launcher listener (sched-launcher): the TASK_STAGING row, as the original wrote at
+        launch; later rows of the task carry the same `original_task_id` (for a failover
+        launch, the failed task it replaces)."""
+        writer = self._writer
+        if writer is None:
+            return
+        with self._lock:
+            if len(self._originals) >= _ORIGINALS_KEPT:
+                self._originals.pop(next(iter(self._originals)))
+            self._originals[task_id] = original_task_id
+        _trace(
+            writer,
+            TaskId.parse(task_id),
+            task_id,
+            "TASK_STAGING",
+            agent_id,
+            "launched",
+            original_task_id,
+        )
+
+    def on_status(self, status: dict[str, Any], tid: TaskId) -> None:
+        """StatusHandler listener (sched-mesos-events): queue only."""
+        writer = self._writer
+        if writer is None:
+            return
+        state = str(status.get("state", ""))
+        task_id = str(status.get("task_id", {}).get("value", ""))
+        with self._lock:
+            if state in _TERMINAL:
+                original = self._originals.pop(task_id, task_id)
+            else:
+                original = self._originals.get(task_id, task_id)
+        agent_id = str(status.get("agent_id", {}).get("value", tid.agent_id))
+        _trace(writer, tid, task_id, state, agent_id, str(status.get("message", "")), original)
+        try:
+            record = decode_status_data(status.get("data"))
+        except RecordError as exc:
+            log.warning("statistics: unreadable execution record in %s: %s", state, exc)
+            record = None
+        if record is not None:
+            writer.record_execution(record)
+
+    def info(self) -> dict[str, Any]:
+        """For /health: where the trace goes and how the writers are doing."""
+        if self._url is None:
+            return {"database": "off"}
+        out: dict[str, Any] = {
+            "database": self._url.render_as_string(hide_password=True),
+            "ready": self.engine is not None,
+        }
+        writer = self._writer
+        problem = self._problem or (writer.problem if writer is not None else "")
+        if problem:
+            out["problem"] = problem
+        if writer is not None:
+            out["trace"] = writer.counters()
+        if self.journal is not None:
+            out["journal"] = {"pending": self.journal.pending, "dropped": self.journal.dropped}
+        if self._counters is not None:
+            out["counted"] = self._counters.counted
+        return out
+
+    def _run(self, engine: Engine, writer: TraceWriter) -> None:
+        delay = 1.0
+        while True:
+            try:
+                upgrade_to_head(engine)
+                break
+            except Exception as exc:  # noqa: BLE001 - any database failure: retry
+                self._failed("migrating the schema", exc)
+            if self._stop.wait(delay):
+                return
+            delay = min(delay * 2, _RETRY_MAX_S)
+        self._recovered("schema migrated")
+        self.engine = engine
+        writer.start()
+        assert self.journal is not None
+        self._counters = counters = ResultCounters(
+            engine, self._registry, self._fence, self.journal
+        )
+        sampler = Sampler(engine, self._registry)
+        log.info("statistics: event trace in %s", engine.url.render_as_string(hide_password=True))
+        while True:
+            try:
+                counters.roll()
+                sampler.sample()
+                self._recovered("writing statistics again")
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
+                if not self._fence.is_acting():
+                    log.info("statistics: not acting; rolling paused (%s)", exc)
+                else:
+                    self._failed("rolling the statistics", exc)
+            if self._stop.wait(_next_tick()):
+                return
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        problem = f"{what}: {first_line(exc)}"
+        if problem != self._problem:
+            log.warning("statistics: %s (retrying; results wait in ZooKeeper)", problem)
+        self._problem = problem
+
+    def _recovered(self, what: str) -> None:
+        if self._problem:
+            log.info("statistics: %s after: %s", what, self._problem)
+            self._problem = ""
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.error("statistics: thread still busy with the database at term end")
+            self._thread = None
+        if self._writer is not None:
+            self._writer.stop(3.0)
+            self._writer.engine.dispose()
+        self._writer = self._counters = self.engine = None
+
+
+def _trace(
+    writer: TraceWriter,
+    tid: TaskId,
+    task_id: str,
+    state: str,
+    agent_id: str,
+    message: str,
+    original: str,
+) -> None:
+    """One JOB_STATUS_TRACE_LOG row as the scheduler records it."""
+    writer.record_status(
+        job_name=tid.job_name,
+        task_id=task_id,
+        state=state,
+        slave_id=agent_id,
+        source="CLOUD_SCHEDULER",
+        execution_type=tid.type.value,
+        sharding_item=f"[{tid.item}]",
+        message=message,
+        original_task_id=original,
+    )
+
+
+def _next_tick() -> float:
+    """Seconds to the next roll: every ROLL_INTERVAL_S, and just after each minute starts
+    (so the running sample lands at the start of its minute)."""
+    now = datetime.now(UTC)
+    next_minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1, milliseconds=200)
+    return max(0.05, min(ROLL_INTERVAL_S, (next_minute - now).total_seconds()))
+
+
+__all__ = ["ROLL_INTERVAL_S", "Statistics", "trace_url"]

@@ -1,0 +1,368 @@
+"""TraceWriter: status traces and execution records, written off the caller's thread.
+
+Callers (the Mesos event thread, through `StatusHandler.listeners`) only `put_nowait` to a
+bounded queue; one thread, `sched-trace-writer`, takes what is queued in batches and writes each
+batch in one transaction.
+
+- Database unreachable (OperationalError, InterfaceError, a dropped connection): the batch is
+  kept and retried with back-off (0.5 s doubling to 10 s) while new entries queue up, so a short
+  outage loses nothing. Retrying is safe: ids are made when an entry is queued, and a batch that
+  did commit before the connection dropped is found by its ids (duplicates are skipped).
+- Anything else (a value the database refuses): the batch is written entry by entry and only
+  the refused entries are lost.
+- The queue is full (a long outage) or the writer stops with entries left: those entries are
+  lost. Every loss is counted (`dropped`, `errors`) and logged at WARNING; never a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, insert, select
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.orm import Session
+
+from executor.records import ExecutionRecord
+from scheduler.leader.statistics.counters import utc_naive
+from scheduler.leader.statistics.models import ExecutionLog, StatusTraceLog
+
+__all__ = ["StatusTrace", "TraceWriter"]
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE_CHARS = 4000  # the original's message VARCHAR(4000)
+_RETRY_FIRST_S = 0.5
+_RETRY_MAX_S = 10.0
+
+
+@dataclass(frozen=True)
+class StatusTrace:
+    """One row of `JOB_STATUS_TRACE_LOG`; `id` and `creation_time` are filled in when queued."""
+
+    job_name: str
+    task_id: str
+    slave_id: str
+    state: str
+    source: str
+    execution_type: str
+    sharding_item: str
+    message: str
+    original_task_id: str
+    id: str
+    creation_time: datetime
+
+
+_Entry = StatusTrace | ExecutionRecord
+
+
+class _Wake:
+    """Queued by `stop()` so a writer waiting on an empty queue notices at once."""
+
+
+_WAKE = _Wake()
+
+
+class TraceWriter:
+    """Owns the `sched-trace-writer` thread; `record_*` may be called from any thread."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        queue_size: int = 10_000,
+        batch_size: int = 500,
+        idle_wait_s: float = 0.5,
+        linger_s: float = 0.25,
+    ) -> None:
+        if queue_size < 1 or batch_size < 1:
+            raise ValueError("queue_size and batch_size must be >= 1")
+        self.engine = engine
+        self._queue: queue.Queue[_Entry | _Wake] = queue.Queue(maxsize=queue_size)
+        self._batch_size = batch_size
+        self._idle_wait_s = idle_wait_s
+        self._linger_s = linger_s
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._drain_deadline = 0.0
+        self.written = 0
+        self.dropped = 0
+        self.errors = 0
+        # Why the batch in hand cannot be written ("" while writes succeed); for /health.
+        self.problem = ""
+
+    @property
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def counters(self) -> dict[str, int]:
+        """A snapshot for /health and logs."""
+        with self._lock:
+            return {
+                "written": self.written,
+                "dropped": self.dropped,
+                "errors": self.errors,
+                "pending": self._queue.qsize(),
+            }
+
+    def start(self) -> None:
+        """Start the writer thread (once)."""
+        with self._lock:
+            if self._thread is not None:
+                raise RuntimeError("TraceWriter already started")
+            self._thread = threading.Thread(
+                target=self._run, name="sched-trace-writer", daemon=True
+            )
+            self._thread.start()
+
+    def record_status(
+        self,
+        *,
+        job_name: str,
+        task_id: str,
+        state: str,
+        slave_id: str = "",
+        source: str = "CLOUD_SCHEDULER",
+        execution_type: str = "",
+        sharding_item: str = "",
+        message: str = "",
+        original_task_id: str = "",
+        creation_time: datetime | None = None,
+    ) -> bool:
+        """Queue one status trace. Never blocks, never raises; False when it was dropped.
+
+        `original_task_id` defaults to `task_id` (every launch here has a task id of its own;
+        the original copied it from the task's STAGING row). Times are UTC.
+        """
+        trace = StatusTrace(
+            job_name=job_name,
+            task_id=task_id,
+            slave_id=slave_id,
+            state=state,
+            source=source,
+            execution_type=execution_type,
+            sharding_item=sharding_item,
+            message=message[:_MAX_MESSAGE_CHARS],
+            original_task_id=original_task_id or task_id,
+            id=uuid.uuid4().hex,
+            creation_time=utc_naive(creation_time or datetime.now(UTC)),
+        )
+        return self._offer(trace)
+
+    def record_execution(self, record: ExecutionRecord) -> bool:
+        """Queue an execution record (start or complete). Never blocks, never raises."""
+        return self._offer(record)
+
+    def stop(self, timeout_s: float) -> None:
+        """Write what is queued until `timeout_s` runs out, then join the thread.
+
+        Entries still queued at the deadline are counted as dropped. Logs an ERROR if the thread
+        is still alive (a database call that does not return).
+        """
+        deadline = time.monotonic() + timeout_s
+        self._drain_deadline = deadline
+        self._stopping.set()
+        try:
+            self._queue.put_nowait(_WAKE)
+        except queue.Full:
+            pass  # a full queue: the writer is not waiting on it
+        thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.error("trace writer: thread %s still alive after %ss", thread.name, timeout_s)
+                return
+        left = 0
+        while True:
+            try:
+                entry = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            left += not isinstance(entry, _Wake)
+        if left:
+            with self._lock:
+                self.dropped += left
+            log.warning("trace writer: %d entries not written before the stop deadline", left)
+
+    def _offer(self, entry: _Entry) -> bool:
+        try:
+            self._queue.put_nowait(entry)
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+                dropped = self.dropped
+            # Power-of-two throttle: a full queue under load must not flood the log.
+            if dropped & (dropped - 1) == 0:
+                log.warning("trace writer: queue full, %d entries dropped so far", dropped)
+            return False
+        return True
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if self._stopping.is_set() and (
+                    self._queue.empty() or time.monotonic() >= self._drain_deadline
+                ):
+                    return
+                batch = self._take_batch()
+                if batch:
+                    self._write_retrying(batch)
+        except Exception:
+            log.exception("trace writer: thread failed")
+
+    def _take_batch(self) -> list[_Entry]:
+        try:
+            first = self._queue.get(timeout=0.05 if self._stopping.is_set() else self._idle_wait_s)
+        except queue.Empty:
+            return []
+        batch = [] if isinstance(first, _Wake) else [first]
+        # Linger: status updates come in bursts right after launches; writing after the burst
+        # keeps the writer's Python work (it holds the GIL) off the launcher's critical path,
+        # and makes bigger batches.
+        until = time.monotonic() + (0.0 if self._stopping.is_set() else self._linger_s)
+        while len(batch) < self._batch_size:
+            left = until - time.monotonic()
+            try:
+                entry = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(entry, _Wake):
+                until = 0.0  # stopping: write what there is now
+            else:
+                batch.append(entry)
+        return batch
+
+    def _write_retrying(self, batch: list[_Entry]) -> None:
+        delay = _RETRY_FIRST_S
+        failures = 0
+        while True:
+            try:
+                # After a failure the batch may have committed before the connection dropped.
+                self._commit(batch, skip_present=failures > 0)
+            except DBAPIError as exc:
+                if not unreachable(exc):
+                    self._one_by_one(batch, exc)
+                    return
+                failures += 1
+                self.problem = f"database unreachable: {first_line(exc)}"
+                if failures == 1:
+                    log.warning(
+                        "trace writer: database unreachable, holding %d entries and retrying: %s",
+                        len(batch),
+                        first_line(exc),
+                    )
+                if self._stopping.is_set() and time.monotonic() + delay >= self._drain_deadline:
+                    self._lost(batch, "the writer stopped while the database was unreachable")
+                    return
+                self._stopping.wait(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                continue
+            except Exception as exc:  # noqa: BLE001 - an ORM-side failure: same fallback
+                self._one_by_one(batch, exc)
+                return
+            if failures:
+                self.problem = ""
+                log.info("trace writer: database reachable again after %d failed tries", failures)
+            with self._lock:
+                self.written += len(batch)
+            return
+
+    def _one_by_one(self, batch: list[_Entry], cause: Exception) -> None:
+        log.warning(
+            "trace writer: batch of %d refused (%s); writing entries one by one",
+            len(batch),
+            first_line(cause),
+        )
+        for entry in batch:
+            try:
+                self._commit([entry])
+            except Exception as exc:  # noqa: BLE001 - this entry only
+                self._lost([entry], first_line(exc))
+                continue
+            with self._lock:
+                self.written += 1
+
+    def _lost(self, entries: list[_Entry], why: str) -> None:
+        with self._lock:
+            self.errors += len(entries)
+        log.warning("trace writer: %d entries lost: %s", len(entries), why)
+
+    def _commit(self, batch: list[_Entry], skip_present: bool = False) -> None:
+        traces = [entry for entry in batch if isinstance(entry, StatusTrace)]
+        records = [entry for entry in batch if isinstance(entry, ExecutionRecord)]
+        with Session(self.engine) as session, session.begin():
+            if traces:
+                known: set[str] = set()
+                if skip_present:
+                    ids = [trace.id for trace in traces]
+                    known.update(
+                        session.scalars(select(StatusTraceLog.id).where(StatusTraceLog.id.in_(ids)))
+                    )
+                rows = [_trace_row(trace) for trace in traces if trace.id not in known]
+                if rows:
+                    session.execute(insert(StatusTraceLog), rows)
+            if records:
+                _merge_executions(session, records)
+
+
+def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
+    """Insert on start, update the same id on complete; a complete without a start inserts."""
+    ids = {record.id for record in records}
+    rows = {
+        row.id: row for row in session.scalars(select(ExecutionLog).where(ExecutionLog.id.in_(ids)))
+    }
+    for record in records:
+        row = rows.get(record.id)
+        if row is None:
+            row = ExecutionLog(id=record.id)
+            session.add(row)
+            rows[record.id] = row
+        row.job_name = record.job_name
+        row.task_id = record.task_id
+        row.hostname = record.hostname
+        row.ip = record.ip
+        row.sharding_item = record.sharding_item
+        row.execution_source = record.execution_source
+        row.start_time = _from_ms(record.start_time_ms)
+        if record.complete_time_ms is not None:
+            row.complete_time = _from_ms(record.complete_time_ms)
+            row.is_success = record.is_success
+            cause = record.failure_cause
+            row.failure_cause = cause[:_MAX_MESSAGE_CHARS] if cause else cause
+        # A late start record never clears a completion already written.
+
+
+def _trace_row(trace: StatusTrace) -> dict[str, object]:
+    return {
+        "id": trace.id,
+        "job_name": trace.job_name,
+        "original_task_id": trace.original_task_id,
+        "task_id": trace.task_id,
+        "slave_id": trace.slave_id,
+        "source": trace.source,
+        "execution_type": trace.execution_type,
+        "sharding_item": trace.sharding_item,
+        "state": trace.state,
+        "message": trace.message,
+        "creation_time": trace.creation_time,
+    }
+
+
+def _from_ms(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).replace(tzinfo=None)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def unreachable(exc: DBAPIError) -> bool:
+    """The database could not be reached (worth retrying), as opposed to refusing the data."""
+    return exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError))

@@ -1,0 +1,488 @@
+"""Scheduler settings: defaults < properties file (`--config`) < environment < command-line flags.
+
+Keys keep the original Elastic-Job-Cloud names (`zk_servers`, `http_port`, ...). An environment
+variable overrides a key under the key's own lower-case name (as the original) or as `EJC_` plus
+the upper-case name (`EJC_HTTP_PORT`), which survives shells that upper-case everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.model.errors import SettingsError
+
+ENV_PREFIX = "EJC_"
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "on", "1"):
+        return True
+    if lowered in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+
+def _parse_str(text: str) -> str:
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class _Key:
+    name: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+    check: Callable[[Any], str | None] | None = None
+    secret: bool = False
+
+
+def _at_least(minimum: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"must be >= {minimum:g}"
+
+
+def _port(value: Any) -> str | None:
+    return None if 1 <= value <= 65535 else "must be a TCP port (1-65535)"
+
+
+def _trace_url(value: Any) -> str | None:
+    # Imported here: settings must stay importable without SQLAlchemy's start-up cost.
+    from scheduler.leader.statistics.database import url_problem
+
+    return url_problem(value)
+
+
+def _required(value: Any) -> str | None:
+    return None if value else "is required"
+
+
+def _digest(value: Any) -> str | None:
+    return None if not value or ":" in value else "must be user:password"
+
+
+def _password_hash(value: Any) -> str | None:
+    # The forms werkzeug's generate_password_hash writes: scrypt:N:r:p$salt$hex and
+    # pbkdf2:digest:iterations$salt$hex (parameters optional). Bounded so that one check can
+    # neither take a great deal of memory (scrypt) nor of time (pbkdf2).
+    if not value:
+        return None
+    parts = value.split("$")
+    method, *params = parts[0].split(":")
+    if len(parts) != 3 or not parts[1] or not parts[2] or method not in ("scrypt", "pbkdf2"):
+        return "must be a hash from python -m scheduler.api.auth hash (scrypt:...$salt$hash)"
+    if method == "scrypt" and params:
+        if not re.fullmatch(r"[0-9]{1,9}:[0-9]{1,3}:[0-9]{1,3}", ":".join(params)):
+            return "scrypt parameters must be N:r:p"
+        n, r, p = (int(x) for x in params)
+        if n < 2 or n & (n - 1) or r < 1 or p < 1 or 128 * n * r * p > 256 * 2**20:
+            return "scrypt parameters out of range (N a power of 2, at most 256 MiB per hash)"
+    if method == "pbkdf2" and params:
+        if len(params) > 2 or params[0] not in hashlib.algorithms_guaranteed:
+            return "pbkdf2 parameters must be digest[:iterations]"
+        if len(params) == 2 and not re.fullmatch(r"[0-9]{1,8}", params[1]):
+            return "pbkdf2 iterations must be a number below 100,000,000"
+    return None
+
+
+def _log_level(value: Any) -> str | None:
+    ok = ("DEBUG", "INFO", "WARNING", "ERROR")
+    return None if value.upper() in ok else f"must be one of {', '.join(ok)}"
+
+
+_KEYS: tuple[_Key, ...] = (
+    _Key(
+        "hostname",
+        "localhost",
+        _parse_str,
+        "host name other replicas and users reach this one at",
+        _required,
+    ),
+    _Key("http_bind_address", "0.0.0.0", _parse_str, "address the HTTP server binds to", _required),
+    _Key("http_port", 8899, _parse_int, "HTTP port (health, metrics, REST API)", _port),
+    _Key(
+        "http_threads",
+        8,
+        _parse_int,
+        "worker threads for /api requests (/health and /metrics have two of their own)",
+        _at_least(1),
+    ),
+    _Key(
+        "http_connection_limit",
+        0,
+        _parse_int,
+        "open HTTP connections at most; 0 = derived from the file-descriptor limit "
+        "((limit - 512) / 2, at most 4096); idle ones are closed to make room",
+        _at_least(0),
+    ),
+    _Key(
+        "http_channel_timeout_seconds",
+        15.0,
+        _parse_float,
+        "an HTTP connection idle this long is closed",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_header_timeout_seconds",
+        5.0,
+        _parse_float,
+        "a request's line and headers must arrive within this after its first byte (else 408)",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_body_timeout_seconds",
+        20.0,
+        _parse_float,
+        "a request's body must arrive within this after its headers (else 408)",
+        _at_least(0.5),
+    ),
+    _Key(
+        "http_max_header_bytes",
+        32768,
+        _parse_int,
+        "largest request line plus headers (else 431)",
+        _at_least(1024),
+    ),
+    _Key(
+        "http_max_body_bytes",
+        1048576,
+        _parse_int,
+        "largest request body (else 413)",
+        _at_least(1024),
+    ),
+    _Key("user", "", _parse_str, "user Mesos runs the tasks as (FrameworkInfo.user)"),
+    _Key(
+        "mesos_url",
+        "zk://localhost:2181/mesos",
+        _parse_str,
+        "Mesos master: host:port or zk://hosts/path",
+        _required,
+    ),
+    _Key("mesos_role", "", _parse_str, "Mesos role; the framework name gets -{role}"),
+    _Key(
+        "zk_servers",
+        "localhost:2181",
+        _parse_str,
+        "ZooKeeper connection string host:port[,host:port]",
+        _required,
+    ),
+    _Key(
+        "zk_namespace",
+        "elastic-job-cloud",
+        _parse_str,
+        "ZooKeeper namespace (root node)",
+        _required,
+    ),
+    _Key(
+        "zk_digest",
+        "",
+        _parse_str,
+        "digest auth user:password; nodes get a CREATOR_ALL ACL",
+        _digest,
+        secret=True,
+    ),
+    _Key(
+        "zk_session_timeout_seconds", 10.0, _parse_float, "ZooKeeper session timeout", _at_least(1)
+    ),
+    _Key(
+        "zk_connection_timeout_seconds",
+        15.0,
+        _parse_float,
+        "how long start-up waits for ZooKeeper",
+        _at_least(1),
+    ),
+    _Key(
+        "leader_retry_backoff_seconds",
+        2.0,
+        _parse_float,
+        "pause before re-entering the election after a failed term",
+        _at_least(0.1),
+    ),
+    _Key(
+        "job_state_queue_size",
+        10000,
+        _parse_int,
+        "cap on pending entries per state queue",
+        _at_least(1),
+    ),
+    _Key(
+        "event_trace_rdb_driver",
+        "",
+        _parse_str,
+        "kept for compatibility; the URL decides the driver",
+    ),
+    _Key(
+        "event_trace_rdb_url",
+        "",
+        _parse_str,
+        "database URL of the event trace and statistics (SQLAlchemy or jdbc:; '' = SQLite "
+        "in data_dir, none = off)",
+        _trace_url,
+        secret=True,
+    ),
+    _Key("event_trace_rdb_username", "", _parse_str, "database user"),
+    _Key("event_trace_rdb_password", "", _parse_str, "database password", secret=True),
+    _Key(
+        "reconcile_interval_minutes",
+        10.0,
+        _parse_float,
+        "periodic reconciliation; <= 0 turns it off",
+    ),
+    _Key("framework_name", "Elastic-Job-Cloud", _parse_str, "Mesos framework name", _required),
+    _Key(
+        "framework_failover_timeout_seconds",
+        604800.0,
+        _parse_float,
+        "how long Mesos keeps tasks while no leader is subscribed",
+        _at_least(0),
+    ),
+    _Key("framework_principal", "", _parse_str, "Mesos principal"),
+    _Key("framework_secret", "", _parse_str, "Mesos secret", secret=True),
+    _Key("time_zone", "", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
+    _Key("log_level", "INFO", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Key(
+        "data_dir",
+        "data",
+        _parse_str,
+        "directory for local data (the default SQLite event trace)",
+        _required,
+    ),
+    _Key("auth_enabled", True, _parse_bool, "require HTTP Basic auth on /api/*"),
+    _Key("auth_admin_username", "root", _parse_str, "user that may read and write", _required),
+    _Key("auth_admin_password", "root", _parse_str, "its password", secret=True),
+    _Key(
+        "auth_admin_password_hash",
+        "",
+        _parse_str,
+        "its password as a hash (python -m scheduler.api.auth hash); wins over the password",
+        _password_hash,
+        secret=True,
+    ),
+    _Key("auth_guest_username", "guest", _parse_str, "user that may only read", _required),
+    _Key("auth_guest_password", "guest", _parse_str, "its password", secret=True),
+    _Key(
+        "auth_guest_password_hash",
+        "",
+        _parse_str,
+        "its password as a hash; wins over the password",
+        _password_hash,
+        secret=True,
+    ),
+    _Key(
+        "auth_max_failures",
+        10,
+        _parse_int,
+        "failed logins a client address may make within the window before it gets 429",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_failure_window_seconds",
+        60.0,
+        _parse_float,
+        "sliding window of auth_max_failures",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_max_concurrent_hashes",
+        2,
+        _parse_int,
+        "password hashes computed at once (others wait briefly, then get 503)",
+        _at_least(1),
+    ),
+    _Key(
+        "auth_trust_x_forwarded_for",
+        False,
+        _parse_bool,
+        "count failed logins against X-Forwarded-For's last address (only behind a proxy)",
+    ),
+)
+
+KEYS_BY_NAME: dict[str, _Key] = {k.name: k for k in _KEYS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    hostname: str = "localhost"
+    http_bind_address: str = "0.0.0.0"
+    http_port: int = 8899
+    http_threads: int = 8
+    http_connection_limit: int = 0
+    http_channel_timeout_seconds: float = 15.0
+    http_header_timeout_seconds: float = 5.0
+    http_body_timeout_seconds: float = 20.0
+    http_max_header_bytes: int = 32768
+    http_max_body_bytes: int = 1048576
+    user: str = ""
+    mesos_url: str = "zk://localhost:2181/mesos"
+    mesos_role: str = ""
+    zk_servers: str = "localhost:2181"
+    zk_namespace: str = "elastic-job-cloud"
+    zk_digest: str = ""
+    zk_session_timeout_seconds: float = 10.0
+    zk_connection_timeout_seconds: float = 15.0
+    leader_retry_backoff_seconds: float = 2.0
+    job_state_queue_size: int = 10000
+    event_trace_rdb_driver: str = ""
+    event_trace_rdb_url: str = ""
+    event_trace_rdb_username: str = ""
+    event_trace_rdb_password: str = ""
+    reconcile_interval_minutes: float = 10.0
+    framework_name: str = "Elastic-Job-Cloud"
+    framework_failover_timeout_seconds: float = 604800.0
+    framework_principal: str = ""
+    framework_secret: str = ""
+    time_zone: str = ""
+    log_level: str = "INFO"
+    data_dir: str = "data"
+    auth_enabled: bool = True
+    auth_admin_username: str = "root"
+    auth_admin_password: str = "root"
+    auth_admin_password_hash: str = ""
+    auth_guest_username: str = "guest"
+    auth_guest_password: str = "guest"
+    auth_guest_password_hash: str = ""
+    auth_max_failures: int = 10
+    auth_failure_window_seconds: float = 60.0
+    auth_max_concurrent_hashes: int = 2
+    auth_trust_x_forwarded_for: bool = False
+
+    @property
+    def identity(self) -> str:
+        """This replica's election identifier and public address, `host:port`."""
+        return f"{self.hostname}:{self.http_port}"
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as a dict with secrets masked, for logs."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = "***" if KEYS_BY_NAME[f.name].secret and value else value
+        return out
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse Java-style properties (`key=value` or `key: value`, `#`/`!` comments)."""
+    result: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        positions = [p for p in (line.find("="), line.find(":")) if p >= 0]
+        if not positions:
+            result[line] = ""
+            continue
+        cut = min(positions)
+        result[line[:cut].strip()] = line[cut + 1 :].strip()
+    return result
+
+
+def load_settings(
+    file_values: Mapping[str, str],
+    environ: Mapping[str, str],
+    flag_values: Mapping[str, str],
+) -> Settings:
+    """Merge the three sources and validate every key at once.
+
+    Raises SettingsError naming each bad key. Unknown keys in the file or the flags are errors;
+    the environment is only read for known keys.
+    """
+    problems: dict[str, str] = {}
+    raw: dict[str, tuple[str, str]] = {}
+    for source, given in (("config file", file_values), ("command line", flag_values)):
+        for key in given:
+            if key not in KEYS_BY_NAME:
+                problems[key] = f"unknown key (from the {source})"
+    for key in KEYS_BY_NAME:
+        if key in file_values:
+            raw[key] = (file_values[key], "config file")
+        for env_name in (key, ENV_PREFIX + key.upper()):
+            if env_name in environ:
+                raw[key] = (environ[env_name], f"environment {env_name}")
+        if key in flag_values:
+            raw[key] = (flag_values[key], "command line")
+    parsed: dict[str, Any] = {}
+    for key, (text, source) in raw.items():
+        spec = KEYS_BY_NAME[key]
+        try:
+            parsed[key] = spec.parse(text)
+        except ValueError as exc:
+            problems[key] = f"{exc} (from the {source})"
+    for spec in _KEYS:
+        value = parsed.get(spec.name, spec.default)
+        if spec.name in problems or spec.check is None:
+            continue
+        why = spec.check(value)
+        if why:
+            problems[spec.name] = why
+    if problems:
+        raise SettingsError(problems)
+    if "log_level" in parsed:
+        parsed["log_level"] = parsed["log_level"].upper()
+    return Settings(**parsed)
+
+
+def _flag_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scheduler",
+        description="Elastic-Job-Cloud compatible HA scheduler replica. Settings come from "
+        "defaults, then --config FILE, then environment variables of the same name "
+        f"(or {ENV_PREFIX}NAME), then these flags.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", metavar="FILE", help="properties file (key=value lines)")
+    for spec in _KEYS:
+        shown = "***" if spec.secret and spec.default else repr(spec.default)
+        parser.add_argument(
+            f"--{spec.name}",
+            metavar="VALUE",
+            dest=spec.name,
+            default=None,
+            help=f"{spec.help} (default: {shown})",
+        )
+    return parser
+
+
+def settings_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings for `python -m scheduler ARGV`.
+
+    Raises SettingsError for invalid values or an unreadable config file; argparse itself exits
+    with status 2 for unknown flags.
+    """
+    args = _flag_parser().parse_args(list(argv))
+    flags = {
+        spec.name: getattr(args, spec.name)
+        for spec in _KEYS
+        if getattr(args, spec.name) is not None
+    }
+    file_values: dict[str, str] = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as fh:
+                file_values = read_properties(fh.read())
+        except OSError as exc:
+            raise SettingsError({"--config": f"cannot read {args.config}: {exc.strerror}"}) from exc
+    return load_settings(file_values, os.environ if environ is None else environ, flags)

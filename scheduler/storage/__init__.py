@@ -1,0 +1,7 @@
+"""Layer 2, storage: the ZooKeeper registry and every store over it.
+
+`registry` (namespace, ACLs, deadlines, fenced writes), `config_store` (apps and jobs), `state`
+(ready, running, failover, disable), `facade` (the stores of one term together, and the last
+fires), `result_journal` (task results waiting for the statistics tables). Stores import the
+registry and the models only; no thread of their own, no knowledge of Mesos or of the API.
+"""

@@ -1,0 +1,145 @@
+"""Apps and jobs in ZooKeeper (`/config/app/{app}`, `/config/job/{job}`).
+
+Reads tolerate what Elastic-Job-Cloud 2.1.5 wrote (`strict=False`); a node that cannot be read
+at all is logged and skipped in listings, and named in the error when asked for by name. Writes
+are fenced: only the acting leader changes configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scheduler.model.config.app import AppConfig
+from scheduler.model.config.cron import system_time_zone
+from scheduler.model.config.job import JobConfig
+from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryError
+from scheduler.storage.registry import Fence, FencedWriter, Registry
+
+log = logging.getLogger(__name__)
+
+APPS = "/config/app"
+JOBS = "/config/job"
+
+
+def resolve_time_zone(setting: str) -> str:
+    """The `time_zone` setting, or the system's zone when it is empty."""
+    return setting or system_time_zone()
+
+
+class ConfigStore:
+    """Reads and (fenced) writes of app and job configuration."""
+
+    def __init__(self, registry: Registry, fence: Fence | None, default_time_zone: str) -> None:
+        self._registry = registry
+        self._fence = fence
+        self.default_time_zone = default_time_zone
+
+    def _writer(self) -> FencedWriter:
+        if self._fence is None:
+            raise RuntimeError("read-only config store")
+        return self._registry.fenced(self._fence)
+
+    # -- apps -------------------------------------------------------------------------------
+
+    def app(self, name: str) -> AppConfig | None:
+        data = self._registry.get(f"{APPS}/{name}") if _plain(name) else None
+        if data is None:
+            return None
+        try:
+            return AppConfig.from_bytes(data, strict=False)
+        except InvalidRequest as exc:
+            raise RegistryError(f"stored app {name!r} cannot be read: {exc.message}") from exc
+
+    def require_app(self, name: str) -> AppConfig:
+        app = self.app(name)
+        if app is None:
+            raise NotFound(f"app '{name}' does not exist")
+        return app
+
+    def app_exists(self, name: str) -> bool:
+        return _plain(name) and self._registry.exists(f"{APPS}/{name}")
+
+    def apps(self) -> list[AppConfig]:
+        out = []
+        for name in self._registry.children(APPS):
+            try:
+                app = self.app(name)
+            except RegistryError as exc:
+                log.warning("config: skipping app %s: %s", name, exc.message)
+                continue
+            if app is not None:
+                out.append(app)
+        return out
+
+    def add_app(self, app: AppConfig) -> None:
+        try:
+            self._writer().create(f"{APPS}/{app.app_name}", app.to_bytes())
+        except Conflict as exc:
+            raise Conflict(f"app '{app.app_name}' already exists") from exc
+
+    def update_app(self, app: AppConfig) -> None:
+        try:
+            self._writer().set(f"{APPS}/{app.app_name}", app.to_bytes())
+        except NotFound as exc:
+            raise NotFound(f"app '{app.app_name}' does not exist") from exc
+
+    def delete_app(self, name: str) -> None:
+        self._writer().delete(f"{APPS}/{name}")
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def job(self, name: str) -> JobConfig | None:
+        data = self._registry.get(f"{JOBS}/{name}") if _plain(name) else None
+        if data is None:
+            return None
+        return self.parse_stored_job(name, data)
+
+    def parse_stored_job(self, name: str, data: bytes) -> JobConfig:
+        """A stored job; RegistryError naming the job when it cannot be read."""
+        try:
+            return JobConfig.from_bytes(
+                data, default_time_zone=self.default_time_zone, strict=False
+            )
+        except InvalidRequest as exc:
+            raise RegistryError(f"stored job {name!r} cannot be read: {exc.message}") from exc
+
+    def require_job(self, name: str) -> JobConfig:
+        job = self.job(name)
+        if job is None:
+            raise NotFound(f"job '{name}' does not exist")
+        return job
+
+    def jobs(self, app_name: str | None = None) -> list[JobConfig]:
+        out = []
+        for name in self._registry.children(JOBS):
+            try:
+                job = self.job(name)
+            except RegistryError as exc:
+                log.warning("config: skipping job %s: %s", name, exc.message)
+                continue
+            if job is not None and (app_name is None or job.app_name == app_name):
+                out.append(job)
+        return out
+
+    def job_names(self) -> list[str]:
+        return self._registry.children(JOBS)
+
+    def add_job(self, job: JobConfig) -> None:
+        try:
+            self._writer().create(f"{JOBS}/{job.job_name}", job.to_bytes())
+        except Conflict as exc:
+            raise Conflict(f"job '{job.job_name}' already exists") from exc
+
+    def update_job(self, job: JobConfig) -> None:
+        try:
+            self._writer().set(f"{JOBS}/{job.job_name}", job.to_bytes())
+        except NotFound as exc:
+            raise NotFound(f"job '{job.job_name}' does not exist") from exc
+
+    def delete_job(self, name: str) -> None:
+        self._writer().delete(f"{JOBS}/{name}")
+
+
+def _plain(name: str) -> bool:
+    """A name that is a single znode name (guards reads against `../` and `/`)."""
+    return bool(name) and "/" not in name and name not in (".", "..")

@@ -1,0 +1,328 @@
+"""Stores of the scheduling state. Reads are plain; every write is fenced by the leader's term.
+
+Paths (under the namespace, the same as Elastic-Job-Cloud 2.1.5's):
+`/state/ready/{job}` (pending run count), `/state/running/{job}/{taskId}` (task JSON),
+`/state/failover/{job}/{job@-@item}` (original task id), `/state/disable/app|job/{name}`.
+
+Queue caps (`job_state_queue_size`) refuse new entries with a WARNING and a False return instead
+of dropping them silently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.model.errors import Conflict
+from scheduler.model.task_id import DELIMITER, TaskId
+from scheduler.storage.registry import Fence, FencedWriter, Op, Registry
+
+log = logging.getLogger(__name__)
+
+READY = "/state/ready"
+RUNNING = "/state/running"
+FAILOVER = "/state/failover"
+FAILOVER_BACKOFF = "/state/failover_backoff"
+FAILOVER_DELAY_MAX_S = 60
+DISABLE_APP = "/state/disable/app"
+DISABLE_JOB = "/state/disable/job"
+
+
+def _count(data: bytes | None) -> int:
+    try:
+        return max(0, int((data or b"0").decode().strip() or 0))
+    except (UnicodeDecodeError, ValueError):
+        return 0
+
+
+class _Store:
+    def __init__(self, registry: Registry, fence: Fence | None, cap: int = 10000) -> None:
+        self._registry = registry
+        self._fence = fence
+        self._cap = cap
+
+    @property
+    def _w(self) -> FencedWriter:
+        if self._fence is None:
+            raise RuntimeError("this store was built read-only (no fence)")
+        return self._registry.fenced(self._fence)
+
+    def _drop_if_empty(self, path: str) -> None:
+        """Delete a job's folder once it is empty. Never recursive: an entry another thread
+        adds between a check and the delete must survive."""
+        if self._registry.children(path):
+            return
+        try:
+            self._w.delete(path, recursive=False)
+        except Conflict:
+            pass  # an entry was added meanwhile
+
+    def _full(self, path: str, name: str) -> bool:
+        names = self._registry.children(path)
+        if name not in names and len(names) >= self._cap:
+            log.warning("state: %s is full (%s entries); %s not added", path, self._cap, name)
+            return True
+        return False
+
+
+class ReadyQueue(_Store):
+    """Pending runs per job at `/state/ready/{job}` (a decimal count)."""
+
+    def add_transient(self, job: str, misfire: bool) -> bool:
+        """One more pending run (misfire) or exactly one (no misfire). False when full."""
+        if self._full(READY, job):
+            return False
+        self._w.compare_and_set(
+            f"{READY}/{job}", lambda old: str(_count(old) + 1 if misfire else 1).encode()
+        )
+        return True
+
+    def add_daemon(self, job: str) -> bool:
+        """Queue a daemon job once (a no-op when already queued)."""
+        if self._full(READY, job):
+            return False
+        self._w.compare_and_set(f"{READY}/{job}", lambda old: b"1")
+        return True
+
+    def take(self, job: str) -> None:
+        """One pending run was launched: decrement, deleting the node at zero."""
+
+        def dec(old: bytes | None) -> bytes | None:
+            left = _count(old) - 1
+            return str(left).encode() if left > 0 else None
+
+        self._w.compare_and_set(f"{READY}/{job}", dec)
+
+    def remove(self, job: str) -> None:
+        """Drop every pending run of `job` (disable, delete)."""
+        self._w.delete(f"{READY}/{job}")
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for job in self._registry.children(READY):
+            n = _count(self._registry.get(f"{READY}/{job}"))
+            if n:
+                out[job] = n
+        return out
+
+
+class DisableStore(_Store):
+    """Disabled apps and jobs: the presence of `/state/disable/app|job/{name}`."""
+
+    def disable_app(self, app: str) -> bool:
+        return self._disable(DISABLE_APP, app)
+
+    def enable_app(self, app: str) -> None:
+        self._w.delete(f"{DISABLE_APP}/{app}")
+
+    def is_app_disabled(self, app: str) -> bool:
+        return self._registry.exists(f"{DISABLE_APP}/{app}")
+
+    def disable_job(self, job: str) -> bool:
+        return self._disable(DISABLE_JOB, job)
+
+    def enable_job(self, job: str) -> None:
+        self._w.delete(f"{DISABLE_JOB}/{job}")
+
+    def is_job_disabled(self, job: str) -> bool:
+        return self._registry.exists(f"{DISABLE_JOB}/{job}")
+
+    def _disable(self, base: str, name: str) -> bool:
+        if self._registry.exists(f"{base}/{name}"):
+            return True
+        if self._full(base, name):
+            return False
+        self._w.put(f"{base}/{name}", name.encode())
+        return True
+
+
+@dataclass
+class RunningTask:
+    """A launched task the scheduler follows, stored at `/state/running/{job}/{taskId}`."""
+
+    task_id: str
+    agent_id: str
+    hostname: str = ""
+    state: str = "TASK_STAGING"
+    idle: bool = False
+    launched_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def parsed(self) -> TaskId:
+        return TaskId.parse(self.task_id)
+
+    def to_json(self) -> dict[str, Any]:
+        tid = self.parsed
+        return {
+            "id": self.task_id,
+            "metaInfo": {"jobName": tid.job_name, "shardingItems": [tid.item]},
+            "type": tid.type.value,
+            "slaveId": self.agent_id,
+            "idle": self.idle,
+            "hostname": self.hostname,
+            "state": self.state,
+            "launchedAt": self.launched_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunningTask:
+        return cls(
+            task_id=str(data["id"]),
+            agent_id=str(data.get("slaveId", "")),
+            hostname=str(data.get("hostname", "")),
+            state=str(data.get("state", "TASK_RUNNING")),
+            idle=bool(data.get("idle", False)),
+            launched_at=float(data.get("launchedAt", 0.0)),
+        )
+
+
+class RunningStore(_Store):
+    """Every launched, not yet terminal task (transient and daemon)."""
+
+    def add(self, task: RunningTask) -> None:
+        job = task.parsed.job_name
+        self._w.put(f"{RUNNING}/{job}/{task.task_id}", json.dumps(task.to_json()).encode())
+
+    def update(self, task: RunningTask, also: list[Op] | None = None) -> None:
+        """Write the task's node; with `also`, in one transaction with those ops."""
+        if not also:
+            self.add(task)
+            return
+        job = task.parsed.job_name
+        path = f"{RUNNING}/{job}/{task.task_id}"
+        data = json.dumps(task.to_json()).encode()
+        if self._registry.exists(path):
+            first = Op("set", path, data)
+        else:
+            self._registry.ensure(f"{RUNNING}/{job}")
+            first = Op("create", path, data)
+        self._w.commit(f"update {path}", [first, *also])
+
+    def remove(self, task_id: str, also: list[Op] | None = None) -> None:
+        """Delete the task's node; with `also`, in one transaction with those ops (NotFound
+        when the node is already gone, and then none of them is applied)."""
+        job = TaskId.parse(task_id).job_name
+        path = f"{RUNNING}/{job}/{task_id}"
+        if also:
+            self._w.commit(f"remove {path}", [Op("delete", path), *also])
+        else:
+            self._w.delete(path)
+        self._drop_if_empty(f"{RUNNING}/{job}")
+
+    def remove_job(self, job: str) -> None:
+        self._w.delete(f"{RUNNING}/{job}")
+
+    def tasks(self, job: str | None = None) -> list[RunningTask]:
+        jobs = [job] if job is not None else self._registry.children(RUNNING)
+        out: list[RunningTask] = []
+        for name in jobs:
+            for node in self._registry.children(f"{RUNNING}/{name}"):
+                raw = self._registry.get(f"{RUNNING}/{name}/{node}") or b""
+                try:
+                    data = json.loads(raw)
+                except ValueError:
+                    data = None
+                if isinstance(data, dict) and "id" in data:
+                    out.append(RunningTask.from_json(data))
+                    continue
+                # The original stored daemon tasks as `{job}@-@{item}` = task id.
+                task_id = raw.decode(errors="replace").strip() or node
+                try:
+                    out.append(
+                        RunningTask(task_id=task_id, agent_id=TaskId.parse(task_id).agent_id)
+                    )
+                except ValueError:
+                    log.warning("state: ignoring running node %s/%s: no task id", name, node)
+        return out
+
+
+def failover_delay(failures: int) -> float:
+    """Seconds before relaunching a shard after `failures` failures in a row: the first failover
+    is immediate (usually a lost agent), then 1, 2, 4, ... seconds, at most FAILOVER_DELAY_MAX_S,
+    so a shard that fails at once on every launch does not hammer the cluster."""
+    if failures <= 1:
+        return 0.0
+    return float(min(FAILOVER_DELAY_MAX_S, 2 ** min(failures - 2, 16)))
+
+
+class FailoverQueue(_Store):
+    """Shards to relaunch first: `/state/failover/{job}/{job@-@item}` = original task id.
+
+    Consecutive failures of a shard are counted at `/state/failover_backoff/{job}/{item}`
+    (`{"failures": n, "notBefore": epoch seconds}`; not in the original's layout) until a run of
+    that shard succeeds; the launcher holds a queued shard back until `notBefore`.
+    """
+
+    def add(self, task_id: str) -> bool:
+        tid = TaskId.parse(task_id)
+        path = f"{FAILOVER}/{tid.job_name}/{tid.shard_key}"
+        if self._registry.exists(path):
+            return True
+        if self._full(f"{FAILOVER}/{tid.job_name}", tid.shard_key):
+            return False
+        failures = self._count_failure(tid.job_name, tid.item)
+        self._w.put(path, task_id.encode())
+        if failures > 1:
+            log.warning(
+                "state: shard %s of %s failed %d times in a row; relaunch in %.0f s",
+                tid.item,
+                tid.job_name,
+                failures,
+                failover_delay(failures),
+            )
+        return True
+
+    def _count_failure(self, job: str, item: int) -> int:
+        now = time.time()
+
+        def bump(old: bytes | None) -> bytes:
+            failures = 1 + _backoff(old)[0]
+            return json.dumps(
+                {"failures": failures, "notBefore": now + failover_delay(failures)}
+            ).encode()
+
+        return _backoff(self._w.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
+
+    def not_before(self, job: str, item: int) -> float:
+        """Epoch seconds before which the shard is not relaunched (0: now)."""
+        return _backoff(self._registry.get(f"{FAILOVER_BACKOFF}/{job}/{item}"))[1]
+
+    def succeeded(self, job: str, item: int) -> None:
+        """A run of the shard succeeded: forget its failures."""
+        path = f"{FAILOVER_BACKOFF}/{job}/{item}"
+        if self._registry.exists(path):
+            self._w.delete(path)
+            self._drop_if_empty(f"{FAILOVER_BACKOFF}/{job}")
+
+    def remove(self, job: str, item: int) -> None:
+        self._w.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
+        self._drop_if_empty(f"{FAILOVER}/{job}")
+
+    def remove_job(self, job: str) -> None:
+        self._w.delete(f"{FAILOVER}/{job}")
+        self._w.delete(f"{FAILOVER_BACKOFF}/{job}")
+
+    def entries(self) -> list[tuple[str, int, str]]:
+        """(job, item, original task id) of every queued shard."""
+        out: list[tuple[str, int, str]] = []
+        for job in self._registry.children(FAILOVER):
+            for key in self._registry.children(f"{FAILOVER}/{job}"):
+                item = key.rsplit(DELIMITER, 1)[-1]
+                if not item.isdigit():
+                    continue
+                original = (self._registry.get(f"{FAILOVER}/{job}/{key}") or b"").decode()
+                out.append((job, int(item), original))
+        return out
+
+
+def _backoff(data: bytes | None) -> tuple[int, float]:
+    """(failures, notBefore) of a back-off node; (0, 0.0) for none or unreadable data."""
+    try:
+        doc = json.loads(data) if data else {}
+        return int(doc.get("failures", 0)), float(doc.get("notBefore", 0.0))
+    except (ValueError, TypeError, AttributeError):
+        return 0, 0.0
