@@ -17,9 +17,9 @@ from scheduler.leader.statistics.models import Base
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[PostgresServer]:
+def server(postgres_dir: Path) -> Iterator[PostgresServer]:
     """A server of this test's own, which it may stop, restart or pause."""
-    server = PostgresServer(tmp_path / "postgres")
+    server = PostgresServer(postgres_dir / "postgres")
     server.start()
     yield server
     server.stop()
@@ -162,9 +162,9 @@ def test_a_paused_server_lets_connections_time_out_until_resumed(
 
 
 def test_a_taken_port_fails_start_with_the_servers_log_and_leaves_no_process(
-    server: PostgresServer, tmp_path: Path
+    server: PostgresServer, postgres_dir: Path
 ) -> None:
-    second = PostgresServer(tmp_path / "second", port=server.port)
+    second = PostgresServer(postgres_dir / "second", port=server.port)
 
     with pytest.raises(PostgresUnavailable, match="Address already in use"):
         second.start(timeout_s=30)
