@@ -1,9 +1,14 @@
-"""The HTTP face of every replica: `/health`, `/metrics`, and `/api/*` (leader only).
+"""The HTTP face of every replica: `/health`, `/metrics`, the web console at `/`, and `/api/*`
+(leader only).
 
 A standby answers `/api/*` with 307 to the same URL on the leader, or 503 (JSON) while no leader
 is known; the leader hands `/api/*` to the Flask app its REST API component mounted. Requests
 arrive through the production server in `scheduler.wsgiserver` (bounded workers and connections,
 read deadlines, body limits), where `/health` and `/metrics` have worker threads of their own.
+
+The console's pages may be loaded from any replica; they call the leader's `/api` and every
+replica's `/health` across origins, so those two answer CORS for the origins of the replicas in
+the election and for no other origin (`scheduler.console.origins`).
 """
 
 from __future__ import annotations
@@ -11,11 +16,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from scheduler.console import Console
+from scheduler.console.origins import (
+    REPLICA_ORIGIN_KEY,
+    cors_headers,
+    preflight_headers,
+    replica_origin,
+)
 from scheduler.model.settings import Settings
 from scheduler.wsgiserver import EdgeServer, HttpLimits
 
@@ -105,6 +117,15 @@ def public_health(body: dict[str, Any]) -> dict[str, Any]:
 _DETAIL = re.compile(r"\s*\([^)]*\)")
 
 
+def _adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> StartResponse:
+    """`start_response` that also sends the headers `extra`."""
+
+    def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        return start_response(status, [*headers, *extra], exc_info)
+
+    return start
+
+
 class ReplicaHttp:
     """WSGI front of a replica, and the server that serves it.
 
@@ -112,8 +133,9 @@ class ReplicaHttp:
     cannot reach ZooKeeper or cannot act) and 200 otherwise; without credentials that
     `authorized` accepts, only its `public_health` part is shown; `metrics` the Prometheus text;
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
-    replica may serve `/api/*` now. They are called from the server's worker threads and must
-    not block.
+    replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
+    the election, whose web origins may call `/api` and `/health` across origins. They are
+    called from the server's worker threads and must not block.
     """
 
     def __init__(
@@ -126,8 +148,11 @@ class ReplicaHttp:
         is_acting_leader: Callable[[], bool],
         limits: HttpLimits | None = None,
         authorized: Callable[[WSGIEnvironment], bool] | None = None,
+        replicas: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self._health = health
+        self._replicas = replicas or tuple
+        self._console = Console()
         self._authorized = authorized
         self._metrics = metrics
         self._leader_address = leader_address
@@ -152,6 +177,17 @@ class ReplicaHttp:
 
     def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if Console.handles(path):
+            return self._console.serve(environ, start_response, self._replicas())
+        if path in ("/api", "/health") or path.startswith("/api/"):
+            origin = replica_origin(environ.get("HTTP_ORIGIN"), self._replicas())
+            if origin is not None:
+                if environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
+                    "HTTP_ACCESS_CONTROL_REQUEST_METHOD"
+                ):
+                    return _reply(start_response, 204, b"", "text/plain", preflight_headers(origin))
+                environ[REPLICA_ORIGIN_KEY] = origin
+                start_response = _adding(start_response, cors_headers(origin))
         if path == "/api" or path.startswith("/api/"):
             api = self._api
             if api is not None and self._is_acting_leader():

@@ -9,7 +9,9 @@
   that Elastic-Job-Cloud itself registered under other names can still be read and deleted.
 - **Writes** (any method but GET, HEAD and OPTIONS) are refused with 403 when the request has an
   `Origin` header that is not this server's own origin (scheme, host and port of the `Host` the
-  request was sent to), and with 415 when it has a body or a `Content-Type` that is not JSON.
+  request was sent to) nor the origin of another replica in the election (the web console
+  loaded from a standby calls the leader; the HTTP front marks such requests), and with 415
+  when it has a body or a `Content-Type` that is not JSON.
   A web page of another origin can send a form (`application/x-www-form-urlencoded`,
   `multipart/form-data`) or `text/plain` without the browser asking the server first, and the
   browser adds the user's saved credentials; a JSON content type cannot be sent cross-origin
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
+from scheduler.console.origins import REPLICA_ORIGIN_KEY
 from scheduler.model.config import NAME_MAX_LENGTH, shown
 from scheduler.model.errors import CrossOriginRefused, InvalidRequest, UnsupportedMediaType
 
@@ -87,7 +90,7 @@ def _guard_writes() -> None:
     if request.method in READ_METHODS:
         return
     origin = request.headers.get("Origin")
-    if origin is not None:
+    if origin is not None and origin != request.environ.get(REPLICA_ORIGIN_KEY):
         own = f"{request.scheme}://{request.host}"
         if _origin_key(origin) is None or _origin_key(origin) != _origin_key(own):
             raise CrossOriginRefused(

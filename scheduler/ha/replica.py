@@ -43,7 +43,7 @@ from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from scheduler.authenticator import authenticator_for
+from scheduler.api.authenticator import authenticator_for
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, SchedulerService
@@ -91,6 +91,8 @@ class Replica:
         )
         self._listen(self._client)
         self._election_path = self.registry.abs(ELECTION_PATH)
+        # Identities of the replicas in the election, leader first (for /health and the console).
+        self._contenders: tuple[str, ...] = ()
         self.http = ReplicaHttp(
             settings.http_bind_address,
             settings.http_port,
@@ -100,6 +102,7 @@ class Replica:
             is_acting_leader=self.is_acting_leader,
             limits=http_limits(settings),
             authorized=self._authorized,
+            replicas=lambda: self._contenders,
         )
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
@@ -488,6 +491,7 @@ class Replica:
         except KazooException:
             return
         leader = contenders[0] if contenders else None
+        self._contenders = tuple(dict.fromkeys(str(c) for c in contenders))
         if leader != self._leader:
             if leader is not None:
                 self.counters["leader_changes"] += 1
@@ -538,6 +542,7 @@ class Replica:
             "leader": self.settings.identity if acting else self._leader,
             "zookeeper": str(self._zk_state),
             "identity": self.settings.identity,
+            "replicas": list(self._contenders),
             "pid": os.getpid(),
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,

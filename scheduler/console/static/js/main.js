@@ -1,0 +1,318 @@
+// The console's shell: login, the header, hash routes and the polling of the view on screen.
+
+import { Api } from "./api.js";
+import { fill, h } from "./dom.js";
+import * as apps from "./views/apps.js";
+import * as jobs from "./views/jobs.js";
+import * as jobForm from "./views/jobform.js";
+import * as overview from "./views/overview.js";
+import * as runs from "./views/runs.js";
+import * as stats from "./views/stats.js";
+
+const RELOAD_KEY = "ejcloud.console.reloadedAt";
+const api = new Api();
+const main = document.getElementById("view");
+const banner = document.getElementById("banner");
+const nav = document.getElementById("nav");
+const who = document.getElementById("who");
+
+// Route patterns: ":name" takes one (decoded) segment.
+const ROUTES = [
+  ["", overview.view],
+  ["apps", apps.list],
+  ["apps/new", apps.form],
+  ["apps/:app", apps.detail],
+  ["apps/:app/edit", apps.form],
+  ["jobs", jobs.list],
+  ["jobs/new", jobForm.form],
+  ["jobs/:job", jobs.detail],
+  ["jobs/:job/edit", jobForm.form],
+  ["runs", runs.list],
+  ["runs/:job/:task", runs.detail],
+  ["stats", stats.view],
+];
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const cut = raw.indexOf("?");
+  const path = cut < 0 ? raw : raw.slice(0, cut);
+  const query = new URLSearchParams(cut < 0 ? "" : raw.slice(cut + 1));
+  let segments;
+  try {
+    segments = path ? path.split("/").map(decodeURIComponent) : [];
+  } catch {
+    segments = null;
+  }
+  return { segments, query };
+}
+
+function match(segments) {
+  if (!segments) return null;
+  for (const [pattern, view] of ROUTES) {
+    const parts = pattern ? pattern.split("/") : [];
+    if (parts.length !== segments.length) continue;
+    const params = {};
+    let ok = true;
+    parts.forEach((part, i) => {
+      if (part.startsWith(":")) params[part.slice(1)] = segments[i];
+      else if (part !== segments[i]) ok = false;
+    });
+    if (ok) return { view, params };
+  }
+  return null;
+}
+
+// What a view gets: the API, the route's parameters and query, and timers bound to its life.
+class ViewContext {
+  constructor(params, query) {
+    this.api = api;
+    this.params = params;
+    this.query = query;
+    this.alive = true;
+    this._pollers = [];
+    this._cleanups = [];
+  }
+
+  get canWrite() {
+    return api.canWrite;
+  }
+
+  // Runs `fn` now and then every `ms` while the view is shown and the tab is visible.
+  every(ms, fn) {
+    const poller = { ms, fn, timer: null, running: false };
+    const tick = async () => {
+      poller.timer = null;
+      if (!this.alive) return;
+      if (!document.hidden && !poller.running) {
+        poller.running = true;
+        try {
+          await fn();
+          showProblem("");
+        } catch (error) {
+          if (this.alive) showProblem(error.message || String(error));
+        } finally {
+          poller.running = false;
+        }
+      }
+      if (this.alive) poller.timer = setTimeout(tick, poller.ms);
+    };
+    poller.tick = tick;
+    this._pollers.push(poller);
+    tick();
+    return {
+      now: () => {
+        clearTimeout(poller.timer);
+        return tick();
+      },
+      stop: () => {
+        clearTimeout(poller.timer);
+        poller.timer = null;
+        this._pollers = this._pollers.filter((p) => p !== poller);
+      },
+    };
+  }
+
+  onCleanup(fn) {
+    this._cleanups.push(fn);
+  }
+
+  // Replace the query of the current hash without a new route (filters stay bookmarkable).
+  setQuery(values) {
+    const params = new URLSearchParams(this.query);
+    for (const [key, value] of Object.entries(values)) {
+      if (value === undefined || value === null || value === "") params.delete(key);
+      else params.set(key, String(value));
+    }
+    this.query = params;
+    const base = location.hash.split("?")[0] || "#/";
+    const qs = params.toString();
+    history.replaceState(null, "", `${base}${qs ? `?${qs}` : ""}`);
+  }
+
+  wake() {
+    for (const poller of this._pollers) {
+      clearTimeout(poller.timer);
+      poller.tick();
+    }
+  }
+
+  destroy() {
+    this.alive = false;
+    for (const poller of this._pollers) clearTimeout(poller.timer);
+    for (const fn of this._cleanups) fn();
+  }
+}
+
+let current = null;
+
+function showProblem(text) {
+  const problem = text || api.problem;
+  if (problem) {
+    fill(banner, problem);
+    banner.hidden = false;
+  } else {
+    banner.hidden = true;
+  }
+}
+
+function renderHeader() {
+  const parts = [];
+  if (api.loggedIn) {
+    nav.hidden = false;
+    if (api.leader) {
+      const leaderText = api.base === "" ? `leader ${api.leader} (this replica)` : `leader ${api.leader}`;
+      parts.push(h("span", { class: "leader", title: "API calls go to the leader" }, leaderText));
+    } else {
+      parts.push(h("span", { class: "leader bad" }, "no leader"));
+    }
+    const role = api.identify === "root" ? "admin" : api.identify === "guest" ? "read-only" : "…";
+    parts.push(
+      h(
+        "span",
+        { class: "user", "data-role": api.identify || "" },
+        api.authOff ? `auth off (${role})` : `${api.user || "?"} (${role})`,
+      ),
+    );
+    if (!api.authOff) {
+      parts.push(
+        h("button", { type: "button", class: "secondary small", onclick: logout }, "Log out"),
+      );
+    }
+  } else {
+    nav.hidden = true;
+  }
+  fill(who, parts);
+}
+
+function setActiveNav(segments) {
+  const top = (segments && segments[0]) || "";
+  for (const a of nav.querySelectorAll("a")) {
+    if (a.dataset.nav === top) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+function logout() {
+  api.logout();
+  route();
+}
+
+function loginView() {
+  const user = h("input", { name: "user", autocomplete: "username", required: true });
+  const password = h("input", {
+    name: "password",
+    type: "password",
+    autocomplete: "current-password",
+    required: true,
+  });
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const submit = h("button", { type: "submit", class: "primary" }, "Log in");
+  const form = h(
+    "form",
+    { class: "login card", id: "login", novalidate: true },
+    h("h1", {}, "Log in"),
+    h("p", { class: "muted" }, "Use the scheduler API's user: the admin may change things, the guest only looks."),
+    h("div", { class: "field" }, h("label", { for: "login-user" }, "User"), user),
+    h("div", { class: "field" }, h("label", { for: "login-password" }, "Password"), password),
+    error,
+    h("div", { class: "actions" }, submit),
+  );
+  user.id = "login-user";
+  password.id = "login-password";
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    error.hidden = true;
+    try {
+      const ok = await api.login(user.value, password.value);
+      if (!ok) {
+        error.textContent = "Wrong user or password (or too many failed attempts from here).";
+        error.hidden = false;
+        password.select();
+        return;
+      }
+      route();
+    } catch (e) {
+      error.textContent = `Could not log in: ${e.message || e}`;
+      error.hidden = false;
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+async function route() {
+  if (current) current.destroy();
+  current = null;
+  renderHeader();
+  if (!api.loggedIn) {
+    setActiveNav(null);
+    const form = loginView();
+    fill(main, form);
+    form.querySelector("input").focus();
+    return;
+  }
+  if (api.identify === null) {
+    try {
+      await api.whoami();
+    } catch (error) {
+      if (!api.loggedIn) return route();
+      showProblem(error.message);
+    }
+    renderHeader();
+  }
+  const { segments, query } = parseHash();
+  setActiveNav(segments);
+  const found = match(segments);
+  if (!found) {
+    fill(main, h("section", { class: "card" }, h("h1", {}, "Not found"), h("p", {}, "No such page. "), h("a", { href: "#/" }, "Overview")));
+    return;
+  }
+  const ctx = new ViewContext(found.params, query);
+  current = ctx;
+  const el = found.view(ctx);
+  fill(main, el);
+  window.scrollTo(0, 0);
+}
+
+async function start() {
+  try {
+    await api.discover();
+  } catch {
+    // The replica answered but not as expected: the next API call tries again.
+  }
+  showProblem("");
+  api.addEventListener("leader", () => {
+    renderHeader();
+    showProblem("");
+    if (current) current.wake();
+  });
+  api.addEventListener("role", () => {
+    // A different role shows different controls: draw the view again.
+    if (current) route();
+    else renderHeader();
+  });
+  api.addEventListener("unauthorized", () => route());
+  // The page may connect only to the replicas it was served with (its Content-Security-Policy);
+  // a leader that joined later needs the page again, with a policy that names it.
+  document.addEventListener("securitypolicyviolation", (event) => {
+    if (event.effectiveDirective !== "connect-src") return;
+    const last = Number(sessionStorage.getItem(RELOAD_KEY) || 0);
+    if (Date.now() - last > 30000) {
+      sessionStorage.setItem(RELOAD_KEY, String(Date.now()));
+      location.reload();
+    }
+  });
+  window.addEventListener("hashchange", route);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && current) current.wake();
+  });
+  // Follow the leader even when the view polls nothing.
+  setInterval(() => {
+    if (!document.hidden) api.rediscover();
+  }, 10000);
+  route();
+}
+
+start();
