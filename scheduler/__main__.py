@@ -17,11 +17,12 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from scheduler.command_line import settings_from_argv
 from scheduler.components import build_components
 from scheduler.ha.replica import Replica
 from scheduler.leader.mesos.driver import DRIVER_CRASHED
 from scheduler.model.errors import SchedulerError, SettingsError
-from scheduler.model.settings import Settings, settings_from_argv
+from scheduler.model.settings import Settings
 
 log = logging.getLogger("scheduler")
 

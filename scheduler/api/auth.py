@@ -20,8 +20,8 @@ import sys
 from flask import Flask, Response, g, request
 from werkzeug.security import generate_password_hash
 
-from scheduler.api.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
 from scheduler.api.errors import error_response
+from scheduler.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
 from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from scheduler.api.authenticator import authenticator_for
+from scheduler.authenticator import authenticator_for
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, SchedulerService

@@ -12,11 +12,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from kazoo.exceptions import NoNodeError
 
 from scheduler.leader.lifecycle import LeaderComponent
-from scheduler.leader.producer import Producer
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.config_store import JOBS
@@ -28,13 +28,32 @@ log = logging.getLogger(__name__)
 _STOP = ("stop", "")
 
 
+class RunProducer(Protocol):
+    """What the listener asks of the term's producer (the cron side of scheduling)."""
+
+    @property
+    def scheduled(self) -> set[str]:
+        """Names of the jobs producing runs now."""
+        ...
+
+    def prefetch_last_fires(self, names: list[str]) -> None:
+        """Read the recorded last fires of `names` at once (term start)."""
+
+    def schedule(self, job: JobConfig, *, catch_up: bool = False) -> None:
+        """Produce runs for `job` (replacing an earlier schedule of it)."""
+
+    def unschedule(self, job_name: str) -> bool:
+        """Stop producing runs for `job_name`; False when it was not scheduled."""
+        ...
+
+
 class ConfigListener(LeaderComponent):
     name = "config-listener"
 
     def __init__(
         self,
         facade: StateFacade,
-        producer: Producer,
+        producer: RunProducer,
         kill_job_tasks: Callable[[str], None],
     ) -> None:
         self._facade = facade

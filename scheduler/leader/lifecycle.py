@@ -9,8 +9,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+
+class TermView(Protocol):
+    """What a component may know of its leadership term (the replica's `Term` is one)."""
+
+    @property
+    def acting(self) -> bool:
+        """True while the term acts: False at once when the session is SUSPENDED or LOST, and
+        after the term; a component that sees False must not launch or write."""
+        ...
 
 
 class LeaderComponent:

@@ -19,8 +19,7 @@ from datetime import UTC, datetime
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
-from scheduler.ha.term import Term
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import LeaderComponent, TermView
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.storage.facade import StateFacade
@@ -35,7 +34,7 @@ _MISFIRE_GRACE_S = 30
 class Producer(LeaderComponent):
     name = "producer"
 
-    def __init__(self, facade: StateFacade, term: Term, on_work: Callable[[], None]) -> None:
+    def __init__(self, facade: StateFacade, term: TermView, on_work: Callable[[], None]) -> None:
         self._facade = facade
         self._term = term
         self._on_work = on_work

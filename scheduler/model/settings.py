@@ -7,17 +7,16 @@ the upper-case name (`EJC_HTTP_PORT`), which survives shells that upper-case eve
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import math
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.model.errors import SettingsError
+from scheduler.model.trace_url import url_problem
 
 ENV_PREFIX = "EJC_"
 
@@ -71,9 +70,6 @@ def _port(value: Any) -> str | None:
 
 
 def _trace_url(value: Any) -> str | None:
-    # Imported here: settings must stay importable without SQLAlchemy's start-up cost.
-    from scheduler.leader.statistics.database import url_problem
-
     return url_problem(value)
 
 
@@ -443,46 +439,3 @@ def load_settings(
     if "log_level" in parsed:
         parsed["log_level"] = parsed["log_level"].upper()
     return Settings(**parsed)
-
-
-def _flag_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m scheduler",
-        description="Elastic-Job-Cloud compatible HA scheduler replica. Settings come from "
-        "defaults, then --config FILE, then environment variables of the same name "
-        f"(or {ENV_PREFIX}NAME), then these flags.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--config", metavar="FILE", help="properties file (key=value lines)")
-    for spec in _KEYS:
-        shown = "***" if spec.secret and spec.default else repr(spec.default)
-        parser.add_argument(
-            f"--{spec.name}",
-            metavar="VALUE",
-            dest=spec.name,
-            default=None,
-            help=f"{spec.help} (default: {shown})",
-        )
-    return parser
-
-
-def settings_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings for `python -m scheduler ARGV`.
-
-    Raises SettingsError for invalid values or an unreadable config file; argparse itself exits
-    with status 2 for unknown flags.
-    """
-    args = _flag_parser().parse_args(list(argv))
-    flags = {
-        spec.name: getattr(args, spec.name)
-        for spec in _KEYS
-        if getattr(args, spec.name) is not None
-    }
-    file_values: dict[str, str] = {}
-    if args.config:
-        try:
-            with open(args.config, encoding="utf-8") as fh:
-                file_values = read_properties(fh.read())
-        except OSError as exc:
-            raise SettingsError({"--config": f"cannot read {args.config}: {exc.strerror}"}) from exc
-    return load_settings(file_values, os.environ if environ is None else environ, flags)

@@ -18,11 +18,10 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pymesos import MesosSchedulerDriver
 
-from scheduler.ha.framework_id import FrameworkIdStore
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.settings import Settings
 
@@ -63,6 +62,21 @@ def _stop_driver(driver: Any, timeout_s: float = 3.0) -> None:
     thread.join(timeout_s)
     if thread.is_alive():
         log.error("mesos: the pymesos driver did not stop within %ss (left to exit)", timeout_s)
+
+
+class FrameworkIds(Protocol):
+    """Where the term keeps the Mesos framework id (the replica's fenced `/ha/framework_id`)."""
+
+    @property
+    def framework_id(self) -> str | None:
+        """The id this leader subscribes with; None: Mesos assigns one."""
+        ...
+
+    def save(self, framework_id: str) -> None:
+        """Keep the id Mesos assigned. Raises NotLeader when the term is over."""
+
+    def clear(self) -> None:
+        """Forget the id after Mesos removed the framework."""
 
 
 class _Callbacks:
@@ -118,7 +132,7 @@ class MesosDriver(LeaderComponent):
     def __init__(
         self,
         settings: Settings,
-        framework_ids: FrameworkIdStore,
+        framework_ids: FrameworkIds,
         on_offers: Callable[[list[dict[str, Any]]], None],
         on_rescind: Callable[[str], None],
         on_status: Callable[[dict[str, Any]], bool],

@@ -28,8 +28,7 @@ from http.client import HTTPException
 from typing import Any
 
 from executor.taskdata import executor_id
-from scheduler.ha.term import Term
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import LeaderComponent, TermView
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable, shards_for
 from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard, place
@@ -91,7 +90,7 @@ class Launcher(LeaderComponent):
     name = "task-launcher"
 
     def __init__(
-        self, facade: StateFacade, term: Term, driver: Callable[[], MesosDriver | None]
+        self, facade: StateFacade, term: TermView, driver: Callable[[], MesosDriver | None]
     ) -> None:
         self._facade = facade
         self._term = term

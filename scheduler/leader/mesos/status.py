@@ -19,27 +19,13 @@ from executor.records import RecordError, decode_status_data
 from scheduler.model.config.job import JobExecutionType
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
+from scheduler.model.task_states import ACTIVE_STATES, COUNTED_FAILED_STATES, TERMINAL_STATES
 from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Op
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import RunningTask
 
 log = logging.getLogger(__name__)
-
-FAILED_STATES = frozenset(
-    {
-        "TASK_FAILED",
-        "TASK_LOST",
-        "TASK_ERROR",
-        "TASK_DROPPED",
-        "TASK_GONE",
-        "TASK_GONE_BY_OPERATOR",
-        "TASK_UNKNOWN",
-    }
-)
-TERMINAL_STATES = FAILED_STATES | {"TASK_FINISHED", "TASK_KILLED"}
-# Counted as failed in the task result statistics (a kill is neither success nor failure).
-COUNTED_FAILED_STATES = FAILED_STATES
 
 StatusListener = Callable[[dict[str, Any], TaskId], None]
 _ENDED_KEPT = 100_000
@@ -99,7 +85,7 @@ class StatusHandler:
         known = {t.task_id: t for t in facade.running.tasks(tid.job_name)}
         task = known.get(task_id)
         job = facade.config.job(tid.job_name)
-        if state in ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING"):
+        if state in ACTIVE_STATES:
             if job is None:
                 log.info("status: job %s is gone; killing %s", tid.job_name, task_id)
                 self._kill(task_id)

@@ -26,13 +26,14 @@ from sqlalchemy.engine import URL, Engine
 
 from executor.records import RecordError, decode_status_data
 from scheduler.leader.lifecycle import LeaderComponent
-from scheduler.leader.mesos.status import TERMINAL_STATES as _TERMINAL
 from scheduler.leader.statistics.counters import ResultCounters
-from scheduler.leader.statistics.database import create_trace_engine, resolve_url, upgrade_to_head
+from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.sampler import Sampler
 from scheduler.leader.statistics.writer import TraceWriter, first_line
 from scheduler.model.settings import Settings
 from scheduler.model.task_id import TaskId
+from scheduler.model.task_states import TERMINAL_STATES
+from scheduler.model.trace_url import resolve_url
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.result_journal import ResultJournal
 
@@ -118,7 +119,7 @@ class Statistics(LeaderComponent):
         state = str(status.get("state", ""))
         task_id = str(status.get("task_id", {}).get("value", ""))
         with self._lock:
-            if state in _TERMINAL:
+            if state in TERMINAL_STATES:
                 original = self._originals.pop(task_id, task_id)
             else:
                 original = self._originals.get(task_id, task_id)

@@ -13,15 +13,12 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 __all__ = [
     "DEFAULT_URL",
     "HEAD_REVISION",
     "create_trace_engine",
-    "resolve_url",
     "upgrade_to_head",
-    "url_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -31,59 +28,6 @@ HEAD_REVISION = "0002_counted_results"
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _SQLITE_BUSY_TIMEOUT_MS = 5000
 _CONNECT_TIMEOUT_S = 5
-
-
-# The original's JDBC URLs (`jdbc:mysql://host:3306/db`) and the drivers that replace them.
-_JDBC = {
-    "jdbc:mysql://": "mysql+pymysql://",
-    "jdbc:mariadb://": "mysql+pymysql://",
-    "jdbc:postgresql://": "postgresql+psycopg://",
-}
-
-
-def resolve_url(text: str, username: str = "", password: str = "") -> URL:
-    """A SQLAlchemy URL from `event_trace_rdb_url` text: a SQLAlchemy URL, or one of the
-    original's JDBC URLs; `username`/`password` fill in what the URL does not say.
-
-    Raises ValueError naming the problem (unknown JDBC database, unparsable URL).
-    """
-    text = text.strip()
-    if text.lower().startswith("jdbc:"):
-        prefix = next((p for p in _JDBC if text.lower().startswith(p)), None)
-        if prefix is None:
-            raise ValueError(
-                "unsupported JDBC URL (jdbc:mysql, jdbc:mariadb and jdbc:postgresql are "
-                "translated; give a SQLAlchemy URL for anything else)"
-            )
-        text = _JDBC[prefix] + text[len(prefix) :].split("?", 1)[0]
-    try:
-        url = make_url(text)
-    except ArgumentError as exc:
-        raise ValueError(f"not a database URL: {exc}") from None
-    if username and url.username is None:
-        url = url.set(username=username, password=password or None)
-    return url
-
-
-def url_problem(text: str) -> str | None:
-    """Why `text` cannot be the trace database URL (None if it can, and for "" / "none")."""
-    if not text.strip() or text.strip().lower() == "none":
-        return None
-    try:
-        url = resolve_url(text)
-        dialect = url.get_dialect()
-    except ValueError as exc:
-        return str(exc)
-    except NoSuchModuleError:
-        return f"no SQLAlchemy dialect for {text.split(':', 1)[0]!r}"
-    try:
-        dialect.import_dbapi()
-    except ImportError as exc:
-        return (
-            f"the {url.get_backend_name()} driver is not installed ({exc.name}); "
-            "install the extra: pip install 'ejcloud[postgresql]' or 'ejcloud[mysql]'"
-        )
-    return None
 
 
 def create_trace_engine(url: str | URL) -> Engine:

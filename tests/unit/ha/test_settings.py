@@ -4,13 +4,13 @@ import dataclasses
 
 import pytest
 
+from scheduler.command_line import settings_from_argv
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import (
     KEYS_BY_NAME,
     Settings,
     load_settings,
     read_properties,
-    settings_from_argv,
 )
 
 
@@ -116,7 +116,7 @@ def test_usable_trace_database_urls_pass(url: str) -> None:
 
 
 def test_jdbc_urls_are_translated_and_the_user_settings_fill_in() -> None:
-    from scheduler.leader.statistics.database import resolve_url
+    from scheduler.model.trace_url import resolve_url
 
     url = resolve_url("jdbc:mysql://db.example:3306/ejc?useSSL=false", "ejc", "s3cret")
     assert url.render_as_string(hide_password=False) == (
