@@ -41,6 +41,7 @@ from playwright.sync_api import (
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.pipeline_support import System, running_system
 from tests.support.replicas import ROOT, ReplicaProcess, http_get
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -238,9 +239,10 @@ class ConsolePage:
         self.page.evaluate("window.scrollTo(0, 0)")
         self.page.screenshot(path=self.shots / f"{name}.png", full_page=True)
 
-    def assert_clean(self, expected: set[tuple[str, int]]) -> None:
+    def assert_clean(self, expected: set[tuple[str, int]], gone: str | None = None) -> None:
         """No console or page error, except the browser's note of an API refusal the test
-        caused on purpose: (path ending, status) in `expected`."""
+        caused on purpose: (path ending, status) in `expected`, and failed requests to the
+        replica `gone` (`host:port`) that the test stopped."""
         allowed = {
             url
             for url, status in self.failed
@@ -251,6 +253,8 @@ class ConsolePage:
             match = _FAILED_LOAD.match(text)
             if match and url in allowed:
                 continue
+            if gone and urllib.parse.urlsplit(url).netloc == gone:
+                continue  # refused while stopping (503), then not there at all
             unexpected.append(f"{text} ({url})")
         assert not unexpected, "console errors:\n" + "\n".join(unexpected)
 
@@ -600,3 +604,39 @@ def test_replicas_serve_the_console_and_grant_cors_only_to_replica_origins(
     status, headers, body = call(standby, "GET", "/health", None, {"Origin": foreign})
     assert status == 200 and "Access-Control-Allow-Origin" not in headers
     assert "replicas" not in body  # without credentials only the public part
+
+
+def test_the_page_follows_the_leader_when_it_stops(
+    cluster: Cluster, browser: Browser, screenshots: Path
+) -> None:
+    """Opened on the standby, the console keeps working when the leader stops and the standby
+    takes over: it finds the new leader (this very replica) and writes go there."""
+    old_leader, standby = cluster.leader, cluster.standby
+    tab = new_tab(browser, f"http://{standby.identity}", screenshots)
+    page = tab.page
+    try:
+        tab.login("root", "root")
+        expect(page.locator("#who")).to_contain_text(f"leader {old_leader.identity}")
+        tab.open("apps")
+        old_leader.stop()
+        expect(page.locator("#who")).to_contain_text(
+            f"leader {standby.identity} (this replica)", timeout=RUN_WAIT_MS
+        )
+        page.click("[data-action=add-app]")
+        form = page.locator("form[data-form=app]")
+        form.locator("[name=appName]").fill("after_failover")
+        form.locator("[name=appURL]").fill(cluster.app_archive("after_failover"))
+        form.locator("[name=bootstrapScript]").fill("true")
+        form.locator("button[type=submit]").click()
+        expect(page).to_have_url(re.compile(r"#/apps/after_failover$"))
+        assert (
+            call(standby, "GET", "/api/app/after_failover", None, {"Authorization": ADMIN})[0]
+            == 200
+        )
+        tab.assert_clean(set(), gone=old_leader.identity)
+    finally:
+        page.context.close()
+        # The module's cluster has two replicas again for whatever runs next.
+        if not old_leader.alive():
+            old_leader.start()
+            wait_for(lambda: (old_leader.health() or {}).get("role") == "standby", 30)
