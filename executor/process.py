@@ -86,10 +86,18 @@ class WorkerProcess:
         env: Mapping[str, str],
         executor_root: Path = EXECUTOR_ROOT,
         extra_args: Sequence[str] = (),
+        output: tuple[Path, Path] | None = None,
     ) -> WorkerProcess:
-        """Start a worker for `task_data` (TaskInfo.data, base64). Raises OSError."""
+        """Start a worker for `task_data` (TaskInfo.data, base64). Raises OSError.
+
+        `output` is the (stdout, stderr) files the worker and everything it starts write to,
+        opened for appending; None: the executor's own stdout and stderr.
+        """
         read_fd, write_fd = os.pipe()
+        files: list[Any] = []
         try:
+            for path in output or ():
+                files.append(open(path, "ab"))  # closed in `finally`
             popen = subprocess.Popen(
                 [
                     python,
@@ -102,6 +110,8 @@ class WorkerProcess:
                 cwd=app_dir,
                 env=dict(env),
                 stdin=subprocess.PIPE,
+                stdout=files[0] if files else None,
+                stderr=files[1] if files else None,
                 pass_fds=(write_fd,),
                 start_new_session=True,
             )
@@ -110,6 +120,8 @@ class WorkerProcess:
             raise
         finally:
             os.close(write_fd)
+            for handle in files:
+                handle.close()  # the worker holds its own descriptors now
         worker = cls(name, popen, read_fd)
         request = json.dumps({"taskData": task_data, "appDir": str(app_dir)}) + "\n"
         assert popen.stdin is not None

@@ -25,7 +25,13 @@ record comes back complete. Which updates carry one:
 - TASK_STARTING, TASK_ERROR and plain TASK_RUNNING carry no data.
 
 The scheduler decodes with `decode_status_data(status.get("data"))`, which returns None for an
-update without data and raises `RecordError` for data it cannot read. This module imports
+update without data and raises `RecordError` for data it cannot read.
+
+Each task's output has files of its own in the executor's sandbox: `task_output_dir(task_id)`
+(`tasks/<the task id, path-safe>`) holds its `stdout` and `stderr` (a daemon task's runs follow
+each other in them). The executor says so in the task's first TASK_RUNNING message,
+`output: stdout=<path> stderr=<path>` (paths relative to the sandbox; `output_message`), which
+the scheduler's event trace keeps and `parse_output_message` reads back. This module imports
 nothing outside the standard library.
 """
 
@@ -33,7 +39,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,16 +49,27 @@ from typing import Any
 __all__ = [
     "EXECUTION_SOURCE",
     "MAX_FAILURE_CAUSE_CHARS",
+    "OUTPUT_STREAMS",
     "VERSION",
     "ExecutionRecord",
     "RecordError",
     "decode_status_data",
     "encode_status_data",
+    "output_message",
+    "parse_output_message",
+    "task_output_dir",
 ]
 
 VERSION = 1
 EXECUTION_SOURCE = "CLOUD_EXECUTOR"
 MAX_FAILURE_CAUSE_CHARS = 4000  # the original's failure_cause VARCHAR(4000)
+OUTPUT_STREAMS = ("stdout", "stderr")
+_OUTPUT_ROOT = "tasks"
+# A file name stays well below the 255 bytes most file systems allow.
+_MAX_NAME_BYTES = 200
+_NAME_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@_.-")
+_OUTPUT_PREFIX = "output: "
+_OUTPUT_MESSAGE = re.compile(r"^output: stdout=(\S+) stderr=(\S+)$")
 
 
 class RecordError(ValueError):
@@ -202,3 +221,43 @@ def _clip(text: str) -> str:
         return text
     marker = "...\n"
     return marker + text[-(MAX_FAILURE_CAUSE_CHARS - len(marker)) :]
+
+
+def task_output_dir(task_id: str) -> str:
+    """`tasks/<name>`: where a task's `stdout` and `stderr` go, relative to the sandbox.
+
+    The name is the task id with every byte of its UTF-8 outside `[A-Za-z0-9@_.-]` written as
+    `%XX` (`%` itself too) and a leading `.` as `%2E`, so it is one plain file name whatever the
+    id holds (no `/`, never `.` or `..`, never hidden). A name over 200 bytes keeps its first
+    150 and adds `~` and 16 hex digits of the id's SHA-256, so distinct ids keep distinct names.
+    """
+    raw = task_id.encode("utf-8", "surrogatepass")
+    name = "".join(chr(b) if chr(b) in _NAME_SAFE else f"%{b:02X}" for b in raw)
+    if name.startswith("."):
+        name = "%2E" + name[1:]
+    if not name:
+        name = "%"
+    if len(name) > _MAX_NAME_BYTES:
+        name = name[:150] + "~" + hashlib.sha256(raw).hexdigest()[:16]
+    return f"{_OUTPUT_ROOT}/{name}"
+
+
+def output_message(stdout: str, stderr: str) -> str:
+    """The TASK_RUNNING message naming a task's output files (paths relative to the sandbox)."""
+    return f"{_OUTPUT_PREFIX}stdout={stdout} stderr={stderr}"
+
+
+def parse_output_message(message: str | None) -> dict[str, str] | None:
+    """`{"stdout": path, "stderr": path}` from an `output_message`; None for any other message
+    or for a path that is not a plain relative one (no `..`, no leading `/`)."""
+    if not message or not message.startswith(_OUTPUT_PREFIX):
+        return None
+    found = _OUTPUT_MESSAGE.match(message)
+    if found is None:
+        return None
+    paths = dict(zip(OUTPUT_STREAMS, found.groups(), strict=True))
+    for path in paths.values():
+        parts = path.split("/")
+        if path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            return None
+    return paths

@@ -40,6 +40,8 @@ class ExecutorSettings:
     app_dir: Path
     python: str = sys.executable
     kill_grace_s: float = DEFAULT_KILL_GRACE_S
+    # Where each task's output files go (MESOS_SANDBOX or MESOS_DIRECTORY); None outside Mesos.
+    sandbox: Path | None = None
 
     @classmethod
     def from_environment(
@@ -51,6 +53,7 @@ class ExecutorSettings:
     ) -> ExecutorSettings:
         """App dir: the option, else EJC_APP_DIR, MESOS_SANDBOX, MESOS_DIRECTORY, the cwd.
 
+        Sandbox (for the tasks' output files): MESOS_SANDBOX, else MESOS_DIRECTORY, else none.
         Kill grace: the option, else EJC_KILL_GRACE_SECONDS, else 3 s. Raises ValueError.
         """
         directory = (
@@ -71,7 +74,11 @@ class ExecutorSettings:
                 raise ValueError(f"EJC_KILL_GRACE_SECONDS: not a number: {text!r}") from exc
         if kill_grace_s < 0:
             raise ValueError("the kill grace period must be >= 0 seconds")
-        return cls(app_dir=path, kill_grace_s=kill_grace_s)
+        sandbox_dir = environ.get("MESOS_SANDBOX") or environ.get("MESOS_DIRECTORY")
+        sandbox = Path(sandbox_dir).resolve() if sandbox_dir else None
+        if sandbox is not None and not sandbox.is_dir():
+            sandbox = None  # the tasks' output then goes to the executor's own files
+        return cls(app_dir=path, kill_grace_s=kill_grace_s, sandbox=sandbox)
 
 
 def worker_environment(environ: Mapping[str, str], app_dir: Path) -> dict[str, str]:
@@ -230,6 +237,7 @@ class ExecutorService:
                         worker_env=self._worker_env,
                         hostname=self._hostname,
                         ip=self._ip,
+                        sandbox=self.settings.sandbox,
                     ),
                     self._reporter,
                     _kill_grace_s(task, self.settings.kill_grace_s),

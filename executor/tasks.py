@@ -9,6 +9,11 @@
 
 A kill stops the work first (SIGTERM to the worker's process group, SIGKILL after the grace
 period) and reports TASK_KILLED only once the worker has been reaped.
+
+With a sandbox in the run environment, each task's workers write to files of the task's own,
+`<sandbox>/tasks/<task id, path-safe>/stdout` and `stderr` (`records.task_output_dir`), and the
+task's first TASK_RUNNING names them (`records.output_message`); without one (tests, a run
+outside Mesos) they inherit the executor's stdout and stderr.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .process import WorkerExit, WorkerProcess
-from .records import ExecutionRecord
+from .records import ExecutionRecord, output_message, task_output_dir
 from .taskdata import TaskData
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,8 @@ class RunEnvironment:
     worker_env: Mapping[str, str]
     hostname: str
     ip: str
+    # The executor's sandbox, where each task gets its output files (None: no files of its own).
+    sandbox: Path | None = None
 
 
 def now_ms() -> int:
@@ -96,6 +103,8 @@ class TaskRunner(ABC):
         self.done = threading.Event()
         label = f"{data.sharding.job_name}-{data.sharding.sharding_item}"
         self._label = label
+        self._output: tuple[Path, Path] | None = None
+        self._running_message = ""
         self._thread = threading.Thread(target=self._main, name=f"exec-task-{label}")
 
     def start(self) -> None:
@@ -181,6 +190,23 @@ class TaskRunner(ABC):
             start_time_ms=now_ms(),
         )
 
+    def _prepare_output(self) -> None:
+        """Create the task's output folder in the sandbox (task thread, before any worker).
+
+        On failure the workers write to the executor's own stdout and stderr, with a WARNING.
+        """
+        sandbox = self._env.sandbox
+        if sandbox is None:
+            return
+        relative = task_output_dir(self.task_id)
+        try:
+            (sandbox / relative).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("task %s: no output files of its own (%s)", self.task_id, exc)
+            return
+        self._output = (sandbox / relative / "stdout", sandbox / relative / "stderr")
+        self._running_message = output_message(f"{relative}/stdout", f"{relative}/stderr")
+
     def _spawn(self, run_name: str) -> WorkerProcess:
         return WorkerProcess.spawn(
             run_name,
@@ -188,6 +214,7 @@ class TaskRunner(ABC):
             app_dir=self._env.app_dir,
             python=self._env.python,
             env=self._env.worker_env,
+            output=self._output,
         )
 
 
@@ -217,6 +244,7 @@ class TransientTask(TaskRunner):
 
     def _run(self) -> None:
         self._report("TASK_STARTING")
+        self._prepare_output()
         record = self._new_record()
         spawn_error = ""
         with self._lock:
@@ -236,7 +264,7 @@ class TransientTask(TaskRunner):
             return
         worker = self._worker
         assert worker is not None
-        self._report("TASK_RUNNING", "", record)
+        self._report("TASK_RUNNING", self._running_message, record)
         outcome = worker.wait()
         with self._lock:
             killer = self._killer
@@ -271,6 +299,7 @@ class DaemonTask(TaskRunner):
 
     def _run(self) -> None:
         self._report("TASK_STARTING")
+        self._prepare_output()
         try:
             scheduler = self._new_scheduler()
         except (ValueError, TypeError, LookupError) as exc:
@@ -286,7 +315,7 @@ class DaemonTask(TaskRunner):
             self.data.job.time_zone or "local time",
         )
         try:
-            self._report("TASK_RUNNING")
+            self._report("TASK_RUNNING", self._running_message)
             self._kill.wait()
         finally:
             # Stop order: no new runs, cut the current run short, then stop the scheduler

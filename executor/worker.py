@@ -14,7 +14,8 @@ the job and anything the job starts) with the app directory as cwd. The contract
   managers run; the executor SIGKILLs the group after its grace period.
 - Exit status: 0 the job succeeded, 1 it failed, 2 the request was bad, 143 stopped by SIGTERM.
 
-Job output goes to the inherited stdout/stderr: the sandbox's `stdout` and `stderr` files.
+Job output goes to the inherited stdout/stderr: the task's own `stdout` and `stderr` files in
+the sandbox (or the executor's, outside Mesos). A failed run's traceback is written to stderr too.
 """
 
 from __future__ import annotations
@@ -229,8 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_STOPPED
     if result.success:
         log.info("task %s: succeeded", data.sharding.task_id)
+    elif result.failure_cause and result.failure_cause != result.summary:
+        # The traceback belongs in the run's own stderr, beside what the job printed.
+        log.warning(
+            "task %s: failed: %s\n%s",
+            data.sharding.task_id,
+            result.summary,
+            result.failure_cause.rstrip(),
+        )
     else:
-        log.info("task %s: failed: %s", data.sharding.task_id, result.summary)
+        log.warning("task %s: failed: %s", data.sharding.task_id, result.summary)
     _write_result(args.result_fd, result)
     return EXIT_SUCCESS if result.success else EXIT_FAILED
 

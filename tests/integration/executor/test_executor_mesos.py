@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from deploy.localmesos import LocalMesos
+from executor.records import parse_output_message, task_output_dir
 from executor.taskdata import executor_id
 from tests.support.waiting import wait_for
 
@@ -249,6 +250,17 @@ def test_the_demo_app_runs_its_three_jobs(
     for task_id in ids:
         assert framework.wait_terminal(task_id).state == "TASK_FINISHED"
     (sandbox,) = sandboxes(mesos.work_dir, executor_id("demo", only_agent(framework)))
-    stdout = (sandbox / "stdout").read_text()
-    assert "hello from " in stdout and "shard 1/2" in stdout
-    assert "shard 0: [0, 1, 4]" in stdout
+    # Each task's output is in files of its own, named in its TASK_RUNNING message.
+    hello, squares, script = (
+        (sandbox / task_output_dir(task_id) / "stdout").read_text() for task_id in ids
+    )
+    assert "hello from " in hello and "shard 1/2" in hello
+    assert "shard 0: [0, 1, 4]" in squares and "hello from " not in squares
+    assert script and "shard 0: [0, 1, 4]" not in script
+    running = framework.statuses(ids[0])[1]
+    assert running.state == "TASK_RUNNING"
+    assert parse_output_message(running.message) == {
+        "stdout": f"{task_output_dir(ids[0])}/stdout",
+        "stderr": f"{task_output_dir(ids[0])}/stderr",
+    }
+    assert "hello from " not in (sandbox / "stdout").read_text()

@@ -10,10 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from executor.records import parse_output_message, task_output_dir
 from executor.service import worker_environment
 from executor.taskdata import TaskData
 from executor.tasks import DaemonTask, RunEnvironment, TaskRunner, new_runner
@@ -120,6 +122,39 @@ def test_a_raising_job_fails_with_the_exception_and_where_it_was_raised(
     assert update.record is not None and update.record.is_success is False
     assert "Traceback" in update.record.failure_cause
     assert update.record.failure_cause.rstrip().endswith("ValueError: bad shard 0")
+
+
+def test_with_a_sandbox_each_task_writes_to_files_of_its_own_and_names_them(
+    env: RunEnvironment, recorder: Recorder, runners: list[TaskRunner], tmp_path: Path
+) -> None:
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    boxed = replace(env, sandbox=sandbox)
+    good = task_data(tmp_path, "SIMPLE", "testjobs.simple:ok", item=0)
+    bad = task_data(tmp_path, "SIMPLE", "testjobs.simple:fail", item=1, total=2, job_name="o")
+    for data in (good, bad):
+        runner = new_runner(data.sharding.task_id, data.encode(), data, boxed, recorder, GRACE_S)
+        runners.append(runner)
+        runner.start()
+    assert recorder.wait_terminal(good.sharding.task_id).state == "TASK_FINISHED"
+    assert recorder.wait_terminal(bad.sharding.task_id).state == "TASK_FAILED"
+    for data in (good, bad):
+        task_id = data.sharding.task_id
+        (running,) = [u for u in recorder.of(task_id) if u.state == "TASK_RUNNING"]
+        files = parse_output_message(running.message)
+        folder = task_output_dir(task_id)
+        assert files == {"stdout": f"{folder}/stdout", "stderr": f"{folder}/stderr"}
+    good_dir = sandbox / task_output_dir(good.sharding.task_id)
+    bad_dir = sandbox / task_output_dir(bad.sharding.task_id)
+    assert (good_dir / "stdout").read_text() == f"ok {good.sharding.job_name} 0\n"
+    assert "Traceback" not in (good_dir / "stderr").read_text()
+    # The failing job's traceback is in its own stderr, and nothing of the other task.
+    assert (bad_dir / "stdout").read_text() == ""
+    bad_err = (bad_dir / "stderr").read_text()
+    assert "Traceback" in bad_err and "ValueError: bad shard 1" in bad_err
+    assert good.sharding.job_name not in bad_err
+    # Nothing went to the executor's own streams' stand-ins in the sandbox root.
+    assert sorted(p.name for p in sandbox.iterdir()) == ["tasks"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,9 @@ from executor.records import (
     RecordError,
     decode_status_data,
     encode_status_data,
+    output_message,
+    parse_output_message,
+    task_output_dir,
 )
 
 
@@ -105,3 +108,53 @@ def _encoded(doc: object) -> str:
 def test_unreadable_status_data_names_the_problem(data: str, named: str) -> None:
     with pytest.raises(RecordError, match=named):
         decode_status_data(data)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "expected"),
+    [
+        ("hello@-@0@-@READY@-@S0@-@abc", "tasks/hello@-@0@-@READY@-@S0@-@abc"),
+        ("a b/c%d", "tasks/a%20b%2Fc%25d"),
+        ("..", "tasks/%2E."),
+        (".hidden", "tasks/%2Ehidden"),
+        ("日本", "tasks/%E6%97%A5%E6%9C%AC"),
+        ("", "tasks/%"),
+    ],
+)
+def test_a_task_id_maps_to_one_plain_file_name(task_id: str, expected: str) -> None:
+    assert task_output_dir(task_id) == expected
+
+
+def test_long_task_ids_keep_distinct_names_within_the_file_name_limit() -> None:
+    first = task_output_dir("j" * 300 + "@-@1")
+    second = task_output_dir("j" * 300 + "@-@2")
+    assert first != second
+    for path in (first, second):
+        name = path.removeprefix("tasks/")
+        assert "/" not in name and len(name.encode()) <= 200
+
+
+def test_the_output_message_names_both_files_and_reads_back() -> None:
+    message = output_message("tasks/x/stdout", "tasks/x/stderr")
+    assert message == "output: stdout=tasks/x/stdout stderr=tasks/x/stderr"
+    assert parse_output_message(message) == {
+        "stdout": "tasks/x/stdout",
+        "stderr": "tasks/x/stderr",
+    }
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        "",
+        "BEGIN",
+        "output: stdout=../../etc/passwd stderr=tasks/x/stderr",
+        "output: stdout=/etc/passwd stderr=tasks/x/stderr",
+        "output: stdout=tasks//x stderr=tasks/x/stderr",
+        "output: stdout=tasks/x/stdout",
+        "output: stdout=a b stderr=c",
+    ],
+)
+def test_other_messages_and_unsafe_paths_name_no_output(message: str | None) -> None:
+    assert parse_output_message(message) is None

@@ -93,3 +93,19 @@ def test_the_executor_info_of_an_app_on_an_agent() -> None:
         {"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.5}, "role": "jobs"},
         {"name": "mem", "type": "SCALAR", "scalar": {"value": 64}, "role": "jobs"},
     ]
+
+
+def test_the_sandbox_for_task_output_comes_from_mesos_sandbox_then_mesos_directory(
+    tmp_path: Path,
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    env = {"EJC_APP_DIR": str(tmp_path)}
+    assert ExecutorSettings.from_environment(env).sandbox is None
+    both = {**env, "MESOS_SANDBOX": str(a), "MESOS_DIRECTORY": str(b)}
+    assert ExecutorSettings.from_environment(both).sandbox == a
+    assert ExecutorSettings.from_environment({**env, "MESOS_DIRECTORY": str(b)}).sandbox == b
+    # A sandbox that is not there: no files of their own, not an executor that cannot start.
+    missing = {**env, "MESOS_SANDBOX": str(tmp_path / "gone")}
+    assert ExecutorSettings.from_environment(missing).sandbox is None
