@@ -67,9 +67,11 @@ def disable_app(app_name: str) -> Response:
     svc.config.require_app(app_name)
     if not svc.disabled.disable_app(app_name):
         raise Conflict("the disabled-app list is full (job_state_queue_size)")
-    # Pending runs of its jobs are dropped, so enabling later brings no burst of stale runs.
+    # Pending runs and failover relaunches of its jobs are dropped: enabling later brings no
+    # burst of stale runs.
     for job in svc.config.jobs(app_name):
         svc.ready.remove(job.job_name)
+        svc.failover.remove_job(job.job_name)
     log.info("api: app %s disabled", app_name)
     return _no_content()
 

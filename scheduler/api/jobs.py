@@ -10,6 +10,7 @@ from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
 from scheduler.api.placement import refuse_unplaceable
 from scheduler.api.services import services
+from scheduler.model.config import OverlapPolicy
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import Conflict
 
@@ -96,6 +97,7 @@ def disable_job(job_name: str) -> Response:
     if not svc.disabled.disable_job(job_name):
         raise Conflict("the disabled-job list is full (job_state_queue_size)")
     svc.ready.remove(job_name)  # no burst of stale runs on enable (the original's #367)
+    svc.failover.remove_job(job_name)  # nor stale failover relaunches
     log.info("api: job %s disabled", job_name)
     return _no_content()
 
@@ -119,6 +121,12 @@ def trigger_job() -> Response:
         raise Conflict(f"daemon job '{job_name}' cannot be triggered")
     if svc.disabled.is_job_disabled(job_name) or svc.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"job '{job_name}' is disabled; enable it first")
+    if not job.misfire and job.overlap is OverlapPolicy.FORBID and svc.running.tasks(job_name):
+        # As a cron fire would be: with misfire off a run does not wait for the one in progress.
+        raise Conflict(
+            f"job '{job_name}' is running; with overlapPolicy FORBID and misfire off a trigger "
+            "does not wait for it (turn misfire on to queue runs, or use ALLOW or REPLACE)"
+        )
     if not svc.ready.add_transient(job_name, job.misfire):
         raise Conflict("the ready queue is full (job_state_queue_size)")
     log.info("api: job %s triggered", job_name)

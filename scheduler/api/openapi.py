@@ -27,6 +27,7 @@ def _text(max_bytes: int, description: str = "") -> dict[str, Any]:
 
 
 _FLAG = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"]}]}
+_NUMBER_TEXT = {"type": "string", "maxLength": 64}
 _INT = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
 
 _SCHEMAS: dict[str, Any] = {
@@ -105,6 +106,31 @@ _SCHEMAS: dict[str, Any] = {
                 **_text(16384, "accepted and ignored (before 2.0.5)"),
                 "deprecated": True,
             },
+            "timeoutSeconds": {
+                "oneOf": [{"type": "integer", "minimum": 1, "maximum": 604800}, _NUMBER_TEXT],
+                "description": "a run still going this long after it started is stopped "
+                "(SIGTERM, then SIGKILL after the grace) and fails, 'timed out after N s'; "
+                "absent: no limit",
+            },
+            "maxRetries": {
+                "oneOf": [{"type": "integer", "minimum": 0, "maximum": 1000}, _NUMBER_TEXT],
+                "description": "relaunches of a failed shard per fire (with failover, or a "
+                "daemon job); absent: unlimited, with back-off",
+            },
+            "overlapPolicy": {
+                "type": "string",
+                "enum": ["FORBID", "ALLOW", "REPLACE"],
+                "description": "a fire (or trigger) while the job runs: FORBID (default) waits "
+                "with misfire on and is skipped without; ALLOW runs beside; REPLACE kills the "
+                "running tasks first. TRANSIENT jobs only",
+            },
+            "notifyWebhookUrl": {
+                "type": "string",
+                "maxLength": 2048,
+                "description": "http(s) URL the leader POSTs this job's failure events to "
+                "(run_failed, run_timed_out, fire_skipped, fire_capped); overrides the "
+                "notify_webhook_url setting. No credentials (user:password@), no #fragment",
+            },
         },
     },
     "TaskContext": {
@@ -123,6 +149,34 @@ _SCHEMAS: dict[str, Any] = {
             "idle": {"type": "boolean"},
             "hostname": {"type": "string"},
             "state": {"type": "string"},
+            "launchedAt": {"type": "number", "description": "epoch seconds"},
+            "killReason": {
+                "type": "string",
+                "enum": ["user", "replace"],
+                "description": "present once the scheduler sent a kill: by a user, or by "
+                "overlapPolicy REPLACE (neither is a failure)",
+            },
+        },
+    },
+    "NextFireTimes": {
+        "type": "object",
+        "properties": {
+            "nextFireTimes": {
+                "type": "array",
+                "items": {"type": "string", "format": "date-time"},
+                "description": "ISO 8601 to the second, with the offset of the cron's zone",
+                "example": ["2026-11-22T10:00:10+01:00", "2026-11-22T10:00:20+01:00"],
+            }
+        },
+    },
+    "Killed": {
+        "type": "object",
+        "properties": {
+            "taskIds": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the tasks a kill was sent to",
+            }
         },
     },
     "Placement": {
@@ -215,6 +269,13 @@ def document() -> dict[str, Any]:
     app_body = {"required": True, **_json(_ref("App"))}
     job_body = {"required": True, **_json(_ref("Job"))}
     app_p, job_p = [_path_param("appName")], [_path_param("jobName")]
+    count = {
+        "name": "count",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5},
+    }
+    accepted = {"202": {"description": "kills sent", **_json(_ref("Killed"))}}
     page = [
         _query(n)
         for n in ("per_page", "page", "sort", "order", "startTime", "endTime", "jobName", "taskId")
@@ -252,7 +313,9 @@ def document() -> dict[str, Any]:
             "get": _op(
                 "is the job disabled (job or its app)", _ok({"type": "boolean"}), params=job_p
             ),
-            "post": _op("disable the job", params=job_p),
+            "post": _op(
+                "disable the job (drops its pending runs and failover relaunches)", params=job_p
+            ),
             "delete": _op("enable the job", params=job_p),
         },
         "/api/job/{jobName}/enable": {"post": _op("enable the job", params=job_p)},
@@ -263,8 +326,44 @@ def document() -> dict[str, Any]:
                 params=job_p,
             )
         },
+        "/api/job/{jobName}/next-fire-times": {
+            "get": _op(
+                "the job's next fire times (its cron and zone; also while disabled)",
+                _ok(_ref("NextFireTimes")),
+                params=[*job_p, count],
+            )
+        },
+        "/api/cron/next-fire-times": {
+            "get": _op(
+                "preview a cron expression's next fire times before registering it",
+                _ok(_ref("NextFireTimes")),
+                params=[
+                    {**_query("cron", True), "description": "Quartz (6-7 fields) or crontab (5)"},
+                    {**_query("timeZone"), "description": "IANA zone; default: time_zone"},
+                    count,
+                ],
+            )
+        },
+        "/api/job/{jobName}/kill": {
+            "post": _op(
+                "kill every running task of the job (no failover relaunch: not a failure)",
+                accepted,
+                params=job_p,
+            )
+        },
+        "/api/job/tasks/{taskId}/kill": {
+            "post": _op(
+                "kill one running task (no failover relaunch: not a failure)",
+                accepted,
+                params=[_path_param("taskId")],
+            )
+        },
         "/api/job/trigger": {
-            "post": _op("run a transient job once now (name as body)", body=_NAME_BODY)
+            "post": _op(
+                "run a transient job once now (name as body); 409 while it runs with "
+                "overlapPolicy FORBID and misfire off",
+                body=_NAME_BODY,
+            )
         },
         "/api/job/tasks/running": {
             "get": _op("running tasks", _ok({"type": "array", "items": _ref("TaskContext")}))

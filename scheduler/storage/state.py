@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from scheduler.model.errors import Conflict
@@ -150,6 +151,8 @@ class RunningTask:
     idle: bool = False
     launched_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    kill_reason: str = ""
+    """Why the scheduler killed it (KILLED_BY_USER, KILLED_BY_REPLACE), "" if it did not."""
 
     @property
     def parsed(self) -> TaskId:
@@ -166,6 +169,7 @@ class RunningTask:
             "hostname": self.hostname,
             "state": self.state,
             "launchedAt": self.launched_at,
+            **({"killReason": self.kill_reason} if self.kill_reason else {}),
         }
 
     @classmethod
@@ -177,6 +181,7 @@ class RunningTask:
             state=str(data.get("state", "TASK_RUNNING")),
             idle=bool(data.get("idle", False)),
             launched_at=float(data.get("launchedAt", 0.0)),
+            kill_reason=str(data.get("killReason") or ""),
         )
 
 
@@ -216,6 +221,25 @@ class RunningStore(_Store):
     def remove_job(self, job: str) -> None:
         self._w.delete(f"{RUNNING}/{job}")
 
+    def mark_killed(self, task_id: str, reason: str) -> bool:
+        """Record why the scheduler kills a task (before the kill is sent), so that whichever
+        leader gets its end knows it is no failure; False when the task is not running."""
+        job = TaskId.parse(task_id).job_name
+
+        def mark(old: bytes | None) -> bytes | None:
+            if old is None:
+                return None
+            try:
+                data = json.loads(old)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict) or "id" not in data:
+                data = RunningTask(task_id, TaskId.parse(task_id).agent_id).to_json()
+            data["killReason"] = reason
+            return json.dumps(data).encode()
+
+        return self._w.compare_and_set(f"{RUNNING}/{job}/{task_id}", mark) is not None
+
     def tasks(self, job: str | None = None) -> list[RunningTask]:
         jobs = [job] if job is not None else self._registry.children(RUNNING)
         out: list[RunningTask] = []
@@ -238,6 +262,20 @@ class RunningStore(_Store):
                 except ValueError:
                     log.warning("state: ignoring running node %s/%s: no task id", name, node)
         return out
+
+
+KILLED_BY_USER = "user"
+KILLED_BY_REPLACE = "replace"
+
+
+class Retry(StrEnum):
+    """What became of a failed shard (`FailoverQueue.retry`)."""
+
+    QUEUED = "queued"
+    EXHAUSTED = "exhausted"
+    """maxRetries relaunches were made already: it is not relaunched."""
+    FULL = "full"
+    """The failover queue is full (job_state_queue_size)."""
 
 
 def failover_delay(failures: int) -> float:
@@ -275,6 +313,26 @@ class FailoverQueue(_Store):
                 failover_delay(failures),
             )
         return True
+
+    def retry(self, task_id: str, max_retries: int | None) -> tuple[Retry, int]:
+        """A task failed: queue its shard for a relaunch unless `max_retries` relaunches were
+        made since the shard last succeeded (None: no limit). Returns what happened and the
+        failures in a row counted so far; once exhausted the count is forgotten, so the next
+        fire's run has its own retries."""
+        tid = TaskId.parse(task_id)
+        if max_retries is None:
+            return (Retry.QUEUED if self.add(task_id) else Retry.FULL), 0
+        path = f"{FAILOVER}/{tid.job_name}/{tid.shard_key}"
+        if self._registry.exists(path):
+            return Retry.QUEUED, 0
+        if self._full(f"{FAILOVER}/{tid.job_name}", tid.shard_key):
+            return Retry.FULL, 0
+        failures = self._count_failure(tid.job_name, tid.item)
+        if failures > max_retries:
+            self.succeeded(tid.job_name, tid.item)  # forgets the count
+            return Retry.EXHAUSTED, failures
+        self._w.put(path, task_id.encode())
+        return Retry.QUEUED, failures
 
     def _count_failure(self, job: str, item: int) -> int:
         now = time.time()

@@ -3,7 +3,8 @@
 Scheduling itself (schedule, reschedule, unschedule, kill on disable or delete) follows the
 configuration in ZooKeeper through the config listener, so a change takes effect exactly once
 whether it came through the API or straight into ZooKeeper. What is left are requests that need
-Mesos: reconciliation, stopping an app's executors, and finding sandboxes (`SchedulingActions`).
+Mesos: reconciliation, stopping an app's executors, finding sandboxes and killing tasks
+(`SchedulingActions`).
 `MesosActions` does them through the term's driver; `RecordedActions` only records them, for an
 API that runs without a Mesos driver.
 """
@@ -34,6 +35,14 @@ class SchedulingActions(Protocol):
 
     def sandboxes(self, app_name: str) -> list[dict[str, str]]:
         """`[{"hostname", "path"}]` of the app's executor sandboxes."""
+
+    def can_kill(self) -> bool:
+        """Whether a kill can be sent now (connected to Mesos)."""
+        ...
+
+    def kill_task(self, task_id: str) -> None:
+        """Ask Mesos to kill a task (SIGTERM, then SIGKILL after the task's kill grace);
+        MesosUnavailable when it cannot be sent."""
 
 
 class MesosUnavailable(SchedulerError):
@@ -86,6 +95,14 @@ class MesosActions:
             self._driver.send_message(ex_id, str(ex.get("slave_id")), b"STOP")
             log.info("actions: STOP sent to executor %s", ex_id)
 
+    def can_kill(self) -> bool:
+        return self._driver.connected.is_set()
+
+    def kill_task(self, task_id: str) -> None:
+        if not self._driver.connected.is_set() or not self._driver.kill(task_id):
+            raise MesosUnavailable(f"not connected to Mesos; the kill of {task_id} was not sent")
+        log.info("actions: kill of %s sent", task_id)
+
     def sandboxes(self, app_name: str) -> list[dict[str, str]]:
         out = []
         for ex, agent in self._executors(app_name):
@@ -115,6 +132,12 @@ class RecordedActions:
     def sandboxes(self, app_name: str) -> list[dict[str, str]]:
         self._record("sandboxes", app_name)
         return []
+
+    def can_kill(self) -> bool:
+        return True
+
+    def kill_task(self, task_id: str) -> None:
+        self._record("kill_task", task_id)
 
 
 class Throttle:

@@ -41,6 +41,13 @@ from scheduler.model.config.job import (
     JobType,
     parse_sharding_item_parameters,
 )
+from scheduler.model.config.policies import (
+    MAX_RETRIES,
+    MAX_TIMEOUT_SECONDS,
+    WEBHOOK_URL_MAX_BYTES,
+    OverlapPolicy,
+    webhook_url_problem,
+)
 
 __all__ = [
     "CRON_MAX_BYTES",
@@ -48,7 +55,9 @@ __all__ = [
     "MAX_CPU_COUNT",
     "MAX_JSON_DEPTH",
     "MAX_MEMORY_MB",
+    "MAX_RETRIES",
     "MAX_SHARDING_TOTAL_COUNT",
+    "MAX_TIMEOUT_SECONDS",
     "NAME_MAX_LENGTH",
     "PARAMETER_MAX_BYTES",
     "SCRIPT_JOB_CLASS",
@@ -56,6 +65,7 @@ __all__ = [
     "STORED_MAX_BYTES",
     "TEXT_MAX_BYTES",
     "URL_MAX_BYTES",
+    "WEBHOOK_URL_MAX_BYTES",
     "AppConfig",
     "CronSpec",
     "CronSyntax",
@@ -63,6 +73,7 @@ __all__ = [
     "JobExecutionType",
     "JobProperties",
     "JobType",
+    "OverlapPolicy",
     "next_fire_times",
     "parse_cron",
     "parse_json",
@@ -70,4 +81,5 @@ __all__ = [
     "shown",
     "system_time_zone",
     "time_zone_problem",
+    "webhook_url_problem",
 ]

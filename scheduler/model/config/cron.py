@@ -11,7 +11,9 @@ refused with a message naming the problem: `W`, `LW`, `L-n`, `C`, both day field
 - Quartz: `sec min hour day-of-month month day-of-week [year]`, day-of-week 1-7 = SUN-SAT,
   `?`, `L` (last day; `6L` last Friday; `L` alone in day-of-week = SAT), `6#3` (third Friday).
 - crontab: `min hour day-of-month month day-of-week`, day-of-week 0-7 (0 and 7 = Sunday),
-  `@hourly` and friends. Unix cron runs a job when *either* day field matches if both are
+  `@hourly` and friends. Quartz-only syntax in 5 fields (`?`, `L`, `W`, `#`) is refused with the
+  6-field Quartz form suggested: `0/10 * * * ?` is a Quartz cron that lost its seconds, not
+  "every 10 minutes". Unix cron runs a job when *either* day field matches if both are
   restricted (neither starts with `*`); APScheduler needs both to match, so that case is refused.
   When one of them starts with `*` (`*/2`), cron ANDs them too, which translates exactly.
 
@@ -151,6 +153,11 @@ class _CronError(ValueError):
     pass
 
 
+class _QuartzOnly(_CronError):
+    """Quartz syntax in a 5-field (crontab) expression: most likely a Quartz cron that lost its
+    seconds field, such as `0/10 * * * ?`, which crontab would read as every 10 minutes."""
+
+
 def _invalid(expression: str, problems: Mapping[str, str]) -> InvalidRequest:
     text = "; ".join(problems.values())
     return InvalidRequest(f"invalid cron {expression!r}: {text}", fields=dict(problems))
@@ -231,13 +238,30 @@ def _translate(expression: str) -> tuple[CronSyntax, dict[str, str]]:
         return CronSyntax.CRONTAB, _translate_crontab(macro.split())
     parts = text.split()
     if len(parts) == 5:
-        return CronSyntax.CRONTAB, _translate_crontab(parts)
+        try:
+            return CronSyntax.CRONTAB, _translate_crontab(parts)
+        except _QuartzOnly as exc:
+            raise _CronError(
+                f"{exc}, seconds first, such as {_as_quartz(expression.split())!r} (5 fields "
+                "are crontab: minute hour day-of-month month day-of-week)"
+            ) from None
     if len(parts) in (6, 7):
         return CronSyntax.QUARTZ, _translate_quartz(parts)
     raise _CronError(
         f"expected 5 fields (crontab: minute hour day-of-month month day-of-week) or 6-7 fields "
         f"(Quartz: second minute hour day-of-month month day-of-week [year]), got {len(parts)}"
     )
+
+
+def _as_quartz(parts: list[str]) -> str:
+    """A 5-field expression written with Quartz syntax, as the 6-field Quartz cron it likely
+    meant: seconds 0 in front, and '?' in the day field the other one leaves free."""
+    minute, hour, dom, month, dow = parts
+    if dom != "?" and dow == "*":
+        dow = "?"
+    elif dow != "?" and dom == "*":
+        dom = "?"
+    return " ".join(("0", minute, hour, dom, month, dow))
 
 
 def _translate_quartz(parts: list[str]) -> dict[str, str]:
@@ -336,24 +360,24 @@ def _translate_crontab(parts: list[str]) -> dict[str, str]:
     for field, text in zip((_C_MINUTE, _C_HOUR, _C_MONTH), (minute, hour, month), strict=True):
         if "?" in text:
             raise _CronError(f"{field.label}: '?' is only allowed in day-of-month and day-of-week")
+    for label, text in (("day-of-month", dom), ("day-of-week", dow)):
+        for item in text.split(","):
+            if "?" in item or _QUARTZ_ONLY.search(item):
+                raise _QuartzOnly(
+                    f"{label}: {item!r} is Quartz syntax; write it as a 6-7 field Quartz cron"
+                )
     # Vixie cron: a day field starting with '*' is unrestricted for the OR rule.
-    dom_star = dom == "?" or dom.startswith("*")
-    dow_star = dow == "?" or dow.startswith("*")
+    dom_star = dom.startswith("*")
+    dow_star = dow.startswith("*")
     if not dom_star and not dow_star:
         raise _CronError(
             "day-of-month and day-of-week are both restricted: cron would run when either "
             "matches, which cannot be scheduled exactly; use '*' in one of them (or two jobs)"
         )
-    for label, text in (("day-of-month", dom), ("day-of-week", dow)):
-        for item in text.split(","):
-            if _QUARTZ_ONLY.search(item):
-                raise _CronError(
-                    f"{label}: {item!r} is Quartz syntax; write it as a 6-7 field Quartz cron"
-                )
     months = _expand_list(month, _C_MONTH, wrap=False)
-    days = _expand_list("*" if dom == "?" else dom, _C_DOM, wrap=False)
+    days = _expand_list(dom, _C_DOM, wrap=False)
     _check_days_exist(days, months, last=False)
-    weekdays = _expand_list("*" if dow == "?" else dow, _C_DOW, wrap=False)
+    weekdays = _expand_list(dow, _C_DOW, wrap=False)
     return {
         "year": "*",
         "month": _numbers(months, _C_MONTH),

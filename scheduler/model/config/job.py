@@ -8,8 +8,9 @@ Strictness:
   `appURL` and `bootstrapScript`, which the original's console still sends, are checked and
   ignored), every string valid Unicode within its bound (`jobParameter` and
   `shardingItemParameters` 64 KiB, `description` and `scriptCommandLine` 16 KiB, `cron` 256 bytes,
-  any other 4 KiB), `cpuCount` 0.001-1024, `memoryMB` 1-16 TiB in MB, and the whole job at most
-  256 KiB as stored. One InvalidRequest names every bad field.
+  any other 4 KiB), `cpuCount` 0.001-1024, `memoryMB` 1-16 TiB in MB, the run policies
+  (`timeoutSeconds`, `maxRetries`, `overlapPolicy`, `notifyWebhookUrl`: see `policies.py`), and
+  the whole job at most 256 KiB as stored. One InvalidRequest names every bad field.
 - `from_json(data, default_time_zone=..., strict=False)` reads stored data with the checks the
   original's own reader made (types, required fields, enums, count > 0, cpu >= 0.001,
   memory >= 1), so every job the original wrote is readable, including Java `jobClass` names and
@@ -29,6 +30,13 @@ from typing import TypeVar
 
 from scheduler.model.config import _wire
 from scheduler.model.config.cron import CronSpec, parse_cron, time_zone_problem
+from scheduler.model.config.policies import LIMITS as POLICY_LIMITS
+from scheduler.model.config.policies import (
+    POLICY_FIELDS,
+    JobPolicies,
+    OverlapPolicy,
+    read_policies,
+)
 from scheduler.model.errors import InvalidRequest
 
 __all__ = [
@@ -81,6 +89,7 @@ FIELDS = frozenset(
         "beanName",
         "applicationContext",
         "timeZone",
+        *POLICY_FIELDS,
     }
 )
 # Job fields of Elastic-Job-Cloud before 2.0.5, still in its documentation's examples and sent by
@@ -97,6 +106,7 @@ _LIMITS = {
     "scriptCommandLine": _wire.SCRIPT_MAX_BYTES,
     "appURL": _wire.URL_MAX_BYTES,
     "bootstrapScript": _wire.SCRIPT_MAX_BYTES,
+    **POLICY_LIMITS,
 }
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
@@ -167,6 +177,15 @@ class JobConfig:
     """The job's own IANA zone (`timeZone`), or None for the scheduler's `time_zone` setting."""
     default_time_zone: str
     """The scheduler's zone when this was read; not part of the stored JSON."""
+    timeout_seconds: int | None = None
+    """`timeoutSeconds`: a run (a transient task; one run of a daemon job) still going this
+    long after it started is stopped and fails; None: no limit."""
+    max_retries: int | None = None
+    """`maxRetries`: relaunches of a failed shard per fire; None: unlimited (with back-off)."""
+    overlap_policy: OverlapPolicy | None = None
+    """`overlapPolicy` as stored; `overlap` is the one in force."""
+    notify_webhook_url: str | None = None
+    """`notifyWebhookUrl`: where failure events of this job are POSTed (over the setting)."""
 
     @classmethod
     def from_json(
@@ -225,7 +244,8 @@ class JobConfig:
         )
 
     def to_json(self) -> dict[str, object]:
-        """The original's fields in the original's order, then `timeZone` if the job has one."""
+        """The original's fields in the original's order, then `timeZone` and the run policies
+        (`timeoutSeconds`, `maxRetries`, `overlapPolicy`, `notifyWebhookUrl`) the job sets."""
         result: dict[str, object] = {
             "jobName": self.job_name,
             "jobClass": SCRIPT_JOB_CLASS if self.job_type is JobType.SCRIPT else self.job_class,
@@ -252,6 +272,7 @@ class JobConfig:
             result["applicationContext"] = self.application_context
         if self.time_zone is not None:
             result["timeZone"] = self.time_zone
+        result.update(self.policies.to_json())
         return result
 
     def to_bytes(self) -> bytes:
@@ -272,6 +293,17 @@ class JobConfig:
             strict=True,
             app_exists=app_exists,
         )
+
+    @property
+    def policies(self) -> JobPolicies:
+        return JobPolicies(
+            self.timeout_seconds, self.max_retries, self.overlap_policy, self.notify_webhook_url
+        )
+
+    @property
+    def overlap(self) -> OverlapPolicy:
+        """The overlap policy in force (FORBID unless the job says otherwise)."""
+        return self.overlap_policy or OverlapPolicy.FORBID
 
     @property
     def effective_time_zone(self) -> str:
@@ -466,6 +498,8 @@ def _read_job(
     time_zone = reader.optional_text("timeZone")
     if strict and time_zone is not None and (problem := time_zone_problem(time_zone)):
         reader.problem("timeZone", problem)
+    daemon = None if execution_type is None else execution_type is JobExecutionType.DAEMON
+    policies = read_policies(reader, daemon=daemon, strict=strict)
     spec: CronSpec | None = None
     if strict and cron is not None and reader.ok("timeZone"):
         try:
@@ -499,6 +533,10 @@ def _read_job(
         application_context=application_context,
         time_zone=time_zone,
         default_time_zone=default_time_zone,
+        timeout_seconds=policies.timeout_seconds,
+        max_retries=policies.max_retries,
+        overlap_policy=policies.overlap_policy,
+        notify_webhook_url=policies.notify_webhook_url,
     )
     if spec is not None:
         job.__dict__["cron_spec"] = spec  # already parsed: fill the cached_property

@@ -1,0 +1,69 @@
+"""Next fire times: of a registered job, and of a cron expression before it is registered.
+
+Both answer `{"nextFireTimes": ["2026-11-22T10:00:10+01:00", ...]}`: ISO 8601 times to the
+second with the offset of the job's zone (its `timeZone`, else the `time_zone` setting), fewer
+than asked when the cron's schedule ends. `count` is 1-100 (default 5). A disabled job still
+answers with its cron's times (it does not fire while disabled: `GET /api/job/{job}/disable`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from flask import Blueprint, Response, jsonify, request
+
+from scheduler.api.services import services
+from scheduler.model.config import CRON_MAX_BYTES, CronSpec, parse_cron, shown
+from scheduler.model.errors import Conflict, InvalidRequest
+
+bp = Blueprint("fire_times", __name__, url_prefix="/api")
+
+DEFAULT_COUNT = 5
+MAX_COUNT = 100
+_ZONE_MAX_LENGTH = 255
+_COUNT = re.compile(r"[0-9]{1,6}")
+
+
+def _count() -> int:
+    raw = request.args.get("count")
+    if raw is None:
+        return DEFAULT_COUNT
+    if not _COUNT.fullmatch(raw.strip()) or not 1 <= int(raw) <= MAX_COUNT:
+        problem = f"must be a whole number from 1 to {MAX_COUNT}, not {shown(raw)}"
+        raise InvalidRequest(f"count {problem}", {"count": problem})
+    return int(raw)
+
+
+def _answer(spec: CronSpec, count: int) -> Response:
+    times = spec.next_fire_times(datetime.now(UTC), count)
+    return jsonify({"nextFireTimes": [t.isoformat(timespec="seconds") for t in times]})
+
+
+@bp.get("/job/<job_name>/next-fire-times")
+def job_next_fire_times(job_name: str) -> Response:
+    count = _count()
+    job = services().config.require_job(job_name)
+    try:
+        spec = job.cron_spec
+    except InvalidRequest as exc:  # stored by another tool with a cron we cannot schedule
+        raise Conflict(
+            f"job '{job_name}' has a cron that cannot be scheduled: {exc.message}"
+        ) from exc
+    return _answer(spec, count)
+
+
+@bp.get("/cron/next-fire-times")
+def cron_next_fire_times() -> Response:
+    count = _count()
+    cron = request.args.get("cron", "")
+    if not cron.strip():
+        raise InvalidRequest("the query parameter cron is required", {"cron": "is required"})
+    if len(cron.encode("utf-8", "surrogatepass")) > CRON_MAX_BYTES:
+        problem = f"must be at most {CRON_MAX_BYTES} bytes"
+        raise InvalidRequest(f"cron {problem}", {"cron": problem})
+    zone = request.args.get("timeZone", "").strip() or services().config.default_time_zone
+    if len(zone) > _ZONE_MAX_LENGTH:
+        problem = f"must be at most {_ZONE_MAX_LENGTH} characters"
+        raise InvalidRequest(f"timeZone {problem}", {"timeZone": problem})
+    return _answer(parse_cron(cron, zone), count)

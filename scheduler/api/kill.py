@@ -1,0 +1,77 @@
+"""Kill: every running task of a job, or one task.
+
+A kill is recorded on the task's running node (`killReason: user`) before it is sent to Mesos,
+so whichever leader gets the task's end knows it is no failure: it is not relaunched (no
+failover), counted as neither success nor failure, and sends no failure webhook. The task gets
+SIGTERM, then SIGKILL after its kill grace. A daemon job's tasks start again once gone (disable
+the job to stop it). Both answer 202 with `{"taskIds": [...]}`: the kills sent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, jsonify
+
+from scheduler.api.inputs import reference_problem
+from scheduler.api.services import ApiServices, services
+from scheduler.leader.mesos.actions import MesosUnavailable
+from scheduler.model.config import shown
+from scheduler.model.errors import InvalidRequest, NotFound
+from scheduler.model.task_id import InvalidTaskId, TaskId
+from scheduler.storage.state import KILLED_BY_USER
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("kill", __name__, url_prefix="/api/job")
+
+_TASK_ID_MAX_LENGTH = 1024
+
+
+def _kill(svc: ApiServices, task_ids: list[str]) -> list[str]:
+    if task_ids and not svc.actions.can_kill():
+        raise MesosUnavailable("not connected to Mesos; no kill was sent, try again")
+    sent = []
+    for task_id in task_ids:
+        if not svc.running.mark_killed(task_id, KILLED_BY_USER):
+            continue  # it ended meanwhile
+        svc.actions.kill_task(task_id)
+        sent.append(task_id)
+    return sent
+
+
+def _accepted(task_ids: list[str]) -> Response:
+    response = jsonify({"taskIds": task_ids})
+    response.status_code = 202
+    return response
+
+
+@bp.post("/<job_name>/kill")
+def kill_job(job_name: str) -> Response:
+    svc = services()
+    svc.config.require_job(job_name)
+    sent = _kill(svc, [t.task_id for t in svc.running.tasks(job_name)])
+    log.info("api: job %s: kill sent to %s tasks", job_name, len(sent))
+    return _accepted(sent)
+
+
+@bp.post("/tasks/<taskId>/kill")
+def kill_task(taskId: str) -> Response:  # the path parameter keeps its wire name
+    if len(taskId) > _TASK_ID_MAX_LENGTH:
+        problem = f"must be at most {_TASK_ID_MAX_LENGTH} characters"
+        raise InvalidRequest(f"taskId {problem}", {"taskId": problem})
+    try:
+        tid = TaskId.parse(taskId)
+    except InvalidTaskId as exc:
+        problem = f"{shown(taskId)} is not a task id of this scheduler ({exc})"
+        raise InvalidRequest(f"taskId: {problem}", {"taskId": problem}) from None
+    if (why := reference_problem(tid.job_name)) is not None:
+        raise InvalidRequest(f"taskId: its job name {why}", {"taskId": f"its job name {why}"})
+    svc = services()
+    if taskId not in {t.task_id for t in svc.running.tasks(tid.job_name)}:
+        raise NotFound(f"task '{taskId}' is not running")
+    sent = _kill(svc, [taskId])
+    if not sent:
+        raise NotFound(f"task '{taskId}' is not running")
+    log.info("api: task %s: kill sent", taskId)
+    return _accepted(sent)

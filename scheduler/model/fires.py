@@ -1,0 +1,230 @@
+"""Cron fire accounting (pure): which fire times fell since a job's last recorded fire, and what
+each becomes: a pending run, a skipped fire or a capped one.
+
+Every fire of a scheduled job is accounted exactly once, by the leader that records it (in the
+same fenced transaction as the pending runs it adds). A fire comes on time (the cron trigger
+went off) or was missed (it fell while no leader acted, or while this one was paused):
+
+- `misfire` on: every fire adds a pending run, in order, until `job_state_queue_size` runs are
+  pending; the fires beyond are capped.
+- `misfire` off: a missed fire is skipped; a fire on time adds a run unless one is pending
+  already, or the job still runs and its `overlapPolicy` is FORBID: then it is skipped.
+
+A gap may hold more fires than are worth listing one by one (an every-second job after a week
+without a leader): at most `limit` are counted, the rest share the outcome of the last one and
+the recorded fire jumps to the latest fire time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from itertools import groupby
+from typing import Protocol
+
+from scheduler.model.config.policies import OverlapPolicy
+from scheduler.model.job_events import JobEvent, JobEventKind, iso_time
+
+__all__ = [
+    "MAX_FIRES_COUNTED",
+    "DueFires",
+    "FireDecision",
+    "FireOutcome",
+    "FirePlan",
+    "Trigger",
+    "due_fires",
+    "fire_events",
+    "plan_fires",
+]
+
+MAX_FIRES_COUNTED = 10_000
+
+
+class Trigger(Protocol):
+    """APScheduler's `CronTrigger` as used here."""
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None: ...
+
+
+class FireOutcome(StrEnum):
+    QUEUED = "queued"
+    SKIPPED = "skipped"
+    CAPPED = "capped"
+
+
+@dataclass(frozen=True)
+class DueFires:
+    """Fire times after the last recorded one, up to now (epoch seconds, ascending)."""
+
+    times: tuple[float, ...]
+    more: bool = False
+    """More fires fell after the last one listed; `latest` is the newest of them."""
+    latest: float | None = None
+
+    @property
+    def last(self) -> float | None:
+        """The fire to record: the newest one due (None: nothing fell)."""
+        if self.more and self.latest is not None:
+            return self.latest
+        return self.times[-1] if self.times else None
+
+
+@dataclass(frozen=True)
+class FireDecision:
+    time: float
+    outcome: FireOutcome
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FirePlan:
+    decisions: tuple[FireDecision, ...]
+    pending: int
+    """Pending runs of the job once the plan is applied."""
+    uncounted: FireDecision | None = None
+    """The outcome of the fires beyond the counted ones (its time: the newest of them)."""
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for d in self.decisions if d.outcome is FireOutcome.QUEUED)
+
+
+def _next(trigger: Trigger, after: float) -> float | None:
+    """The first fire time strictly after epoch `after`."""
+    start = datetime.fromtimestamp(after, UTC) + timedelta(microseconds=1)
+    fire = trigger.get_next_fire_time(None, start)
+    return None if fire is None else fire.timestamp()
+
+
+def due_fires(
+    trigger: Trigger, last: float, now: float, limit: int = MAX_FIRES_COUNTED
+) -> DueFires:
+    """Fire times in (`last`, `now`], at most `limit` of them listed."""
+    times: list[float] = []
+    fire = _next(trigger, last)
+    while fire is not None and fire <= now:
+        if len(times) == limit:
+            return DueFires(tuple(times), more=True, latest=_latest(trigger, times[-1], now))
+        times.append(fire)
+        fire = _next(trigger, fire)
+    return DueFires(tuple(times))
+
+
+def _latest(trigger: Trigger, floor: float, now: float) -> float:
+    """The newest fire time in (`floor`, `now`] (there is one), without walking from `floor`:
+    look back over growing windows from `now`, then forward within the first that has one."""
+    window = 1.0
+    while True:
+        start = max(floor, now - window)
+        fire = _next(trigger, start)
+        if fire is not None and fire <= now:
+            break
+        window *= 4
+    while True:
+        later = _next(trigger, fire)
+        if later is None or later > now:
+            return fire
+        fire = later
+
+
+def plan_fires(
+    due: DueFires,
+    *,
+    misfire: bool,
+    policy: OverlapPolicy,
+    pending: int,
+    running: bool,
+    cap: int,
+    on_time_from: float | None,
+) -> FirePlan:
+    """What each due fire becomes (see the module docstring).
+
+    `pending`: runs of the job pending now; `running`: whether tasks of it run; `cap`: the most
+    pending runs (`job_state_queue_size`); `on_time_from`: fires at or after this epoch time
+    came on time (None: all were missed, as at the start of a term).
+    """
+    decisions: list[FireDecision] = []
+
+    def decide(time: float) -> FireDecision:
+        nonlocal pending
+        missed = on_time_from is None or time < on_time_from
+        if misfire:
+            if pending >= cap:
+                return FireDecision(
+                    time,
+                    FireOutcome.CAPPED,
+                    f"{pending} runs are already pending, the most job_state_queue_size allows",
+                )
+            pending += 1
+            return FireDecision(time, FireOutcome.QUEUED)
+        if missed:
+            return FireDecision(
+                time, FireOutcome.SKIPPED, "missed while no leader acted, and misfire is off"
+            )
+        if pending >= 1:
+            return FireDecision(
+                time, FireOutcome.SKIPPED, "a run of the job is already pending, and misfire is off"
+            )
+        if running and policy is OverlapPolicy.FORBID:
+            return FireDecision(
+                time,
+                FireOutcome.SKIPPED,
+                "the job is still running (overlapPolicy FORBID), and misfire is off",
+            )
+        pending = 1
+        return FireDecision(time, FireOutcome.QUEUED)
+
+    for time in due.times:
+        decisions.append(decide(time))
+    uncounted = None
+    if due.more and due.latest is not None:
+        uncounted = decide(due.latest)
+    return FirePlan(tuple(decisions), pending, uncounted)
+
+
+def fire_events(job_name: str, plan: FirePlan, webhook_url: str | None) -> list[JobEvent]:
+    """Skipped and capped fires as events: one per run of fires with the same outcome and reason
+    (a gap of 10 missed fires is one event of 10 fires)."""
+    events: list[JobEvent] = []
+    kinds = {
+        FireOutcome.SKIPPED: JobEventKind.FIRE_SKIPPED,
+        FireOutcome.CAPPED: JobEventKind.FIRE_CAPPED,
+    }
+    for (outcome, reason), group in groupby(plan.decisions, key=lambda d: (d.outcome, d.reason)):
+        if outcome is FireOutcome.QUEUED:
+            continue
+        fires = list(group)
+        events.append(
+            JobEvent(
+                kinds[outcome],
+                job_name,
+                fires[0].time,
+                _describe(fires[0].time, fires[-1].time, len(fires), outcome, reason),
+                fires=len(fires),
+                webhook_url=webhook_url,
+            )
+        )
+    extra = plan.uncounted
+    if extra is not None and extra.outcome is not FireOutcome.QUEUED:
+        counted = sum(1 for d in plan.decisions if d.outcome is extra.outcome)
+        events.append(
+            JobEvent(
+                kinds[extra.outcome],
+                job_name,
+                extra.time,
+                f"more than {counted} fires up to {iso_time(extra.time)} {extra.outcome.value} "
+                f"as well (too many to count): {extra.reason}",
+                fires=1,
+                webhook_url=webhook_url,
+            )
+        )
+    return events
+
+
+def _describe(first: float, last: float, count: int, outcome: FireOutcome, reason: str) -> str:
+    if count == 1:
+        return f"fire at {iso_time(first)} {outcome.value}: {reason}"
+    return f"{count} fires from {iso_time(first)} to {iso_time(last)} {outcome.value}: {reason}"

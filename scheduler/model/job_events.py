@@ -1,0 +1,102 @@
+"""What the leader reports about a job beyond task states: failed runs, timed-out runs, skipped
+and capped fires. Each leaves a log line where it happens, and through the term's listeners an
+event-trace row, a metric and a webhook POST (no I/O here)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+__all__ = ["JobEvent", "JobEventCounts", "JobEventKind"]
+
+
+class JobEventKind(StrEnum):
+    RUN_FAILED = "run_failed"
+    """A shard failed and will not be relaunched (failover off, or maxRetries used up)."""
+    RUN_TIMED_OUT = "run_timed_out"
+    """A run was stopped after `timeoutSeconds` (it then fails over like any failure)."""
+    FIRE_SKIPPED = "fire_skipped"
+    """A cron fire that adds no run (misfire off: missed, or the job running or pending)."""
+    FIRE_CAPPED = "fire_capped"
+    """A cron fire dropped because the job has `job_state_queue_size` runs pending."""
+
+    @property
+    def trace_state(self) -> str:
+        """The `state` of its event-trace row, e.g. `FIRE_SKIPPED`."""
+        return self.value.upper()
+
+
+_HELP = {
+    JobEventKind.RUN_FAILED: "Shards that failed for good (not relaunched).",
+    JobEventKind.RUN_TIMED_OUT: "Runs stopped after their job's timeoutSeconds.",
+    JobEventKind.FIRE_SKIPPED: "Cron fires skipped (misfire off: missed, running or pending).",
+    JobEventKind.FIRE_CAPPED: "Cron fires dropped: job_state_queue_size runs already pending.",
+}
+_METRIC = {
+    JobEventKind.RUN_FAILED: "ejc_runs_failed_total",
+    JobEventKind.RUN_TIMED_OUT: "ejc_runs_timed_out_total",
+    JobEventKind.FIRE_SKIPPED: "ejc_fires_skipped_total",
+    JobEventKind.FIRE_CAPPED: "ejc_fires_capped_total",
+}
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One event; fire events may stand for several fires of one accounting (`fires`)."""
+
+    kind: JobEventKind
+    job_name: str
+    time: float
+    """Epoch seconds: the (first) fire time, or when the run ended."""
+    reason: str
+    sharding_item: int | None = None
+    task_id: str | None = None
+    fires: int = 1
+    execution_type: str = "READY"
+    webhook_url: str | None = None
+    """The job's own `notifyWebhookUrl` (None: the `notify_webhook_url` setting)."""
+
+    def webhook_body(self) -> dict[str, object]:
+        """The JSON the leader POSTs: event, jobName, shardingItem, taskId, time, reason."""
+        return {
+            "event": self.kind.value,
+            "jobName": self.job_name,
+            "shardingItem": self.sharding_item,
+            "taskId": self.task_id,
+            "time": iso_time(self.time),
+            "reason": self.reason,
+        }
+
+
+def iso_time(epoch_s: float) -> str:
+    """`2026-01-01T00:00:02.000+00:00`: ISO 8601 in UTC with milliseconds."""
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")
+
+
+class JobEventCounts:
+    """Events counted by kind (fires counted one by one), for `/metrics`. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(JobEventKind, 0)
+
+    def add(self, event: JobEvent) -> None:
+        with self._lock:
+            self._counts[event.kind] += event.fires
+
+    def get(self, kind: JobEventKind) -> int:
+        with self._lock:
+            return self._counts[kind]
+
+    def prometheus(self) -> list[str]:
+        """Exposition lines of the counters (this term's leader only)."""
+        lines: list[str] = []
+        with self._lock:
+            counts = dict(self._counts)
+        for kind in JobEventKind:
+            name = _METRIC[kind]
+            lines += [f"# HELP {name} {_HELP[kind]}", f"# TYPE {name} counter"]
+            lines.append(f"{name} {counts[kind]}")
+        return lines
