@@ -17,6 +17,10 @@ Master port (`LocalMesos.address`), all on 127.0.0.1:
                                                           runs the executor
 Each agent has its own port (`MESOS_AGENT_ENDPOINT`, `slave(1)@127.0.0.1:PORT` in /state):
     GET  /state (/slave(1)/state), /version, /health; POST /api/v1/executor
+    GET  /files/read?path=&offset=&length=, /files/browse?path=   the sandboxes' files, as a
+                                                          Mesos agent serves them (files.py)
+Sandbox directories are in the agent's /state only (as on Mesos; the master's shows none), and
+GET_TASKS keeps each status whole but for its data.
 
 Fault injection, on the master port; JSON in, JSON out; ids may be strings or {"value": ...}:
     POST /faults/remove_agent  {"agent_id": A}

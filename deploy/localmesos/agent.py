@@ -25,6 +25,7 @@ from .executors import (
     command_argv,
     executor_env,
 )
+from .files import SandboxFiles
 from .processes import ProcessSupervisor
 from .protocol import TERMINAL_STATES, Json, duration_s, event, has_capability, task_status, wrap
 from .resources import Resources
@@ -90,6 +91,8 @@ class Agent:
             hooks=self,
         )
         self.updates = StatusUpdateManager(clock, self._forward, lock)
+        # `/files/read` and `/files/browse` over every sandbox this agent made.
+        self.files = SandboxFiles()
 
     # -- info ------------------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class Agent:
             command_task=command_task,
         )
         self.executors[executor.key] = executor
+        self.files.attach(executor.directory, framework_id, executor_id)
         return executor
 
     def _start_command_task(self, framework_id: str, task: Json) -> None:
@@ -234,11 +238,15 @@ class Agent:
 
     def _fail_open_tasks(self, executor: Executor, reason: str, message: str) -> None:
         """TASK_FAILED (an agent update, with uuid) for each of its unfinished tasks."""
-        executor_id = executor.executor_id if executor.custom else None
         for task in executor.tasks.values():
             if task.state not in TERMINAL_STATES:
                 self.agent_update(
-                    executor.framework_id, task.info, "TASK_FAILED", reason, message, executor_id
+                    executor.framework_id,
+                    task.info,
+                    "TASK_FAILED",
+                    reason,
+                    message,
+                    executor.executor_id,
                 )
 
     # -- stopping --------------------------------------------------------------------------
@@ -285,7 +293,7 @@ class Agent:
             "TASK_KILLED",
             "REASON_TASK_KILLED_DURING_LAUNCH",
             "Killed before delivery to the executor",
-            executor.executor_id if executor.custom else None,
+            executor.executor_id,
         )
 
     def shutdown_executor(self, framework_id: str, executor_id: str) -> None:

@@ -2,8 +2,9 @@
 executor runs them.
 
 The stand-in is the command executor itself: the task's command runs in its own session with
-the task id as executor id; STARTING and RUNNING follow the spawn, and the exit becomes
-FINISHED, FAILED ("Command exited with status N") or KILLED. Kills send SIGTERM, then SIGKILL
+the task id as executor id (which its updates carry, as the real command executor's do);
+STARTING and RUNNING follow the spawn, and the exit becomes FINISHED, FAILED ("Command exited
+with status N", no reason) or KILLED. Kills send SIGTERM, then SIGKILL
 after the kill policy's grace period (3 s by default); `max_completion_time` kills and fails
 the task with REASON_MAX_COMPLETION_TIME_REACHED. Everything here runs under the state lock.
 """
@@ -42,7 +43,9 @@ def command_started(agent: Agent, executor: Executor) -> None:
     task = executor.command_task
     assert task is not None
     for state in ("TASK_STARTING", "TASK_RUNNING"):
-        agent.agent_update(executor.framework_id, task, state, None, None, None, "EXECUTOR")
+        agent.agent_update(
+            executor.framework_id, task, state, None, None, executor.executor_id, "EXECUTOR"
+        )
     limit_s = duration_s(task.get("max_completion_time"), -1.0)
     if limit_s >= 0:
         executor.timers.append(
@@ -64,7 +67,13 @@ def kill_command(agent: Agent, executor: Executor, reason: str, grace_s: float =
         framework = agent.frameworks.get(executor.framework_id, {})
         if reason == "KILL" and has_capability(framework, "TASK_KILLING_STATE"):
             agent.agent_update(
-                executor.framework_id, task, "TASK_KILLING", None, None, None, "EXECUTOR"
+                executor.framework_id,
+                task,
+                "TASK_KILLING",
+                None,
+                None,
+                executor.executor_id,
+                "EXECUTOR",
             )
         agent.containers.kill(executor, signal.SIGTERM)
         if grace_s < 0:
@@ -77,7 +86,9 @@ def command_exited(agent: Agent, executor: Executor, wait_status: int) -> None:
     assert task is not None
     if executor.tasks[task["task_id"]["value"]].state not in TERMINAL_STATES:
         state, reason, message = _outcome(executor, wait_status)
-        agent.agent_update(executor.framework_id, task, state, reason, message, None, "EXECUTOR")
+        agent.agent_update(
+            executor.framework_id, task, state, reason, message, executor.executor_id, "EXECUTOR"
+        )
 
 
 def _outcome(executor: Executor, wait_status: int) -> tuple[str, str | None, str]:
@@ -89,7 +100,7 @@ def _outcome(executor: Executor, wait_status: int) -> tuple[str, str | None, str
     elif wait_status == 0:
         state, reason = "TASK_FINISHED", None
     else:
-        state, reason = "TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED"
+        state, reason = "TASK_FAILED", None
     return state, reason, _describe_exit(wait_status)
 
 

@@ -30,6 +30,7 @@ class Request:
     path: str
     headers: Message
     body: bytes
+    query: str = ""  # the raw query string, without "?"
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self) -> None:
-        path = urlsplit(self.path).path
+        url = urlsplit(self.path)
+        path = url.path
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
         route = self.server.routes.get(path)
@@ -75,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Response(404, f"No route for {path}\n".encode()))
             return
         try:
-            result = route(Request(self.command, path, self.headers, body))
+            result = route(Request(self.command, path, self.headers, body, url.query))
         except Exception:
             log.exception("%s %s failed", self.command, path)
             result = Response(500, b"Internal error\n")

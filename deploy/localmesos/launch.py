@@ -9,7 +9,6 @@ where Mesos would fail to parse the whole call with a 400, which kills a pymesos
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from .agent import Agent
@@ -186,7 +185,6 @@ def _launch(
             resources=resources,
             info=info,
         )
-        record.statuses.append({"state": "TASK_STAGING", "timestamp": time.time()})
         framework.tasks[task_id] = record
         log.info("task %s: launching on agent %s", task_id, agent.id)
         launched.append(task_id)

@@ -185,7 +185,12 @@ class Master:
         self.offers.forget([framework.id])
         for task in framework.tasks.values():
             if task.state not in TERMINAL_STATES:
-                self._set_state(task, "TASK_KILLED", "REASON_FRAMEWORK_REMOVED")
+                self._set_state(
+                    task,
+                    "TASK_KILLED",
+                    "REASON_FRAMEWORK_REMOVED",
+                    f"Framework {framework.id} removed",
+                )
             framework.completed_tasks.append(task)
         framework.tasks.clear()
         for agent in self.agents.values():
@@ -199,12 +204,32 @@ class Master:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def _set_state(self, task: Task, state: str, reason: str | None = None) -> None:
+    def _set_state(
+        self,
+        task: Task,
+        state: str,
+        reason: str | None = None,
+        message: str | None = None,
+        status: Json | None = None,
+    ) -> None:
+        """Move `task` to `state`, keeping the status as Mesos's master keeps it: whole but
+        without its `data`, replacing the previous one when the state repeats. Without
+        `status` (a change the master makes itself) the status is the master's own."""
         task.state = state
-        entry: Json = {"state": state, "timestamp": time.time()}
-        if reason:
-            entry["reason"] = reason
-        task.statuses.append(entry)
+        if status is not None:
+            entry = {k: v for k, v in status.items() if k not in ("data", "task_id")}
+        else:
+            entry = {"state": state, "source": "SOURCE_MASTER", "timestamp": time.time()}
+            if reason:
+                entry["reason"] = reason
+            if message:
+                entry["message"] = message
+            entry["agent_id"] = wrap(task.agent_id)
+        entry.setdefault("timestamp", time.time())
+        if task.statuses and task.statuses[-1].get("state") == state:
+            task.statuses[-1] = entry
+        else:
+            task.statuses.append(entry)
         if state in TERMINAL_STATES:
             self._release(task)
 
@@ -251,7 +276,7 @@ class Master:
         if task is None:
             return
         task.latest = status
-        self._set_state(task, status["state"], status.get("reason"))
+        self._set_state(task, status["state"], status=status)
 
     def forward_update(self, agent: Agent, framework_id: str, status: Json) -> None:
         framework = self.frameworks.get(framework_id)
@@ -385,7 +410,9 @@ class Master:
                 for task in [t for t in framework.tasks.values() if t.agent_id == agent_id]:
                     state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
                     if task.state not in TERMINAL_STATES:
-                        self._set_state(task, state, "REASON_AGENT_REMOVED")
+                        self._set_state(
+                            task, state, "REASON_AGENT_REMOVED", f"Agent {agent_id} removed"
+                        )
                         self.master_update(
                             framework,
                             task.id,

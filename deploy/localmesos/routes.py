@@ -186,6 +186,11 @@ def agent_routes(cluster: LocalMesos, agent: Agent) -> dict[str, Route]:
         "/slave(1)/state.json": agent_state,
         "/api/v1/executor": executor,
         "/slave(1)/api/v1/executor": executor,
+        # The sandboxes' files, outside the state lock (file I/O must not stall the agent).
+        "/files/read": agent.files.read,
+        "/files/read.json": agent.files.read,
+        "/files/browse": agent.files.browse,
+        "/files/browse.json": agent.files.browse,
     }
 
 

@@ -3,7 +3,14 @@
 `GET_VERSION`, `GET_FLAGS`). Callers hold the state lock.
 
 The v0 `/state` documents use plain string ids and resource maps; the v1 API uses wrapped ids
-and `[Resource]` lists, as Mesos's own do.
+and `[Resource]` lists, as Mesos's own do. Each shows what the real one shows, and no more:
+- the master's executors are ExecutorInfos with their `slave_id` (`executor_id`, `name`,
+  `framework_id`, `command`, `resources`, `role`, `type`); their sandbox `directory` (and `id`,
+  `container`) are only in the agent's `/state`, whose executors list their running `tasks`,
+  `queued_tasks` and `completed_tasks`;
+- a task's v0 `statuses` are `{state, timestamp}`; v1 `GET_TASKS` keeps each status whole
+  (`message`, `reason`, `source`, ids, `uuid`, `timestamp`) except its `data`, a repeated
+  state replacing the one before.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .agent import Agent
-from .executors import Executor
+from .executors import Executor, ExecutorState
 from .master import Framework, Master, Task
-from .protocol import MESOS_VERSION, CallError, Json, wrap
+from .protocol import MESOS_VERSION, TERMINAL_STATES, CallError, Json, wrap
 from .resources import Resources
 
 BUILD = {
@@ -137,7 +144,9 @@ def _framework_v0(master: Master, framework: Framework) -> Json:
             }
             for o in master.offers.of_framework(framework.id)
         ],
-        "executors": [_executor_v0(e, agent_id) for agent_id, e in _with_agent(master, executors)],
+        "executors": [
+            _master_executor(e, agent_id) for agent_id, e in _with_agent(master, executors)
+        ],
     }
     if framework.reregistered_time is not None:
         out["reregistered_time"] = framework.reregistered_time
@@ -163,7 +172,7 @@ def _task_v0(task: Task) -> Json:
         "state": task.state,
         "resources": task.resources.to_map(),
         "role": "*",
-        "statuses": list(task.statuses),
+        "statuses": [{"state": st["state"], "timestamp": st["timestamp"]} for st in task.statuses],
     }
     for key in ("labels", "discovery"):
         if key in task.info:
@@ -171,22 +180,38 @@ def _task_v0(task: Task) -> Json:
     return out
 
 
-def _executor_v0(executor: Executor, agent_id: str) -> Json:
+def _master_executor(executor: Executor, agent_id: str) -> Json:
+    """An executor as the master's `/state` shows it: its ExecutorInfo and agent, no sandbox."""
     info = executor.info
-    return {
-        "id": executor.executor_id,
+    out: Json = {
         "executor_id": executor.executor_id,
         "name": info.get("name", ""),
-        "source": info.get("source", ""),
         "framework_id": executor.framework_id,
         "command": info.get("command", {}),
         "resources": executor.resources.to_map(),
-        "slave_id": agent_id,
-        "agent_id": agent_id,
+    }
+    if executor.resources.to_map():
+        out["role"] = "*"
+    if "type" in info:
+        out["type"] = info["type"]
+    out["slave_id"] = agent_id
+    return out
+
+
+def _agent_executor(executor: Executor) -> Json:
+    """An executor as the agent's own `/state` shows it, sandbox directory included."""
+    info = executor.info
+    out: Json = {
+        "id": executor.executor_id,
+        "name": info.get("name", ""),
+        "source": info.get("source", ""),
         "container": executor.container_id,
         "directory": str(executor.directory),
-        "state": executor.state.value,
+        "resources": executor.resources.to_map(),
     }
+    if "type" in info:
+        out["type"] = info["type"]
+    return out
 
 
 def agent_state(master: Master, agent: Agent) -> Json:
@@ -200,13 +225,20 @@ def agent_state(master: Master, agent: Agent) -> Json:
     framework_ids = sorted(set(frameworks) | set(completed) | set(agent.frameworks))
 
     def executor_json(executor: Executor) -> Json:
-        tasks = [_agent_task(executor, t) for t in executor.tasks.values() if t.launched]
-        queued = [_agent_task(executor, t) for t in executor.tasks.values() if not t.launched]
+        ended = executor.state is ExecutorState.TERMINATED
+        all_tasks = list(executor.tasks.values())
+        done = [t for t in all_tasks if ended or t.state in TERMINAL_STATES]
         return {
-            **_executor_v0(executor, agent.id),
-            "tasks": tasks,
-            "queued_tasks": queued,
-            "completed_tasks": [],
+            **_agent_executor(executor),
+            "tasks": [
+                _agent_task(agent, executor, t) for t in all_tasks if t.launched and t not in done
+            ],
+            "queued_tasks": [
+                _agent_task(agent, executor, t)
+                for t in all_tasks
+                if not t.launched and t not in done
+            ],
+            "completed_tasks": [_agent_task(agent, executor, t) for t in done],
         }
 
     def framework_json(framework_id: str) -> Json:
@@ -237,13 +269,14 @@ def agent_state(master: Master, agent: Agent) -> Json:
     }
 
 
-def _agent_task(executor: Executor, task: Any) -> Json:
+def _agent_task(agent: Agent, executor: Executor, task: Any) -> Json:
     info = task.info
     return {
         "id": info["task_id"]["value"],
         "name": info.get("name", ""),
         "framework_id": executor.framework_id,
         "executor_id": executor.executor_id if executor.custom else "",
+        "slave_id": agent.id,
         "state": task.state,
         "resources": Resources.from_json(info.get("resources")).to_map(),
     }
@@ -292,7 +325,7 @@ def _task_v1(task: Task) -> Json:
         "agent_id": wrap(task.agent_id),
         "state": task.state,
         "resources": task.resources.to_json(),
-        "statuses": [{"task_id": wrap(task.id), **s} for s in task.statuses],
+        "statuses": [{"task_id": wrap(task.id), **st} for st in task.statuses],
     }
     if task.executor_id:
         out["executor_id"] = wrap(task.executor_id)

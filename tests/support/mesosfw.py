@@ -146,6 +146,19 @@ class StandIn:
                 return dict(framework)
         return None
 
+    def sandboxes(self, framework_id: str | None = None) -> dict[str, Path]:
+        """Executor id -> sandbox directory, from every agent's own `/state` (as on real Mesos,
+        the master's state does not show sandboxes); live executors win over completed ones."""
+        found: dict[str, Path] = {}
+        for agent in self.state()["slaves"]:
+            agent_state = self.get_json("/state", str(agent["pid"]).split("@", 1)[1])
+            for framework in agent_state["frameworks"] + agent_state["completed_frameworks"]:
+                if framework_id is not None and framework["id"] != framework_id:
+                    continue
+                for executor in framework["completed_executors"] + framework["executors"]:
+                    found[executor["id"]] = Path(executor["directory"])
+        return found
+
 
 @dataclass
 class Update:

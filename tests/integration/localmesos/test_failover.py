@@ -93,7 +93,8 @@ def test_a_restarted_scheduler_keeps_its_tasks_and_receives_missed_updates(
         10,
         message="the framework to be seen disconnected",
     )
-    directory = Path(standin.framework_state(framework_id)["executors"][0]["directory"])  # type: ignore[index]
+    executor_id = standin.framework_state(framework_id)["executors"][0]["executor_id"]  # type: ignore[index]
+    directory = standin.sandboxes(framework_id)[executor_id]
     executor_pid = int((directory / "executor.pid").read_text())
     assert process_alive(executor_pid)
 
@@ -143,7 +144,7 @@ def test_failover_timeout_expiry_kills_tasks_and_removes_the_framework(
     )
     scheduler.wait_state("runner", "TASK_RUNNING")
     scheduler.wait_state("sleeper", "TASK_RUNNING")
-    directory = Path(standin.framework_state(framework.id)["executors"][0]["directory"])  # type: ignore[index]
+    directory = standin.sandboxes(framework.id)["app@-@expire"]
     executor_pid = int((directory / "executor.pid").read_text())
 
     framework.stop(failover=True)  # the stream closes without TEARDOWN
@@ -186,7 +187,7 @@ def test_teardown_shuts_the_executors_down_at_once(
     framework = make_framework(scheduler, failover_timeout=3600.0)
     scheduler.launch(executor_task("runner", executor_info("app@-@teardown"), mode="run"))
     scheduler.wait_state("runner", "TASK_RUNNING")
-    directory = Path(standin.framework_state(framework.id)["executors"][0]["directory"])  # type: ignore[index]
+    directory = standin.sandboxes(framework.id)["app@-@teardown"]
     executor_pid = int((directory / "executor.pid").read_text())
 
     framework.stop()  # pymesos sends TEARDOWN

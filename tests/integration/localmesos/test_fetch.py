@@ -80,10 +80,9 @@ def test_an_archived_executor_is_fetched_extracted_and_cached(
     scheduler.wait_state("first", "TASK_FINISHED")  # the extracted executor ran
     scheduler.wait_state("second", "TASK_FINISHED")
 
-    state = standin.framework_state(framework.id)
-    assert state is not None
-    for executor in state["executors"]:
-        sandbox = Path(executor["directory"])
+    sandboxes = standin.sandboxes(framework.id)
+    assert sorted(sandboxes) == ["app@-@one", "app@-@two"]
+    for sandbox in sandboxes.values():
         assert (sandbox / "app" / "bin" / "executor.py").is_file()
         assert (sandbox / "app.tar.gz").is_file()  # Mesos keeps the archive
         assert os.stat(sandbox / "tool.sh").st_mode & stat.S_IXUSR

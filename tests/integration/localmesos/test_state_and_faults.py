@@ -64,18 +64,23 @@ def test_state_documents_show_frameworks_agents_executors_and_tasks(
         }
         used_cpus = sum(s["used_resources"]["cpus"] for s in state["slaves"])
         assert used_cpus == pytest.approx(0.1 + 0.5 + 0.25)  # tasks + the executor's own
+        # As on real Mesos: the master shows the executor's ExecutorInfo and its agent, and only
+        # the agent's own /state shows where its sandbox is.
         (executor,) = fw["executors"]
-        assert executor["id"] == executor["executor_id"] == "app@-@state"
+        assert executor["executor_id"] == "app@-@state"
         assert executor["slave_id"] == tasks["exec-task"]["slave_id"]
-        assert executor["directory"].startswith(work_dir)
-        assert Path(executor["directory"], "executor.pid").exists()
+        assert "directory" not in executor and "id" not in executor
 
         agent = next(s for s in state["slaves"] if s["id"] == executor["slave_id"])
         agent_state = standin.get_json("/state", agent["pid"].split("@")[1])
         assert agent_state["id"] == agent["id"]
         assert agent_state["flags"]["work_dir"] == work_dir
-        directories = [e["directory"] for f in agent_state["frameworks"] for e in f["executors"]]
-        assert executor["directory"] in directories
+        (agent_executor,) = [
+            e for f in agent_state["frameworks"] for e in f["executors"] if e["id"] == "app@-@state"
+        ]
+        assert agent_executor["directory"].startswith(work_dir)
+        assert Path(agent_executor["directory"], "executor.pid").exists()
+        assert [t["id"] for t in agent_executor["tasks"]] == ["exec-task"]
 
         for path in ("/api/v1", "/api/v1/operator"):
             status, body = standin.post_json(path, {"type": "GET_STATE"})
@@ -162,7 +167,8 @@ def test_sigterm_stops_the_stand_in_and_kills_its_executors(
         _running_pair(scheduler)
         fw = standin.framework_state(framework.id)
         assert fw is not None
-        executor_pid = int(Path(fw["executors"][0]["directory"], "executor.pid").read_text())
+        sandbox = standin.sandboxes(framework.id)[fw["executors"][0]["executor_id"]]
+        executor_pid = int((sandbox / "executor.pid").read_text())
         agent_state = standin.get_json("/state", standin.agent_endpoint())
         cmd_dir = next(
             Path(e["directory"])

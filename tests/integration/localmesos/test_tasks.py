@@ -28,12 +28,9 @@ def _assert_agent_update(status: dict[str, object]) -> None:
 
 
 def _executor_directory(standin: StandIn, framework_id: str, executor_id: str) -> Path:
-    framework = standin.framework_state(framework_id)
-    assert framework is not None
-    for executor in framework["executors"]:
-        if executor["id"] == executor_id:
-            return Path(executor["directory"])
-    raise AssertionError(f"executor {executor_id} not in /master/state")
+    found = standin.sandboxes(framework_id)
+    assert executor_id in found, f"executor {executor_id} not in the agents' /state"
+    return found[executor_id]
 
 
 def test_command_tasks_finish_and_fail_like_the_command_executor(
@@ -75,7 +72,7 @@ def test_a_custom_executor_runs_several_tasks_and_acknowledgements_complete_them
     wait_for(completed, 10, message="acknowledged tasks to move to completed_tasks")
     state = standin.framework_state(framework.id)
     assert state is not None
-    assert [e["id"] for e in state["executors"]] == ["app@-@one"]  # one process for all
+    assert [e["executor_id"] for e in state["executors"]] == ["app@-@one"]  # one process for all
     directory = _executor_directory(standin, framework.id, "app@-@one")
     assert process_alive(int((directory / "executor.pid").read_text()))
 
