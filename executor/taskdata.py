@@ -10,7 +10,10 @@ when decoded):
      "jobConfig": {"jobName", "jobType", "jobClass", "cron", "cronFields", "timeZone",
                    "jobParameter",
                    "streamingProcess", "scriptCommandLine", "jobProperties", "misfire",
-                   "eventTraceSamplingCount"}}
+                   "eventTraceSamplingCount"[, "timeoutSeconds"]}}
+
+`timeoutSeconds` (absent or 0: no limit) bounds each run: the whole transient task, or one run
+of a daemon job.
 
 This module has no dependency on flask or apscheduler.
 """
@@ -86,6 +89,8 @@ class JobSpec:
     job_properties: dict[str, str] = field(default_factory=dict)
     misfire: bool = False
     event_trace_sampling_count: int = 0
+    timeout_s: int = 0
+    """`timeoutSeconds`: a run still going this long after it started is stopped (0: never)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +106,7 @@ class JobSpec:
             "jobProperties": dict(self.job_properties),
             "misfire": self.misfire,
             "eventTraceSamplingCount": self.event_trace_sampling_count,
+            **({"timeoutSeconds": self.timeout_s} if self.timeout_s else {}),
         }
 
 
@@ -199,6 +205,10 @@ class TaskData:
         if isinstance(sampling, bool) or not isinstance(sampling, int) or sampling < 0:
             problems.append("jobConfig.eventTraceSamplingCount: not a whole number >= 0")
             sampling = 0
+        timeout_s = job.get("timeoutSeconds", 0)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
+            problems.append("jobConfig.timeoutSeconds: not a whole number >= 0")
+            timeout_s = 0
         spec = JobSpec(
             job_name=text(job, "jobName", "jobConfig", True),
             job_type=job_type,
@@ -212,6 +222,7 @@ class TaskData:
             job_properties=dict(props),
             misfire=bool(job.get("misfire", False)),
             event_trace_sampling_count=sampling,
+            timeout_s=timeout_s,
         )
         if job_type in ("SIMPLE", "DATAFLOW") and not spec.job_class:
             problems.append(f"jobConfig.jobClass: required for {job_type} jobs")

@@ -8,7 +8,9 @@
   reported, as "COMPLETE" with the failure in its record). Ends only with TASK_KILLED.
 
 A kill stops the work first (SIGTERM to the worker's process group, SIGKILL after the grace
-period) and reports TASK_KILLED only once the worker has been reaped.
+period) and reports TASK_KILLED only once the worker has been reaped. A run still going the
+job's `timeoutSeconds` after it started is stopped the same way and fails with the message
+`timed out after N s` (TASK_FAILED for a transient task; the "COMPLETE" record of a daemon run).
 
 With a sandbox in the run environment, each task's workers write to files of the task's own,
 `<sandbox>/tasks/<task id, path-safe>/stdout` and `stderr` (`records.task_output_dir`), and the
@@ -207,6 +209,13 @@ class TaskRunner(ABC):
         self._output = (sandbox / relative / "stdout", sandbox / relative / "stderr")
         self._running_message = output_message(f"{relative}/stdout", f"{relative}/stderr")
 
+    def _start_timeout(self, worker: WorkerProcess) -> RunTimeout | None:
+        """Watch the run of `worker` for the job's `timeoutSeconds` (None: no limit)."""
+        timeout_s = self.data.job.timeout_s
+        if timeout_s <= 0:
+            return None
+        return RunTimeout(worker, timeout_s, self._kill_grace_s, self._label)
+
     def _spawn(self, run_name: str) -> WorkerProcess:
         return WorkerProcess.spawn(
             run_name,
@@ -220,6 +229,31 @@ class TaskRunner(ABC):
 
 def _ended(record: ExecutionRecord, outcome: WorkerExit) -> ExecutionRecord:
     return record.finished(now_ms(), None if outcome.success else outcome.failure_cause)
+
+
+class RunTimeout:
+    """Stops a worker still running `timeout_s` after it started (the job's `timeoutSeconds`):
+    SIGTERM to its process group, SIGKILL after `grace_s`, on a timer thread of its own."""
+
+    def __init__(self, worker: WorkerProcess, timeout_s: int, grace_s: float, label: str) -> None:
+        self.message = f"timed out after {timeout_s} s"
+        self.fired = threading.Event()
+        self._timer = threading.Timer(timeout_s, self._fire, args=(worker, grace_s))
+        self._timer.name = f"exec-timeout-{label}"
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self, worker: WorkerProcess, grace_s: float) -> None:
+        self.fired.set()
+        log.warning("worker %s: %s; stopping it", worker.name, self.message)
+        worker.terminate(grace_s)
+
+    def stop(self) -> bool:
+        """Cancel the timer (the run ended); True if it had fired. Waits for a firing timer."""
+        self._timer.cancel()
+        if self._timer.is_alive():
+            self._timer.join()
+        return self.fired.is_set()
 
 
 class TransientTask(TaskRunner):
@@ -265,7 +299,9 @@ class TransientTask(TaskRunner):
         worker = self._worker
         assert worker is not None
         self._report("TASK_RUNNING", self._running_message, record)
+        timeout = self._start_timeout(worker)
         outcome = worker.wait()
+        timed_out = timeout is not None and timeout.stop()
         with self._lock:
             killer = self._killer
         if killer is not None:
@@ -273,6 +309,9 @@ class TransientTask(TaskRunner):
         # A run that completed before the kill took effect did finish: say so.
         if outcome.success:
             self._report_terminal("TASK_FINISHED", "", _ended(record, outcome))
+        elif timed_out and timeout is not None:
+            cause = timeout.message
+            self._report_terminal("TASK_FAILED", cause, record.finished(now_ms(), cause))
         elif self._kill.is_set():
             cause = self._kill_reason
             self._report_terminal("TASK_KILLED", cause, record.finished(now_ms(), cause))
@@ -423,12 +462,18 @@ class DaemonTask(TaskRunner):
             log.warning("task %s: run %d: %s", self.task_id, run, spawn_error)
             self._report("TASK_RUNNING", COMPLETE, record.finished(now_ms(), spawn_error))
             return
+        timeout = self._start_timeout(worker)
         outcome = worker.wait()
+        timed_out = timeout is not None and timeout.stop()
         with self._lock:
             self._worker = None
             if self._stopping:
                 return  # cut short: TASK_KILLED carries the record
             self._cut_short = None
+        if timed_out and timeout is not None and not outcome.success:
+            log.warning("task %s: run %d %s", self.task_id, run, timeout.message)
+            self._report("TASK_RUNNING", COMPLETE, record.finished(now_ms(), timeout.message))
+            return
         if outcome.success:
             log.info("task %s: run %d succeeded", self.task_id, run)
         else:

@@ -1,7 +1,7 @@
 """The leader's components for one term, in start order (stopped in the reverse order).
 
-term record, framework id, state, producer, config listener, task launcher, REST API, Mesos
-driver, reconcile. Components are built fresh for every term.
+term record, framework id, state, producer, statistics, webhooks, config listener, task
+launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.leader.producer import Producer
 from scheduler.leader.statistics.component import Statistics
+from scheduler.leader.webhooks import WebhookNotifier
+from scheduler.model.job_events import JobEvent, JobEventCounts
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.facade import StateFacade
 
@@ -76,13 +78,24 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
             if driver_box:
                 driver_box[0].kill(task.task_id)
 
-    producer = Producer(facade, ctx.term, launcher.wake)
+    producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size)
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
+    webhooks = WebhookNotifier(settings.notify_webhook_url)
+    event_counts = JobEventCounts()
+
+    def on_job_event(event: JobEvent) -> None:
+        """Failed, timed-out, skipped and capped: counted, traced and POSTed (never blocks)."""
+        event_counts.add(event)
+        statistics.on_job_event(event)
+        webhooks.notify(event)
+
     listener = ConfigListener(facade, producer, kill_job_tasks)
     status = StatusHandler(
         facade, lambda t: driver_box[0].kill(t), launcher.wake, statistics.journal
     )
     status.listeners.append(statistics.on_status)
+    status.event_listeners.append(on_job_event)
+    producer.event_listeners.append(on_job_event)
     launcher.launch_listeners.append(statistics.on_launched)
     reconciler_box: list[Reconciler] = []
 
@@ -108,11 +121,15 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     ctx.info["launched"] = lambda: launcher.launched
     ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())
     ctx.info["statistics"] = statistics.info
+    ctx.info["metrics_text"] = lambda: "\n".join(
+        [*event_counts.prometheus(), *webhooks.prometheus()]
+    )
     return [
         TermRecorder(ctx),
         framework_ids,
         producer,
         statistics,
+        webhooks,
         listener,
         launcher,
         RestApi(ctx, facade, actions, statistics, launcher.capacity),

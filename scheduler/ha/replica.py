@@ -597,4 +597,8 @@ class Replica:
             "# TYPE ejc_jobs_unplaceable gauge",
             f"ejc_jobs_unplaceable {unplaceable or 0}",
         ]
+        # The term's own metrics (its components build the text), leader only.
+        extra = self._leader_info("metrics_text") if self.is_acting_leader() else None
+        if extra:
+            lines.append(str(extra))
         return "\n".join(lines) + "\n"

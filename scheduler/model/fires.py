@@ -139,18 +139,24 @@ def plan_fires(
     running: bool,
     cap: int,
     on_time_from: float | None,
+    queue_full: bool = False,
 ) -> FirePlan:
     """What each due fire becomes (see the module docstring).
 
     `pending`: runs of the job pending now; `running`: whether tasks of it run; `cap`: the most
     pending runs (`job_state_queue_size`); `on_time_from`: fires at or after this epoch time
-    came on time (None: all were missed, as at the start of a term).
+    came on time (None: all were missed, as at the start of a term); `queue_full`: the ready
+    queue holds `cap` other jobs, so this one (with none pending) cannot join it.
     """
     decisions: list[FireDecision] = []
 
     def decide(time: float) -> FireDecision:
         nonlocal pending
         missed = on_time_from is None or time < on_time_from
+        if queue_full and pending == 0 and (misfire or not missed):
+            return FireDecision(
+                time, FireOutcome.CAPPED, f"the ready queue holds {cap} jobs already"
+            )
         if misfire:
             if pending >= cap:
                 return FireDecision(

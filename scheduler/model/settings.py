@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.model.config.policies import webhook_url_problem
 from scheduler.model.errors import SettingsError
 from scheduler.model.trace_url import url_problem
 
@@ -103,6 +104,10 @@ def _password_hash(value: Any) -> str | None:
         if len(params) == 2 and not re.fullmatch(r"[0-9]{1,8}", params[1]):
             return "pbkdf2 iterations must be a number below 100,000,000"
     return None
+
+
+def _webhook_url(value: Any) -> str | None:
+    return webhook_url_problem(value) if value else None
 
 
 def _log_level(value: Any) -> str | None:
@@ -259,6 +264,16 @@ _KEYS: tuple[_Key, ...] = (
     _Key("framework_principal", "", _parse_str, "Mesos principal"),
     _Key("framework_secret", "", _parse_str, "Mesos secret", secret=True),
     _Key("time_zone", "", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
+    _Key(
+        "notify_webhook_url",
+        "",
+        _parse_str,
+        "http(s) URL the leader POSTs failure events of every job to (run_failed, "
+        "run_timed_out, fire_skipped, fire_capped) unless the job has its own notifyWebhookUrl; "
+        "empty = none",
+        _webhook_url,
+        secret=True,
+    ),
     _Key("log_level", "INFO", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
     _Key(
         "data_dir",
@@ -352,6 +367,7 @@ class Settings:
     framework_principal: str = ""
     framework_secret: str = ""
     time_zone: str = ""
+    notify_webhook_url: str = ""
     log_level: str = "INFO"
     data_dir: str = "data"
     auth_enabled: bool = True

@@ -168,3 +168,19 @@ def test_fires_beyond_the_count_share_the_last_outcome_and_are_reported() -> Non
     events = fire_events("job1", result, None)
     assert [e.kind for e in events] == [JobEventKind.FIRE_CAPPED, JobEventKind.FIRE_CAPPED]
     assert "more than 1 fires up to 2026-01-01T00:16:40.000+00:00 capped" in events[1].reason
+
+
+def test_a_full_ready_queue_caps_a_job_with_nothing_pending() -> None:
+    result = plan_fires(
+        DueFires(times(2)),
+        misfire=True,
+        policy=FORBID,
+        pending=0,
+        running=False,
+        cap=3,
+        on_time_from=None,
+        queue_full=True,
+    )
+    assert [(d.outcome, d.reason) for d in result.decisions] == [
+        (C, "the ready queue holds 3 jobs already")
+    ]

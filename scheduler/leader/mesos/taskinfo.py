@@ -1,6 +1,7 @@
 """Build Mesos TaskInfo / ExecutorInfo JSON for one shard: one custom executor per app per
 agent (`{app}@-@{agentId}`, the app's bootstrapScript run where appURL was unpacked), task data
-in the executor package's JSON codec; TRANSIENT SCRIPT jobs as plain command tasks."""
+in the executor package's JSON codec; TRANSIENT SCRIPT jobs as plain command tasks, with the
+job's `timeoutSeconds` as the task's `max_completion_time`."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def task_data(job: JobConfig, task_id: TaskId, sampling: int) -> TaskData:
             job_properties={k: str(v) for k, v in job.job_properties.to_json().items()},
             misfire=job.misfire,
             event_trace_sampling_count=sampling,
+            timeout_s=job.timeout_seconds or 0,
         ),
     )
 
@@ -93,6 +95,10 @@ def build_task_info(
                 ]
             },
         }
+        if job.timeout_seconds:
+            # Mesos's command executor stops the task then (SIGTERM, SIGKILL after the kill
+            # grace) and fails it with REASON_MAX_COMPLETION_TIME_REACHED.
+            info["max_completion_time"] = {"nanoseconds": job.timeout_seconds * 1_000_000_000}
         return info
     executor = executor_info(
         app_name=app.app_name,

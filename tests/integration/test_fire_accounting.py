@@ -1,0 +1,170 @@
+"""Fire accounting on a real ZooKeeper: catch-up from the recorded last fire with misfire on and
+off, the cap, a first schedule, concurrent accountants, and a deposed leader."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.leader.producer import Producer
+from scheduler.model.config import JobConfig, parse_cron
+from scheduler.model.errors import NotLeader
+from scheduler.model.fires import due_fires
+from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.storage.facade import LAST_FIRE, StateFacade
+from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.registry import Fence, Registry
+
+CRON = "0/2 * * * * ?"
+
+
+class Acting:
+    acting = True
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+@pytest.fixture
+def fence(registry: Registry, zk_client: KazooClient) -> Iterator[Fence]:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    yield Fence(node, lambda: True)
+
+
+def job(**changes: Any) -> JobConfig:
+    body: dict[str, Any] = {
+        "jobName": "tick",
+        "jobClass": "demo.jobs:hello",
+        "jobType": "SIMPLE",
+        "jobExecutionType": "TRANSIENT",
+        "cron": CRON,
+        "shardingTotalCount": 1,
+        "appName": "app",
+        "cpuCount": 0.1,
+        "memoryMB": 16,
+        **changes,
+    }
+    return JobConfig.from_json(body, default_time_zone="UTC", strict=False)
+
+
+def producer(registry: Registry, fence: Fence, cap: int = 100) -> tuple[Producer, list[JobEvent]]:
+    facade = StateFacade.build(registry, fence, "UTC", cap)
+    made = Producer(facade, Acting(), lambda: None, cap)  # not started: no cron fires meanwhile
+    events: list[JobEvent] = []
+    made.event_listeners.append(events.append)
+    return made, events
+
+
+def pending(registry: Registry) -> int:
+    return int(registry.get("/state/ready/tick") or b"0")
+
+
+def record(registry: Registry, when: float) -> None:
+    registry.put(f"{LAST_FIRE}/tick", f"{when:.3f}".encode())
+
+
+def missed_since(last: float) -> int:
+    return len(due_fires(parse_cron(CRON, "UTC").trigger(), last, time.time()).times)
+
+
+def test_a_job_without_a_record_starts_counting_from_now(registry: Registry, fence: Fence) -> None:
+    made, events = producer(registry, fence)
+    before = time.time()
+    made.schedule(job(misfire=True), catch_up=True)
+    assert before <= float(registry.get(f"{LAST_FIRE}/tick") or b"0") <= time.time()
+    assert pending(registry) == 0 and events == []
+
+
+def test_misfire_on_runs_every_fire_missed_since_the_record(
+    registry: Registry, fence: Fence
+) -> None:
+    last = time.time() - 11
+    record(registry, last)
+    made, events = producer(registry, fence)
+    made.schedule(job(misfire=True), catch_up=True)
+    # 5 or 6 fires fell in 11 s of an every-2-s cron, each one a pending run; none reported.
+    assert pending(registry) in (5, 6) and pending(registry) <= missed_since(last)
+    assert events == [] and made.fires == pending(registry)
+    newest = float(registry.get(f"{LAST_FIRE}/tick") or b"0")
+    assert newest % 2 == 0 and time.time() - 2 <= newest <= time.time()
+    # Accounting again finds nothing new: the record moved to the newest fire.
+    made.schedule(job(misfire=True), catch_up=True)
+    assert pending(registry) == made.fires
+
+
+def test_misfire_off_skips_missed_fires_with_one_event_naming_them(
+    registry: Registry, fence: Fence
+) -> None:
+    record(registry, time.time() - 9)
+    made, events = producer(registry, fence)
+    made.schedule(job(misfire=False, notifyWebhookUrl="http://127.0.0.1:9/h"), catch_up=True)
+    assert pending(registry) == 0
+    assert [(e.kind, e.job_name) for e in events] == [(JobEventKind.FIRE_SKIPPED, "tick")]
+    assert events[0].fires in (4, 5) and events[0].webhook_url == "http://127.0.0.1:9/h"
+    assert "skipped: missed while no leader acted, and misfire is off" in events[0].reason
+
+
+def test_fires_beyond_the_queue_size_are_capped_and_reported(
+    registry: Registry, fence: Fence
+) -> None:
+    record(registry, time.time() - 21)
+    made, events = producer(registry, fence, cap=3)
+    made.schedule(job(misfire=True), catch_up=True)
+    assert pending(registry) == 3
+    assert [e.kind for e in events] == [JobEventKind.FIRE_CAPPED]
+    assert events[0].fires >= 7 and "3 runs are already pending" in events[0].reason
+
+
+def test_a_changed_cron_starts_counting_again_instead_of_catching_up(
+    registry: Registry, fence: Fence
+) -> None:
+    made, _ = producer(registry, fence)
+    made.schedule(job(misfire=True, cron="0 0 0 1 1 ? 2099"))
+    record(registry, time.time() - 30)  # as if the old cron's last fire was long ago
+    made.schedule(job(misfire=True))
+    assert pending(registry) == 0
+    assert time.time() - float(registry.get(f"{LAST_FIRE}/tick") or b"0") < 5
+
+
+def test_concurrent_accountants_count_each_fire_once(registry: Registry, fence: Fence) -> None:
+    last = time.time() - 41
+    record(registry, last)
+    trigger = parse_cron(CRON, "UTC").trigger()
+    now = time.time()
+    ledger = FireLedger(registry, fence, 1000)
+
+    def decide(state: LedgerState) -> tuple[LedgerWrite, int] | None:
+        assert state.last is not None
+        due = due_fires(trigger, state.last, now)
+        if due.last is None:
+            return None
+        return LedgerWrite(due.last, state.pending + len(due.times)), len(due.times)
+
+    counted: list[int | None] = []
+    threads = [
+        threading.Thread(target=lambda: counted.append(ledger.account("tick", decide)))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    expected = len(due_fires(trigger, last, now).times)
+    assert pending(registry) == expected == sum(c or 0 for c in counted)
+
+
+def test_a_deposed_leader_cannot_account(registry: Registry, fence: Fence) -> None:
+    record(registry, time.time() - 9)
+    deposed = Fence(fence.node_path, lambda: False)
+    made, events = producer(registry, deposed)
+    with pytest.raises(NotLeader):
+        made.schedule(job(misfire=True), catch_up=True)
+    assert pending(registry) == 0 and events == []
