@@ -3,56 +3,16 @@ up, no redirects, a bounded queue that never blocks the caller."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
 from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.model.job_events import JobEvent, JobEventKind
 from tests.support.waiting import wait_for
-
-
-class Receiver:
-    """Answers each POST with the next status of `statuses` (then 204) and keeps what came."""
-
-    def __init__(self) -> None:
-        self.bodies: list[Any] = []
-        self.times: list[float] = []
-        self.paths: list[str] = []
-        self.statuses: list[int] = []
-        self.location = ""
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                receiver.bodies.append(json.loads(self.rfile.read(length)))
-                receiver.times.append(time.monotonic())
-                receiver.paths.append(self.path)
-                status = receiver.statuses.pop(0) if receiver.statuses else 204
-                self.send_response(status)
-                if receiver.location:
-                    self.send_header("Location", receiver.location)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook?token=s3cret"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(5)
+from tests.support.webhook_receiver import Receiver
 
 
 @pytest.fixture
