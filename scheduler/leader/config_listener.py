@@ -2,21 +2,19 @@
 reschedules or unschedules each job exactly once per change, whatever wrote it (this leader's
 REST API, another tool, or an operator in zkCli).
 
-kazoo watch callbacks only queue an event; the `sched-config-listener` thread reads ZooKeeper,
-compares znode versions with what it scheduled, and acts.
+kazoo watch callbacks only queue an event (`JobChanged`, `ChildrenChanged`); the
+`sched-config-listener` thread reads ZooKeeper, compares znode versions with what it scheduled,
+and acts.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, assert_never
 
-from kazoo.exceptions import NoNodeError
-
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import EventLoopComponent
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.config_store import JOBS
@@ -25,7 +23,22 @@ from scheduler.storage.state import DISABLE_APP, DISABLE_JOB
 
 log = logging.getLogger(__name__)
 
-_STOP = ("stop", "")
+
+@dataclass(frozen=True)
+class JobChanged:
+    """The znode of job `name` changed or was deleted."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ChildrenChanged:
+    """The children of `path` (the job list or a disable list) changed."""
+
+    path: str
+
+
+ConfigEvent = JobChanged | ChildrenChanged
 
 
 class RunProducer(Protocol):
@@ -47,8 +60,9 @@ class RunProducer(Protocol):
         ...
 
 
-class ConfigListener(LeaderComponent):
+class ConfigListener(EventLoopComponent[ConfigEvent]):
     name = "config-listener"
+    thread_name = "sched-config-listener"
 
     def __init__(
         self,
@@ -56,123 +70,90 @@ class ConfigListener(LeaderComponent):
         producer: RunProducer,
         kill_job_tasks: Callable[[str], None],
     ) -> None:
+        super().__init__()
         self._facade = facade
         self._registry = facade.registry
         self._producer = producer
         self._kill = kill_job_tasks
-        self._events: queue.Queue[tuple[str, str]] = queue.Queue()
         self._versions: dict[str, int] = {}
         self._configs: dict[str, JobConfig] = {}
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
         self.changes = 0
 
     # -- watches: callbacks only queue ------------------------------------------------------
 
-    def _watch_children(self, path: str) -> list[str]:
-        def fire(_event: object) -> None:
-            if not self._stopped.is_set():
-                self._events.put(("children", path))
+    def _on(self, event: ConfigEvent) -> Callable[[object], None]:
+        """A kazoo watch callback that queues `event` (until the listener stops)."""
 
-        try:
-            return sorted(self._registry.client.get_children(self._registry.abs(path), watch=fire))
-        except NoNodeError:
-            self._registry.ensure(path)
-            return sorted(self._registry.client.get_children(self._registry.abs(path), watch=fire))
+        def fire(_event: object) -> None:
+            if not self._stopping.is_set():
+                self.post(event)
+
+        return fire
+
+    def _watch_children(self, path: str) -> list[str]:
+        return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
 
     def _read_job(self, name: str) -> tuple[bytes, int] | None:
-        def fire(_event: object) -> None:
-            if not self._stopped.is_set():
-                self._events.put(("job", name))
-
-        try:
-            data, stat = self._registry.client.get(self._registry.abs(f"{JOBS}/{name}"), watch=fire)
-        except NoNodeError:
-            return None
-        return data or b"", int(stat.version)
+        return self._registry.watch_data(f"{JOBS}/{name}", self._on(JobChanged(name)))
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
         """Load every job and schedule the enabled ones (with missed-fire catch-up)."""
-        self._stopped.clear()
+        self._stopping.clear()
         self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
         self._disabled_apps = set(self._watch_children(DISABLE_APP))
         names = self._watch_children(JOBS)
         # Pipelined reads: one round trip for all jobs, so 10,000 jobs load in about a second.
-        client = self._registry.client
-        pending = {}
-        for name in names:
-            pending[name] = client.get_async(
-                self._registry.abs(f"{JOBS}/{name}"), watch=self._job_watch(name)
-            )
+        pending = self._registry.send_reads(
+            [f"{JOBS}/{name}" for name in names],
+            watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
+        )
         self._producer.prefetch_last_fires(names)
-        for name, result in pending.items():
-            try:
-                data, stat = result.get(timeout=30)
-            except NoNodeError:
-                continue
-            self._apply(name, (data or b"", int(stat.version)), catch_up=True)
-        self._thread = threading.Thread(target=self._run, name="sched-config-listener", daemon=True)
-        self._thread.start()
+        for path, got in pending.wait().items():
+            if got is not None:
+                self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
+        self._start_thread()
         log.info(
             "config-listener: %s jobs loaded, %s scheduled",
             len(names),
             len(self._producer.scheduled),
         )
 
-    def _job_watch(self, name: str) -> Callable[[object], None]:
-        def fire(_event: object) -> None:
-            if not self._stopped.is_set():
-                self._events.put(("job", name))
-
-        return fire
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._events.put(_STOP)
-        if self._thread is not None:
-            self._thread.join(5.0)
-            if self._thread.is_alive():
-                log.error("config-listener: thread sched-config-listener did not stop")
-            self._thread = None
-
     # -- the listener thread ----------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            kind, arg = self._events.get()
-            if kind == "stop":
-                return
-            try:
-                self._handle(kind, arg)
-            except NotLeader:
-                log.info(
-                    "config-listener: not acting; change of %s %s left to the next leader",
-                    kind,
-                    arg,
-                )
-            except Exception:
-                log.exception("config-listener: handling %s %s failed", kind, arg)
+    def _handle(self, event: ConfigEvent) -> None:
+        try:
+            self._dispatch(event)
+        except NotLeader:
+            log.info("config-listener: not acting; %s left to the next leader", event)
 
-    def _handle(self, kind: str, arg: str) -> None:
-        if kind == "job":
-            self._apply(arg, self._read_job(arg))
-        elif arg == JOBS:
-            names = set(self._watch_children(JOBS))
-            for name in sorted(names - set(self._versions)):
+    def _dispatch(self, event: ConfigEvent) -> None:
+        match event:
+            case JobChanged(name):
                 self._apply(name, self._read_job(name))
-            for name in sorted(set(self._versions) - names):
-                self._apply(name, None)
-        elif arg in (DISABLE_JOB, DISABLE_APP):
-            if arg == DISABLE_JOB:
+            case ChildrenChanged(path) if path == JOBS:
+                names = set(self._watch_children(JOBS))
+                for name in sorted(names - set(self._versions)):
+                    self._apply(name, self._read_job(name))
+                for name in sorted(set(self._versions) - names):
+                    self._apply(name, None)
+            case ChildrenChanged(path) if path == DISABLE_JOB:
                 self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
-            else:
+                self._sync_all()
+            case ChildrenChanged(path) if path == DISABLE_APP:
                 self._disabled_apps = set(self._watch_children(DISABLE_APP))
-            for _name, job in sorted(self._configs.items()):
-                self._sync_enabled(job)
+                self._sync_all()
+            case ChildrenChanged(path):
+                raise ValueError(f"config-listener: no handler for the children of {path}")
+            case _:
+                assert_never(event)
+
+    def _sync_all(self) -> None:
+        for _name, job in sorted(self._configs.items()):
+            self._sync_enabled(job)
 
     def _enabled(self, job: JobConfig) -> bool:
         return job.job_name not in self._disabled_jobs and job.app_name not in self._disabled_apps
@@ -229,6 +210,5 @@ class ConfigListener(LeaderComponent):
             )
             self._producer.unschedule(job.job_name)
             self._facade.ready.remove(job.job_name)
-            self._facade.failover.remove_job(job.job_name)  # no stale relaunch on enable
             self._facade.forget_fires(job.job_name)
             self._kill(job.job_name)

@@ -1,4 +1,5 @@
-"""The leader's lifecycle: start the leader components in order, stop them in reverse.
+"""The leader's lifecycle: the contract every leader component keeps, the base of those that own
+a thread, and the service that starts a term's components in order and stops them in reverse.
 
 A `SchedulerService` lives for one leadership term. Components are built fresh for every term
 (nothing is carried over in memory from an earlier term: peers doubled runs that way).
@@ -7,11 +8,17 @@ A `SchedulerService` lives for one leadership term. Components are built fresh f
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+from scheduler.model.errors import SchedulerError
 
 log = logging.getLogger(__name__)
+
+_E = TypeVar("_E")
 
 
 class TermView(Protocol):
@@ -48,7 +55,112 @@ class LeaderComponent:
         """Act again after `pause` (same session came back)."""
 
 
-class ComponentStartError(Exception):
+def join_thread(thread: threading.Thread | None, timeout_s: float, owner: str) -> bool:
+    """Wait at most `timeout_s` for `thread` to end; False, and one ERROR naming the thread and
+    its `owner`, when it is still alive then (it is a daemon: it dies with the process)."""
+    if thread is None:
+        return True
+    thread.join(timeout_s)
+    if thread.is_alive():
+        log.error("%s: thread %s did not stop within %g s", owner, thread.name, timeout_s)
+        return False
+    return True
+
+
+class ThreadedComponent(LeaderComponent):
+    """A leader component that owns one thread, named `thread_name`, for its term.
+
+    `start` runs `_run` on a new thread. `stop` sets `_stopping`, calls `_interrupt` (which wakes
+    a thread that waits on something else, with a sentinel or an event) and joins the thread for
+    at most `join_timeout_s`, logging one ERROR when it does not end. A subclass that does more
+    at start or stop overrides them and calls `_start_thread` and `_stop_thread` itself.
+    """
+
+    thread_name = "sched-component"
+    join_timeout_s = 5.0
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._start_thread()
+
+    def stop(self) -> None:
+        self._stop_thread()
+
+    def _start_thread(self) -> None:
+        self._stopping.clear()
+        thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread = thread
+        thread.start()
+
+    def _stop_thread(self) -> bool:
+        """Stop the thread and join it; False when it did not end within `join_timeout_s`."""
+        self._stopping.set()
+        self._interrupt()
+        thread, self._thread = self._thread, None
+        return join_thread(thread, self.join_timeout_s, self.name)
+
+    def _interrupt(self) -> None:
+        """Wake the thread so that it sees `_stopping` (nothing to do when it waits on it)."""
+
+    def _run(self) -> None:
+        """The thread's body: return soon after `_stopping` is set."""
+        raise NotImplementedError
+
+
+class _Stop:
+    """The sentinel that ends an event loop."""
+
+
+class EventLoopComponent(ThreadedComponent, Generic[_E]):
+    """A threaded component whose thread handles the events queued to it, one at a time, in the
+    order they were posted. Callbacks of libraries (kazoo watches, pymesos) only `post`.
+
+    `_handle` gets each event; an exception it raises is logged and the loop goes on. With
+    `idle_s` set, `_idle` runs whenever no event came for that long.
+    """
+
+    idle_s: float | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._events: queue.Queue[_E | _Stop] = queue.Queue()
+
+    def post(self, event: _E) -> None:
+        """Queue `event` for the loop (any thread; never blocks)."""
+        self._events.put(event)
+
+    def _interrupt(self) -> None:
+        self._events.put(_Stop())
+
+    def _run(self) -> None:
+        while True:
+            try:
+                event = self._events.get(timeout=self.idle_s)
+            except queue.Empty:
+                try:
+                    self._idle()
+                except Exception:
+                    log.exception("%s: idle check failed", self.name)
+                continue
+            if isinstance(event, _Stop):
+                return
+            try:
+                self._handle(event)
+            except Exception:
+                log.exception("%s: handling %.200r failed", self.name, event)
+
+    def _handle(self, event: _E) -> None:
+        """Act on one event (the loop's thread)."""
+        raise NotImplementedError
+
+    def _idle(self) -> None:
+        """Called after `idle_s` without an event (the loop's thread)."""
+
+
+class ComponentStartError(SchedulerError):
     """A leader component failed to start; the term is given up."""
 
     def __init__(self, component: str, cause: BaseException) -> None:

@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
+from scheduler.model.errors import SchedulerError
+
 DELIMITER = "@-@"
 
 
@@ -15,8 +17,10 @@ class TaskType(StrEnum):
     FAILOVER = "FAILOVER"
 
 
-class InvalidTaskId(ValueError):
-    pass
+class InvalidTaskId(SchedulerError, ValueError):
+    """Text that is not a task id of this scheduler (a ValueError too, as callers catch)."""
+
+    http_status = 400
 
 
 @dataclass(frozen=True)

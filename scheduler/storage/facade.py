@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kazoo.exceptions import NoNodeError
-
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.registry import Fence, Registry
@@ -53,19 +51,14 @@ class StateFacade:
 
     def last_fires(self, names: list[str]) -> dict[str, float]:
         """Recorded last fires of `names`, read with pipelined requests."""
-        client = self.registry.client
         recorded = set(self.registry.children(LAST_FIRE)) if names else set()
-        pending = {
-            n: client.get_async(self.registry.abs(f"{LAST_FIRE}/{n}"))
-            for n in names
-            if n in recorded
-        }
+        found = self.registry.get_many([f"{LAST_FIRE}/{n}" for n in names if n in recorded])
         out: dict[str, float] = {}
-        for name, result in pending.items():
+        for path, got in found.items():
             try:
-                data, _stat = result.get(timeout=30)
-                out[name] = float(data)
-            except (NoNodeError, ValueError):
+                if got is not None:
+                    out[path.rsplit("/", 1)[1]] = float(got[0])
+            except ValueError:
                 continue
         return out
 

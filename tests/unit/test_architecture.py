@@ -370,6 +370,24 @@ def test_the_local_mesos_stand_in_imports_nothing_of_the_product() -> None:
     assert not wrong, "the Mesos stand-in imports the product:\n" + "\n".join(wrong)
 
 
+def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
+    modules, sources = _scheduler()
+    allowed = ("scheduler.storage.registry", "scheduler.ha.replica")
+    wrong = []
+    for source in sources:
+        if source in allowed:
+            continue
+        for node in ast.walk(ast.parse(modules[source].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            wrong += [f"{modules[source]}:{node.lineno}" for n in names if _within(n, "kazoo")]
+    assert not wrong, f"kazoo imported outside the registry and the replica: {wrong}"
+
+
 def test_no_module_of_the_scheduler_or_the_stand_in_imports_dynamically() -> None:
     modules = module_files(ROOT, ["scheduler", STAND_IN])
     found = dynamic_imports(modules, sorted(modules))

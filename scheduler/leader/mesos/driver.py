@@ -1,11 +1,12 @@
 """The leader's connection to Mesos: a pymesos `MesosSchedulerDriver` per connection.
 
-pymesos calls the scheduler callbacks on its IO thread; they only queue events. The
-`sched-mesos-events` thread handles them: it saves the framework id, hands offers to the
-launcher, processes status updates and acknowledges each update only after it was processed
-(explicit acknowledgements), so a crash never loses one. A paused leader (SUSPENDED session)
-disconnects from Mesos instead of only idling: a new leader's subscription would otherwise
-close this one's stream, and pymesos would re-subscribe at once, stealing the framework back.
+pymesos calls the scheduler callbacks on its IO thread; they only queue typed events
+(`driver_events`). The `sched-mesos-events` thread handles them: it saves the framework id,
+hands offers to the launcher, processes status updates and acknowledges each update only after
+it was processed (explicit acknowledgements), so a crash never loses one. A paused leader
+(SUSPENDED session) disconnects from Mesos instead of only idling: a new leader's subscription
+would otherwise close this one's stream, and pymesos would re-subscribe at once, stealing the
+framework back.
 """
 
 from __future__ import annotations
@@ -13,16 +14,30 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import queue
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from pymesos import MesosSchedulerDriver
 
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import EventLoopComponent
+from scheduler.leader.mesos.driver_events import (
+    AgentLost,
+    Connect,
+    ConnectFailed,
+    Disconnected,
+    DriverEvent,
+    ExecutorLost,
+    FrameworkMessage,
+    MasterError,
+    Offers,
+    QueueingCallbacks,
+    Rescinded,
+    StatusUpdate,
+    Subscribed,
+)
 from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,6 +47,8 @@ FRAMEWORK_REMOVED = "Framework has been removed"
 # signal handler sets this instead of stopping the replica, and the driver reconnects.
 DRIVER_CRASHED = threading.Event()
 _RETRY_MAX_S = 30.0
+# How long `stop` waits for a `sched-mesos-connect` thread (it only starts a pymesos driver).
+_CONNECT_JOIN_S = 0.5
 FRAMEWORK_FAILED_OVER = "Framework failed over"
 
 
@@ -79,48 +96,7 @@ class FrameworkIds(Protocol):
         """Forget the id after Mesos removed the framework."""
 
 
-class _Callbacks:
-    """pymesos's Scheduler interface: every callback only queues (never blocks the IO thread)."""
-
-    def __init__(self, events: queue.Queue[tuple[str, Any]]) -> None:
-        self._events = events
-
-    def registered(self, driver: Any, framework_id: Any, master_info: Any) -> None:
-        self._events.put(("registered", (framework_id["value"], master_info)))
-
-    def reregistered(self, driver: Any, master_info: Any) -> None:
-        self._events.put(("reregistered", master_info))
-
-    def disconnected(self, driver: Any) -> None:
-        self._events.put(("disconnected", None))
-
-    def resourceOffers(self, driver: Any, offers: Any) -> None:
-        self._events.put(("offers", offers))
-
-    def offerRescinded(self, driver: Any, offer_id: Any) -> None:
-        self._events.put(("rescind", offer_id["value"]))
-
-    def statusUpdate(self, driver: Any, status: Any) -> None:
-        self._events.put(("status", status))
-
-    def frameworkMessage(self, driver: Any, executor_id: Any, agent_id: Any, data: Any) -> None:
-        self._events.put(("message", (executor_id, agent_id, data)))
-
-    def slaveLost(self, driver: Any, agent_id: Any) -> None:
-        self._events.put(("agent_lost", agent_id["value"]))
-
-    def executorLost(self, driver: Any, executor_id: Any, agent_id: Any, status: Any) -> None:
-        self._events.put(("executor_lost", (executor_id["value"], agent_id["value"], status)))
-
-    def error(self, driver: Any, message: str) -> None:
-        self._events.put(("error", message))
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        # inverseOffers, operationStatusUpdate, ...: not used by this framework.
-        return lambda *args, **kwargs: None
-
-
-class MesosDriver(LeaderComponent):
+class MesosDriver(EventLoopComponent[DriverEvent]):
     """Owns the pymesos driver and the event thread for one term.
 
     `on_offers(offers)`, `on_rescind(offer_id)`, `on_status(status) -> bool` (True: processed,
@@ -128,6 +104,9 @@ class MesosDriver(LeaderComponent):
     """
 
     name = "mesos-driver"
+    thread_name = "sched-mesos-events"
+    # The watchdog (`_idle`) runs after this long without an event.
+    idle_s = 1.0
 
     def __init__(
         self,
@@ -139,6 +118,7 @@ class MesosDriver(LeaderComponent):
         on_connected: Callable[[], None],
         on_disconnected: Callable[[], None],
     ) -> None:
+        super().__init__()
         self._settings = settings
         self._framework_ids = framework_ids
         self._on_offers = on_offers
@@ -146,11 +126,10 @@ class MesosDriver(LeaderComponent):
         self._on_status = on_status
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._driver: Any = None
         self._lock = threading.RLock()
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
+        # `sched-mesos-connect` threads that may still run (joined at stop).
+        self._connecting: list[threading.Thread] = []
         self.connected = threading.Event()
         self.master: str | None = None
         self.status = "not started"
@@ -186,7 +165,7 @@ class MesosDriver(LeaderComponent):
         event thread: an unreachable master is never a reason to give up the term."""
         s = self._settings
         driver = MesosSchedulerDriver(
-            _Callbacks(self._events),
+            QueueingCallbacks(self.post),
             self.framework_info(),
             s.mesos_url,
             use_addict=False,
@@ -212,9 +191,12 @@ class MesosDriver(LeaderComponent):
                 driver.start()
             except Exception as exc:
                 log.error("mesos: cannot start the driver: %s", exc, exc_info=exc)
-                self._events.put(("connect_failed", (driver, exc)))
+                self.post(ConnectFailed(driver, exc))
 
-        threading.Thread(target=start, name="sched-mesos-connect", daemon=True).start()
+        thread = threading.Thread(target=start, name="sched-mesos-connect", daemon=True)
+        self._connecting = [t for t in self._connecting if t.is_alive()]
+        self._connecting.append(thread)
+        thread.start()
 
     def _connect_failed(self, driver: Any, exc: Exception) -> None:
         with self._lock:
@@ -238,22 +220,26 @@ class MesosDriver(LeaderComponent):
             driver.stop(failover=True)
 
     def start(self) -> None:
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="sched-mesos-events", daemon=True)
-        self._thread.start()
+        self._start_thread()
         # Connect from the event thread: a zk:// master URL may block for a connection timeout,
         # and the leader's API must not wait for Mesos.
-        self._events.put(("connect", None))
+        self.post(Connect())
 
     def stop(self) -> None:
         self._stopping.set()
         self._disconnect()
-        self._events.put(("stop", None))
-        if self._thread is not None:
-            self._thread.join(5.0)
-            if self._thread.is_alive():
-                log.error("mesos: thread sched-mesos-events did not stop")
-            self._thread = None
+        self._stop_thread()
+        # A connect thread ends once its driver started or failed; one still waiting for a
+        # zk:// master that does not answer may wait a while longer, and the hand-over to the
+        # next leader must not wait for it.
+        for thread in self._connecting:
+            thread.join(_CONNECT_JOIN_S)
+            if thread.is_alive():
+                log.warning(
+                    "mesos: thread %s still waiting for the master; left to end on its own",
+                    thread.name,
+                )
+        self._connecting = []
 
     def pause(self) -> None:
         log.warning("mesos: disconnecting while the ZooKeeper session is suspended")
@@ -264,7 +250,7 @@ class MesosDriver(LeaderComponent):
     def resume(self) -> None:
         self._paused = False
         if not self._stopping.is_set():
-            self._events.put(("connect", None))
+            self.post(Connect())
 
     # -- calls (any thread) -----------------------------------------------------------------
 
@@ -361,59 +347,63 @@ class MesosDriver(LeaderComponent):
 
     # -- the event thread -------------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            try:
-                kind, payload = self._events.get(timeout=1.0)
-            except queue.Empty:
-                self._watchdog()
-                continue
-            if kind == "stop":
-                return
-            try:
-                self._handle(kind, payload)
-            except Exception:
-                log.exception("mesos: handling %s failed", kind)
+    def _handle(self, event: DriverEvent) -> None:
+        match event:
+            case Connect():
+                if self._driver is None and not self._stopping.is_set() and not self._paused:
+                    self._connect()
+            case ConnectFailed(driver, error):
+                self._connect_failed(driver, error)
+            case Subscribed(framework_id, master_info):
+                if framework_id is not None:
+                    self._framework_ids.save(framework_id)
+                address = master_info.get("address") or {}
+                host = address.get("hostname") or master_info.get("hostname")
+                port = address.get("port") or master_info.get("port")
+                self.master = f"{host}:{port}" if host and port else self.master
+                self.connected.set()
+                self.status = "connected"
+                self._retry_s = 1.0
+                log.info(
+                    "mesos: %s with %s as %s",
+                    "registered" if framework_id is not None else "reregistered",
+                    self.master,
+                    self._framework_ids.framework_id,
+                )
+                self._on_connected()
+            case Disconnected():
+                self.connected.clear()
+                self.status = "reconnecting"
+                self._on_disconnected()
+                log.warning("mesos: disconnected from the master; pymesos reconnects")
+            case Offers(offers):
+                self._on_offers(offers)
+            case Rescinded(offer_id):
+                self._on_rescind(offer_id)
+            case StatusUpdate(status):
+                if self._on_status(status) and "uuid" in status:
+                    self._call("acknowledge", lambda d: d.acknowledgeStatusUpdate(status))
+            case FrameworkMessage(executor_id, agent_id, data):
+                log.info(
+                    "mesos: message of %d characters from executor %s on %s ignored (this "
+                    "framework expects none)",
+                    len(data),
+                    executor_id,
+                    agent_id,
+                )
+            case MasterError(message):
+                self._on_error(message)
+            case AgentLost(agent_id):
+                log.warning("mesos: agent %s lost", agent_id)
+            case ExecutorLost(executor_id, agent_id, status):
+                log.warning(
+                    "mesos: executor %s on %s exited with status %s", executor_id, agent_id, status
+                )
+            case _:
+                assert_never(event)
 
-    def _handle(self, kind: str, payload: Any) -> None:
-        if kind == "connect":
-            if self._driver is None and not self._stopping.is_set() and not self._paused:
-                self._connect()
-        elif kind == "connect_failed":
-            self._connect_failed(*payload)
-        elif kind in ("registered", "reregistered"):
-            if kind == "registered":
-                framework_id, master_info = payload
-                self._framework_ids.save(framework_id)
-            else:
-                master_info = payload
-            address = master_info.get("address") or {}
-            host = address.get("hostname") or master_info.get("hostname")
-            port = address.get("port") or master_info.get("port")
-            self.master = f"{host}:{port}" if host and port else self.master
-            self.connected.set()
-            self.status = "connected"
-            self._retry_s = 1.0
-            log.info("mesos: %s with %s as %s", kind, self.master, self._framework_ids.framework_id)
-            self._on_connected()
-        elif kind == "disconnected":
-            self.connected.clear()
-            self.status = "reconnecting"
-            self._on_disconnected()
-            log.warning("mesos: disconnected from the master; pymesos reconnects")
-        elif kind == "offers":
-            self._on_offers(list(payload))
-        elif kind == "rescind":
-            self._on_rescind(payload)
-        elif kind == "status":
-            if self._on_status(payload) and "uuid" in payload:
-                self._call("acknowledge", lambda d: d.acknowledgeStatusUpdate(payload))
-        elif kind == "error":
-            self._on_error(str(payload))
-        elif kind == "agent_lost":
-            log.warning("mesos: agent %s lost", payload)
-        elif kind == "executor_lost":
-            log.warning("mesos: executor %s on %s exited with status %s", *payload)
+    def _idle(self) -> None:
+        self._watchdog()
 
     def _watchdog(self) -> None:
         if self._stopping.is_set() or self._paused:

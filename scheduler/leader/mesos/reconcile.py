@@ -4,24 +4,23 @@ every `reconcile_interval_minutes`, and on request (REST operate endpoints)."""
 from __future__ import annotations
 
 import logging
-import threading
 
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.storage.facade import StateFacade
 
 log = logging.getLogger(__name__)
 
 
-class Reconciler(LeaderComponent):
+class Reconciler(ThreadedComponent):
     name = "reconcile"
+    thread_name = "sched-reconcile"
 
     def __init__(self, facade: StateFacade, driver: MesosDriver, interval_minutes: float) -> None:
+        super().__init__()
         self._facade = facade
         self._driver = driver
         self._interval_s = interval_minutes * 60.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.runs = 0
 
     def reconcile(self, explicit: bool) -> None:
@@ -41,25 +40,14 @@ class Reconciler(LeaderComponent):
         self.reconcile(False)
 
     def start(self) -> None:
-        if self._interval_s <= 0:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sched-reconcile", daemon=True)
-        self._thread.start()
+        if self._interval_s > 0:  # periodic reconciliation is off otherwise
+            self._start_thread()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while not self._stopping.wait(self._interval_s):
             if self._driver.connected.is_set():
                 try:
                     self.reconcile(True)
                     self.reconcile(False)
                 except Exception:
                     log.exception("reconcile: periodic reconciliation failed")
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
-            if self._thread.is_alive():
-                log.error("reconcile: thread sched-reconcile did not stop")
-            self._thread = None

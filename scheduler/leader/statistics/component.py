@@ -25,12 +25,11 @@ from typing import Any
 from sqlalchemy.engine import URL, Engine
 
 from executor.records import RecordError, decode_status_data
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.leader.statistics.counters import ResultCounters
 from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.sampler import Sampler
 from scheduler.leader.statistics.writer import TraceWriter, first_line
-from scheduler.model.job_events import JobEvent
 from scheduler.model.settings import Settings
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import TERMINAL_STATES
@@ -57,10 +56,12 @@ def trace_url(settings: Settings) -> URL | None:
     return resolve_url(text, settings.event_trace_rdb_username, settings.event_trace_rdb_password)
 
 
-class Statistics(LeaderComponent):
+class Statistics(ThreadedComponent):
     name = "statistics"
+    thread_name = "sched-statistics"
 
     def __init__(self, settings: Settings, registry: Registry, fence: Fence) -> None:
+        super().__init__()
         self._settings = settings
         self._registry = registry
         self._fence = fence
@@ -71,8 +72,6 @@ class Statistics(LeaderComponent):
         self.engine: Engine | None = None
         self._writer: TraceWriter | None = None
         self._counters: ResultCounters | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._problem = ""
         self._lock = threading.Lock()
         self._originals: dict[str, str] = {}
@@ -85,11 +84,7 @@ class Statistics(LeaderComponent):
         # Created now so updates are queued from the first one; its thread starts after the
         # schema is migrated.
         self._writer = TraceWriter(engine)
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, args=(engine, self._writer), name="sched-statistics", daemon=True
-        )
-        self._thread.start()
+        self._start_thread()
 
     def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
         """Launcher listener (sched-launcher): the TASK_STAGING row, as the original wrote at
@@ -134,22 +129,6 @@ class Statistics(LeaderComponent):
         if record is not None:
             writer.record_execution(record)
 
-    def on_job_event(self, event: JobEvent) -> None:
-        """Producer and status handler listener (any thread; queue only): one event-trace row
-        per failed, timed-out, skipped or capped event (state `RUN_FAILED`, `RUN_TIMED_OUT`,
-        `FIRE_SKIPPED`, `FIRE_CAPPED`), the reason as its message."""
-        writer = self._writer
-        if writer is None:
-            return
-        writer.record_status(
-            job_name=event.job_name,
-            task_id=event.task_id or "",
-            state=event.kind.trace_state,
-            execution_type=event.execution_type,
-            sharding_item="" if event.sharding_item is None else f"[{event.sharding_item}]",
-            message=event.reason,
-        )
-
     def info(self) -> dict[str, Any]:
         """For /health: where the trace goes and how the writers are doing."""
         if self._url is None:
@@ -170,7 +149,10 @@ class Statistics(LeaderComponent):
             out["counted"] = self._counters.counted
         return out
 
-    def _run(self, engine: Engine, writer: TraceWriter) -> None:
+    def _run(self) -> None:
+        writer = self._writer
+        assert writer is not None  # set before the thread starts
+        engine = writer.engine
         delay = 1.0
         while True:
             try:
@@ -178,7 +160,7 @@ class Statistics(LeaderComponent):
                 break
             except Exception as exc:  # noqa: BLE001 - any database failure: retry
                 self._failed("migrating the schema", exc)
-            if self._stop.wait(delay):
+            if self._stopping.wait(delay):
                 return
             delay = min(delay * 2, _RETRY_MAX_S)
         self._recovered("schema migrated")
@@ -200,7 +182,7 @@ class Statistics(LeaderComponent):
                     log.info("statistics: not acting; rolling paused (%s)", exc)
                 else:
                     self._failed("rolling the statistics", exc)
-            if self._stop.wait(_next_tick()):
+            if self._stopping.wait(_next_tick()):
                 return
 
     def _failed(self, what: str, exc: Exception) -> None:
@@ -215,12 +197,7 @@ class Statistics(LeaderComponent):
             self._problem = ""
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
-            if self._thread.is_alive():
-                log.error("statistics: thread still busy with the database at term end")
-            self._thread = None
+        self._stop_thread()
         if self._writer is not None:
             self._writer.stop(3.0)
             self._writer.engine.dispose()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.errors import Conflict, NotFound, NotLeader, RegistryError
 from scheduler.model.settings import load_settings
 from scheduler.storage.registry import Fence, Registry, make_client
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
 
@@ -164,3 +167,37 @@ def test_digest_acl_keeps_other_clients_out(zk: ZooKeeperEnsemble, zk_namespace:
         for c in (owner, stranger):
             c.stop()
             c.close()
+
+
+def test_every_call_gives_up_at_its_deadline_while_zookeeper_does_not_answer(
+    zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    # Before writes had a deadline, each of these blocked for as long as the partition lasted.
+    host, port = zk.servers[0].address.split(":")
+    proxy = TcpProxy(host, int(port))
+    client = KazooClient(hosts=proxy.address, timeout=10)
+    client.start(timeout=15)
+    try:
+        registry = Registry(client, zk_namespace, timeout_s=1.0)
+        registry.create("/w/a", b"1")
+        assert registry.get_many(["/w/a", "/w/missing"]) == {"/w/a": (b"1", 0), "/w/missing": None}
+        proxy.cut()
+        wait_for(lambda: client.state != KazooState.CONNECTED, 10, message="connection lost")
+        calls: dict[str, Callable[[], object]] = {
+            "create": lambda: registry.create("/w/b", b"1"),
+            "put": lambda: registry.put("/w/a", b"2"),
+            "delete": lambda: registry.delete("/w/a", recursive=False),
+            "ensure": lambda: registry.ensure("/w/c"),
+            "get": lambda: registry.get("/w/a"),
+            "get_many": lambda: registry.get_many(["/w/a"], timeout_s=1.0),
+            "watch_children": lambda: registry.watch_children("/w", lambda _e: None),
+        }
+        for name, call in calls.items():
+            began = time.monotonic()
+            with pytest.raises(RegistryError, match=r"did not answer|ConnectionLoss"):
+                call()
+            assert time.monotonic() - began < 5, name
+    finally:
+        proxy.close()
+        client.stop()
+        client.close()
