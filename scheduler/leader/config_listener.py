@@ -210,5 +210,6 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             )
             self._producer.unschedule(job.job_name)
             self._facade.ready.remove(job.job_name)
+            self._facade.failover.remove_job(job.job_name)  # no stale relaunch on enable
             self._facade.forget_fires(job.job_name)
             self._kill(job.job_name)

@@ -1,11 +1,14 @@
 """The cron producer: turns cron fires into pending runs, on the leader only.
 
 A fresh APScheduler `BackgroundScheduler` (memory job store) per term, one trigger per distinct
-cron and zone (`CronSpec.schedule_key`), fanning out to the jobs that use it. Each fire adds a
-pending run (`misfire`: one more, else exactly one) and records the job's last fire with a
-fenced write. At term start a job whose next fire after its recorded last fire is already past
-missed a fire during the hand-over: with `misfire` it runs once now, otherwise it is skipped
-(logged either way), instead of being silently lost as in the original.
+cron and zone (`CronSpec.schedule_key`), fanning out to the jobs that use it. Every fire is
+accounted from the job's last recorded fire (the fire ledger: the record and the pending runs
+change in one fenced transaction), so none is lost or counted twice across leader changes:
+when a job is scheduled (at term start, or enabled) and at each trigger, every fire since the
+record is due. With `misfire` each adds a pending run, in order, up to `job_state_queue_size`
+pending (the rest are capped); without, a missed fire is skipped and one on time adds a run
+unless one is pending or the job still runs under overlapPolicy FORBID. Every skipped or capped
+fire is logged here and reported to `event_listeners` (event trace, metrics, webhooks).
 """
 
 from __future__ import annotations
@@ -22,9 +25,26 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from scheduler.leader.lifecycle import LeaderComponent, TermView
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
+from scheduler.model.fires import (
+    MAX_FIRES_COUNTED,
+    FirePlan,
+    Trigger,
+    due_fires,
+    fire_events,
+    plan_fires,
+)
+from scheduler.model.job_events import JobEvent
 from scheduler.storage.facade import StateFacade
+from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 
 log = logging.getLogger(__name__)
+
+_FAR = datetime.max.replace(tzinfo=UTC)
+
+
+def _at(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC)
+
 
 # An enqueue-only callback: a fire up to this late still counts (APScheduler's default 1 s is
 # easily missed on a loaded machine).
@@ -34,8 +54,18 @@ _MISFIRE_GRACE_S = 30
 class Producer(LeaderComponent):
     name = "producer"
 
-    def __init__(self, facade: StateFacade, term: TermView, on_work: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        facade: StateFacade,
+        term: TermView,
+        on_work: Callable[[], None],
+        queue_size: int = 10_000,
+    ) -> None:
         self._facade = facade
+        self._cap = queue_size
+        self._ledger = FireLedger(facade.registry, facade.fence, queue_size)
+        # Called with each skipped or capped fire (any producer thread); must not block.
+        self.event_listeners: list[Callable[[JobEvent], None]] = []
         self._term = term
         self._on_work = on_work
         self._lock = threading.RLock()
@@ -43,6 +73,7 @@ class Producer(LeaderComponent):
         self._key_of: dict[str, tuple[object, ...]] = {}
         self._by_key: dict[tuple[object, ...], set[str]] = {}
         self._ids: dict[tuple[object, ...], str] = {}
+        self._triggers: dict[tuple[object, ...], Trigger] = {}
         self._sched: BackgroundScheduler | None = None
         self.fires = 0
         self._last_fires: dict[str, float] | None = None
@@ -69,6 +100,7 @@ class Producer(LeaderComponent):
             self._key_of.clear()
             self._by_key.clear()
             self._ids.clear()
+            self._triggers.clear()
 
     def pause(self) -> None:
         if self._sched is not None:
@@ -93,6 +125,8 @@ class Producer(LeaderComponent):
         Raises NotLeader/RegistryError from state writes; a cron that cannot be honoured is
         logged and the job is not scheduled.
         """
+        with self._lock:
+            previous_key = self._key_of.get(job.job_name)
         self.unschedule(job.job_name)
         if job.execution_type is JobExecutionType.DAEMON:
             if not self._facade.running.tasks(job.job_name):
@@ -107,14 +141,13 @@ class Producer(LeaderComponent):
         except InvalidRequest as exc:
             log.error("producer: job %s not scheduled: %s", job.job_name, exc.message)
             return
-        if catch_up:
-            self._catch_up(job, trigger)
         key = spec.schedule_key
         with self._lock:
             self._jobs[job.job_name] = job
             self._key_of[job.job_name] = key
             names = self._by_key.setdefault(key, set())
             names.add(job.job_name)
+            self._triggers.setdefault(key, trigger)
             if key not in self._ids and self._sched is not None:
                 aps_job = self._sched.add_job(
                     self._fire, trigger=trigger, args=[key], name=f"cron {spec.expression}"
@@ -123,6 +156,16 @@ class Producer(LeaderComponent):
         log.info(
             "producer: job %s scheduled (%s %s)", job.job_name, spec.expression, spec.time_zone
         )
+        # After the trigger is in place, so that no fire falls between the two: fires since the
+        # record (missed while no leader acted, or while the job was not scheduled here) are
+        # due now; a job without a record, or whose cron changed, starts counting from now.
+        prefetched = self._last_fires.get(job.job_name) if catch_up and self._last_fires else None
+        if prefetched is not None and (
+            trigger.get_next_fire_time(None, _at(prefetched + 1e-6)) or _FAR
+        ) > _at(time.time()):
+            return  # nothing due: no ZooKeeper round trip for most jobs at term start
+        restart = previous_key is not None and previous_key != key
+        self._account(job, trigger, time.time(), on_time_from=None, restart=restart)
 
     def unschedule(self, job_name: str) -> bool:
         """Stop producing runs for `job_name`; False when it was not scheduled."""
@@ -136,6 +179,7 @@ class Producer(LeaderComponent):
             names.discard(job_name)
             if not names:
                 self._by_key.pop(key, None)
+                self._triggers.pop(key, None)
                 aps_id = self._ids.pop(key, None)
                 if aps_id is not None and self._sched is not None:
                     try:
@@ -144,35 +188,60 @@ class Producer(LeaderComponent):
                         log.exception("producer: could not remove trigger of %s", job_name)
         return True
 
-    def _catch_up(self, job: JobConfig, trigger: object) -> None:
-        prefetched = self._last_fires
-        last = (
-            prefetched.get(job.job_name)
-            if prefetched is not None
-            else self._facade.last_fire(job.job_name)
-        )
-        if last is None:
-            return
-        after = datetime.fromtimestamp(last + 0.001, UTC)
-        missed = trigger.get_next_fire_time(None, after)  # type: ignore[attr-defined]
-        if missed is None or missed.timestamp() > time.time():
-            return
-        if job.misfire:
-            log.warning(
-                "producer: job %s missed its fire at %s during a leader change; running it once",
-                job.job_name,
-                missed.isoformat(),
+    def _account(
+        self,
+        job: JobConfig,
+        trigger: Trigger,
+        now: float,
+        *,
+        on_time_from: float | None,
+        restart: bool = False,
+    ) -> None:
+        """Account every fire of `job` due by `now` (any thread; the ledger serialises).
+
+        Raises NotLeader and other SchedulerErrors from the ledger's reads and write.
+        """
+        limit = max(MAX_FIRES_COUNTED, self._cap + 1)
+
+        def decide(state: LedgerState) -> tuple[LedgerWrite, FirePlan | None] | None:
+            if state.last is None or restart:
+                return LedgerWrite(now, state.pending), None  # counting starts now
+            due = due_fires(trigger, state.last, now, limit)
+            if due.last is None:
+                return None
+            plan = plan_fires(
+                due,
+                misfire=job.misfire,
+                policy=job.overlap,
+                pending=state.pending,
+                running=state.running,
+                cap=self._cap,
+                on_time_from=on_time_from,
+                queue_full=state.queue_full,
             )
-            self._facade.ready.add_transient(job.job_name, True)
-            self._facade.record_fire(job.job_name, time.time())
+            return LedgerWrite(due.last, plan.pending), plan
+
+        plan = self._ledger.account(job.job_name, decide)
+        if plan is None:
+            return
+        self.fires += plan.queued
+        missed = [d for d in plan.decisions if on_time_from is None or d.time < on_time_from]
+        if missed and plan.queued and job.misfire:
+            log.warning(
+                "producer: job %s missed %s fires while no leader acted; %s queued (misfire on)",
+                job.job_name,
+                len(missed),
+                plan.queued,
+            )
+        for event in fire_events(job.job_name, plan, job.notify_webhook_url):
+            log.warning("producer: job %s: %s", job.job_name, event.reason)
+            for listener in self.event_listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("producer: event listener failed on %s", job.job_name)
+        if plan.queued:
             self._on_work()
-        else:
-            log.warning(
-                "producer: job %s missed its fire at %s during a leader change; skipped "
-                "(misfire is off)",
-                job.job_name,
-                missed.isoformat(),
-            )
 
     def _fire(self, key: tuple[object, ...]) -> None:
         """APScheduler thread: one cron fire for every job of `key`."""
@@ -180,14 +249,14 @@ class Producer(LeaderComponent):
             return  # fenced anyway; do not even try while paused or after the term
         with self._lock:
             jobs = [self._jobs[n] for n in sorted(self._by_key.get(key, ())) if n in self._jobs]
+            trigger = self._triggers.get(key)
+        if trigger is None:
+            return
         now = time.time()
         for job in jobs:
             try:
-                if self._facade.ready.add_transient(job.job_name, job.misfire):
-                    self._facade.record_fire(job.job_name, now)
-                    self.fires += 1
+                self._account(job, trigger, now, on_time_from=now - _MISFIRE_GRACE_S)
             except NotLeader:
                 return
             except SchedulerError as exc:
                 log.error("producer: fire of job %s not recorded: %s", job.job_name, exc.message)
-        self._on_work()

@@ -34,11 +34,12 @@ from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard, place
 from scheduler.leader.mesos.taskinfo import build_task_info
 from scheduler.model.config.app import AppConfig
-from scheduler.model.config.job import JobConfig
+from scheduler.model.config.job import JobConfig, JobExecutionType
+from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.facade import StateFacade
-from scheduler.storage.state import RunningTask
+from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,15 @@ BUSY_REFUSE_S = 1.0
 AGENTS_RETRY_S = 30.0
 AGENTS_REFRESH_S = 300.0
 AGENTS_TIMEOUT_S = 5.0
+REPLACE_RESEND_S = 10.0
+ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
+
+
+def _overlap(job: JobConfig) -> OverlapPolicy:
+    """The job's overlap policy; a daemon job's runs never overlap, whatever was stored."""
+    if job.execution_type is not JobExecutionType.TRANSIENT:
+        return OverlapPolicy.FORBID
+    return job.overlap
 
 
 @dataclass
@@ -116,6 +126,8 @@ class Launcher(ThreadedComponent):
         self._unplaceable: dict[str, Unplaceable] = {}
         self._fit_cache: dict[str, tuple[tuple[object, ...], Unplaceable | None]] = {}
         self._pending: set[str] = set()
+        # Tasks killed for a REPLACE run (task id -> monotonic time the kill was sent).
+        self._replacing: dict[str, float] = {}
         self._agents_thread: threading.Thread | None = None
         self._agents_due = True
         self._agents_tried_at = -1e18
@@ -439,15 +451,38 @@ class Launcher(ThreadedComponent):
         info = driver.framework_info()
         return str(info.get("id", {}).get("value", ""))
 
+    def _replace(self, job_name: str, tasks: list[RunningTask]) -> None:
+        """Kill the running tasks of `job_name` for its pending run (overlapPolicy REPLACE),
+        each marked first so that its end is no failure; a kill unanswered is sent again."""
+        driver = self._driver()
+        now = time.monotonic()
+        for task in tasks:
+            sent = self._replacing.get(task.task_id)
+            if driver is None or (sent is not None and now - sent < REPLACE_RESEND_S):
+                continue
+            if self._facade.running.mark_killed(task.task_id, KILLED_BY_REPLACE) and driver.kill(
+                task.task_id
+            ):
+                self._replacing[task.task_id] = now
+                log.info(
+                    "launcher: job %s: %s killed for a new run (overlapPolicy REPLACE)",
+                    job_name,
+                    task.task_id,
+                )
+
     def _gather(self) -> list[_Unit]:
         facade = self._facade
         running: dict[str, set[int]] = {}
+        tasks_of: dict[str, list[RunningTask]] = {}
         for task in facade.running.tasks():
             try:
                 tid = task.parsed
             except ValueError:
                 continue
             running.setdefault(tid.job_name, set()).add(tid.item)
+            tasks_of.setdefault(tid.job_name, []).append(task)
+        alive = {task.task_id for tasks in tasks_of.values() for task in tasks}
+        self._replacing = {t: sent for t, sent in self._replacing.items() if t in alive}
         jobs: dict[str, JobConfig | None] = {}
         apps: dict[str, AppConfig | None] = {}
 
@@ -474,7 +509,8 @@ class Launcher(ThreadedComponent):
             if job is None:
                 facade.failover.remove_job(job_name)
                 continue
-            if item in running.get(job_name, set()) or item >= job.sharding_total_count:
+            relaunched = item in running.get(job_name, set()) and _overlap(job) is not ALLOW
+            if relaunched or item >= job.sharding_total_count:
                 facade.failover.remove(job_name, item)
                 continue
             app = app_of(job.app_name)
@@ -498,8 +534,12 @@ class Launcher(ThreadedComponent):
             if job is None:
                 facade.ready.remove(job_name)
                 continue
-            if job_name in running or job_name in failover or job_name in held_back:
-                continue  # a run at a time per job; its failover shards go first
+            if job_name in failover or job_name in held_back:
+                continue  # its failover shards go first
+            if job_name in running and _overlap(job) is not ALLOW:
+                if _overlap(job) is REPLACE and not facade.is_disabled(job):
+                    self._replace(job_name, tasks_of.get(job_name, []))
+                continue  # FORBID: a run at a time; REPLACE: once the killed tasks are gone
             if facade.is_disabled(job):
                 facade.ready.remove(job_name)
                 continue

@@ -30,6 +30,7 @@ from scheduler.leader.statistics.counters import ResultCounters
 from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.sampler import Sampler
 from scheduler.leader.statistics.writer import TraceWriter, first_line
+from scheduler.model.job_events import JobEvent
 from scheduler.model.settings import Settings
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import TERMINAL_STATES
@@ -128,6 +129,22 @@ class Statistics(ThreadedComponent):
             record = None
         if record is not None:
             writer.record_execution(record)
+
+    def on_job_event(self, event: JobEvent) -> None:
+        """Producer and status handler listener (any thread; queue only): one event-trace row
+        per failed, timed-out, skipped or capped event (state `RUN_FAILED`, `RUN_TIMED_OUT`,
+        `FIRE_SKIPPED`, `FIRE_CAPPED`), the reason as its message."""
+        writer = self._writer
+        if writer is None:
+            return
+        writer.record_status(
+            job_name=event.job_name,
+            task_id=event.task_id or "",
+            state=event.kind.trace_state,
+            execution_type=event.execution_type,
+            sharding_item="" if event.sharding_item is None else f"[{event.sharding_item}]",
+            message=event.reason,
+        )
 
     def info(self) -> dict[str, Any]:
         """For /health: where the trace goes and how the writers are doing."""
