@@ -5,7 +5,8 @@ it under `runs`/`items`/`data`); each run's fields are read under the names the 
 (`taskId`, `shardingItem`, `fireTime`, `state`, `startTime`, `endTime`, `reason`) or their
 common alternatives, and times may be ISO 8601 or epoch numbers. Logs come from
 `GET /api/job/{job}/runs/{taskId}/log?stream=&offset=&length=`, which answers as a Mesos agent's
-`/files/read` does: `{"data": "...", "offset": N}` with N the offset of `data` in the file.
+`/files/read` does: `{"data": "...", "offset": N}` with N the offset of `data` in the file, plus
+`nextOffset`, where the next read starts (without it: N plus the UTF-8 length of `data`).
 """
 
 from __future__ import annotations
@@ -121,19 +122,25 @@ def runs_command(state: State, job: str, limit: int, before: str | None) -> None
 class LogChunk:
     data: str
     offset: int
+    next_offset: int | None = None
 
     @property
     def end(self) -> int:
-        """The offset right after this chunk (the data is UTF-8 text of the bytes read)."""
+        """The offset right after this chunk: the server's `nextOffset` (it differs from the
+        UTF-8 length of `data` when the file held bytes that are not UTF-8), else computed."""
+        if self.next_offset is not None:
+            return self.next_offset
         return self.offset + len(self.data.encode("utf-8", "surrogatepass"))
 
 
 def parse_log_chunk(data: Any) -> LogChunk:
     """`{"data": str, "offset": int}`; ApiError for anything else."""
     if isinstance(data, dict):
-        text, offset = data.get("data"), data.get("offset")
+        text, offset, following = data.get("data"), data.get("offset"), data.get("nextOffset")
         if isinstance(text, str) and isinstance(offset, int) and not isinstance(offset, bool):
-            return LogChunk(text, offset)
+            if not isinstance(following, int) or isinstance(following, bool) or following < offset:
+                following = None
+            return LogChunk(text, offset, following)
     raise ApiError(200, "the answer is not {data, offset} as a log read", "UnexpectedAnswer")
 
 

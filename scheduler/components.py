@@ -7,10 +7,12 @@ launcher, REST API, Mesos driver, reconcile. Components are built fresh for ever
 from __future__ import annotations
 
 import logging
+import time
 
 from scheduler.api import create_app
 from scheduler.api.auth import warn_about_defaults
 from scheduler.ha.framework_id import FrameworkIdStore
+from scheduler.ha.metrics import FireTimes, TermFigures
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
 from scheduler.leader.config_listener import ConfigListener
@@ -24,6 +26,7 @@ from scheduler.leader.mesos.status import StatusHandler
 from scheduler.leader.producer import Producer
 from scheduler.leader.statistics.component import Statistics
 from scheduler.leader.webhooks import WebhookNotifier
+from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.facade import StateFacade
@@ -96,6 +99,31 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     status.listeners.append(statistics.on_status)
     status.event_listeners.append(on_job_event)
     producer.event_listeners.append(on_job_event)
+    fires = FireTimes()
+    metrics = ctx.metrics
+    if metrics is not None:
+
+        def on_launched(task_id: str, agent_id: str, original_task_id: str) -> None:
+            """Before the statistics' TASK_STAGING row, which names the fire."""
+            fire, first = fires.launched(task_id)
+            if first and fire is not None:
+                metrics.on_fire_launched(time.time() - fire)
+
+        def on_deleted(job_name: str) -> None:
+            fires.forget(job_name)
+            metrics.forget_job(job_name)
+
+        producer.fire_listeners.append(fires.fired)
+        producer.event_listeners.append(metrics.on_job_event)
+        launcher.launch_listeners.insert(0, on_launched)
+        launcher.launch_listeners.append(metrics.on_launched)
+        status.listeners.append(metrics.on_status)
+        listener.deleted_listeners.append(on_deleted)
+        try:
+            metrics.retain_jobs(facade.config.job_names())
+        except SchedulerError as exc:
+            log.warning("metrics: series of deleted jobs kept this term: %s", exc.message)
+    statistics.fire_of = fires.fire_of
     launcher.launch_listeners.append(statistics.on_launched)
     reconciler_box: list[Reconciler] = []
 
@@ -121,6 +149,20 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     ctx.info["launched"] = lambda: launcher.launched
     ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())
     ctx.info["statistics"] = statistics.info
+
+    def figures() -> TermFigures:
+        trace = (statistics.info().get("trace") or {}) if statistics.engine else {}
+        return TermFigures(
+            ready_runs=launcher.ready_runs,
+            failover_shards=launcher.failover_shards,
+            offers_held=launcher.held_offers(),
+            offers_declined=launcher.declined,
+            trace_backlog=int(trace.get("pending", 0)),
+            trace_dropped=int(trace.get("dropped", 0)),
+            trace_errors=int(trace.get("errors", 0)),
+        )
+
+    ctx.info["figures"] = figures
     ctx.info["metrics_text"] = lambda: "\n".join(
         [*event_counts.prometheus(), *webhooks.prometheus()]
     )

@@ -21,6 +21,8 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
 from scheduler.console import Console
 from scheduler.console.origins import (
     REPLICA_ORIGIN_KEY,
@@ -131,7 +133,9 @@ class ReplicaHttp:
 
     `health` returns the /health body, answered with 503 when its `reason` is set (the replica
     cannot reach ZooKeeper or cannot act) and 200 otherwise; without credentials that
-    `authorized` accepts, only its `public_health` part is shown; `metrics` the Prometheus text;
+    `authorized` accepts, only its `public_health` part is shown; `metrics` is the replica's
+    prometheus_client registry, which `/metrics` renders (the HTTP server adds its own metrics
+    to it);
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
     replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
     the election, whose web origins may call `/api` and `/health` across origins. They are
@@ -143,7 +147,7 @@ class ReplicaHttp:
         bind_address: str,
         port: int,
         health: Callable[[], dict[str, Any]],
-        metrics: Callable[[], str],
+        metrics: CollectorRegistry,
         leader_address: Callable[[], str | None],
         is_acting_leader: Callable[[], bool],
         limits: HttpLimits | None = None,
@@ -159,6 +163,7 @@ class ReplicaHttp:
         self._is_acting_leader = is_acting_leader
         self._api: WSGIApplication | None = None
         self._server = EdgeServer(self, bind_address, port, limits or HttpLimits())
+        metrics.register(self._server)
 
     def mount_api(self, app: WSGIApplication | None) -> None:
         """Serve `/api/*` from `app` (None: this replica no longer serves the API)."""
@@ -200,8 +205,7 @@ class ReplicaHttp:
                 body = public_health(body)
             return _json(start_response, status, body)
         if path == "/metrics":
-            text = self._metrics() + self._server.metrics()
-            return _reply(start_response, 200, text.encode(), "text/plain; version=0.0.4")
+            return _reply(start_response, 200, generate_latest(self._metrics), CONTENT_TYPE_LATEST)
         # The path is echoed as JSON (escaped), never into a header.
         return _json(
             start_response, 404, {"error": f"no such path {path[:200]}", "type": "NotFound"}

@@ -32,8 +32,11 @@ import resource
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 # waitress ships no type information: its classes are Any here, and stay inside this module.
 from waitress import wasyncore  # type: ignore[import-untyped]
@@ -536,36 +539,44 @@ class EdgeServer:
         with self._counts_lock:
             self._refused[code] = self._refused.get(code, 0) + 1
 
-    def metrics(self) -> str:
-        """Prometheus text about the server itself."""
+    def collect(self) -> Iterator[Metric]:
+        """The server's own metrics, for a prometheus_client registry (any thread)."""
         with self._counts_lock:
             refused = dict(self._refused)
-        connections = self.connections()
-        lines = [
-            "# HELP ejc_http_connections Open HTTP connections.",
-            "# TYPE ejc_http_connections gauge",
-            f"ejc_http_connections {connections}",
-            "# HELP ejc_http_connection_limit Open HTTP connections allowed.",
-            "# TYPE ejc_http_connection_limit gauge",
-            f"ejc_http_connection_limit {self.connection_limit}",
-            "# HELP ejc_http_queued_requests Whole requests waiting for a worker.",
-            "# TYPE ejc_http_queued_requests gauge",
-            f'ejc_http_queued_requests{{pool="api"}} {self._api_pool.depth()}',
-            f'ejc_http_queued_requests{{pool="ops"}} {self._ops_pool.depth()}',
-            "# HELP ejc_http_requests_timed_out_total Requests not received in time (408).",
-            "# TYPE ejc_http_requests_timed_out_total counter",
-            f"ejc_http_requests_timed_out_total {self.timed_out}",
-            "# HELP ejc_http_connections_closed_idle_total Connections closed after the idle "
-            "timeout.",
-            "# TYPE ejc_http_connections_closed_idle_total counter",
-            f"ejc_http_connections_closed_idle_total {self.idle_closed}",
-            "# HELP ejc_http_connections_evicted_total Idle connections closed at the limit.",
-            "# TYPE ejc_http_connections_evicted_total counter",
-            f"ejc_http_connections_evicted_total {self.evicted}",
-            "# HELP ejc_http_requests_refused_total Requests refused by the server (framing, "
-            "limits).",
-            "# TYPE ejc_http_requests_refused_total counter",
-        ]
+        yield GaugeMetricFamily(
+            "ejc_http_connections", "Open HTTP connections.", value=self.connections()
+        )
+        yield GaugeMetricFamily(
+            "ejc_http_connection_limit",
+            "Open HTTP connections allowed.",
+            value=self.connection_limit,
+        )
+        queued = GaugeMetricFamily(
+            "ejc_http_queued_requests", "Whole requests waiting for a worker.", labels=["pool"]
+        )
+        queued.add_metric(["api"], self._api_pool.depth())
+        queued.add_metric(["ops"], self._ops_pool.depth())
+        yield queued
+        yield CounterMetricFamily(
+            "ejc_http_requests_timed_out",
+            "Requests not received in time (408).",
+            value=self.timed_out,
+        )
+        yield CounterMetricFamily(
+            "ejc_http_connections_closed_idle",
+            "Connections closed after the idle timeout.",
+            value=self.idle_closed,
+        )
+        yield CounterMetricFamily(
+            "ejc_http_connections_evicted",
+            "Idle connections closed at the limit.",
+            value=self.evicted,
+        )
+        refusals = CounterMetricFamily(
+            "ejc_http_requests_refused",
+            "Requests refused by the server (framing, limits).",
+            labels=["code"],
+        )
         for code in (400, 413, 431, 501):
-            lines.append(f'ejc_http_requests_refused_total{{code="{code}"}} {refused.get(code, 0)}')
-        return "\n".join(lines) + "\n"
+            refusals.add_metric([str(code)], refused.get(code, 0))
+        yield refusals

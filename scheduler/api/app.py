@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from flask import Flask
 
-from scheduler.api import apps, fire_times, history, jobs, kill, openapi, operate, placement
+from scheduler.api import (
+    apps,
+    fire_times,
+    history,
+    jobs,
+    kill,
+    openapi,
+    operate,
+    placement,
+    runs,
+)
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
@@ -36,6 +46,6 @@ def create_app(
             ctx.settings.job_state_queue_size,
         )
     app.extensions["ejc_services"] = ApiServices.build(facade, actions)
-    for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill):
+    for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

@@ -198,6 +198,40 @@ _SCHEMAS: dict[str, Any] = {
 }
 
 
+_NULLABLE_TIME = {"type": "string", "format": "date-time", "nullable": True}
+_SCHEMAS["Run"] = {
+    "type": "object",
+    "description": "one task: a shard of a fire (a daemon job's task is one run of many)",
+    "properties": {
+        "taskId": {"type": "string"},
+        "jobName": {"type": "string"},
+        "shardingItem": {"type": "integer"},
+        "type": {"type": "string", "enum": ["READY", "FAILOVER"]},
+        "agentId": {"type": "string"},
+        "launchTime": _NULLABLE_TIME,
+        "fireTime": {**_NULLABLE_TIME, "description": "the cron fire it runs for, when known"},
+        "startTime": _NULLABLE_TIME,
+        "endTime": _NULLABLE_TIME,
+        "state": {"type": "string", "description": "the latest Mesos task state"},
+        "result": {
+            "type": "string",
+            "enum": ["running", "success", "failure", "killed"],
+        },
+        "reason": {"type": "string", "nullable": True, "description": "why it did not succeed"},
+        "message": {"type": "string", "description": "the last status message"},
+        "exitStatus": {"type": "integer", "nullable": True},
+    },
+}
+_SCHEMAS["RunLog"] = {
+    "type": "object",
+    "properties": {
+        "data": {"type": "string", "description": "UTF-8 text (U+FFFD for other bytes)"},
+        "offset": {"type": "integer", "description": "where data starts (bytes); the size"},
+        "nextOffset": {"type": "integer", "description": "where the next read starts"},
+    },
+}
+
+
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -259,6 +293,16 @@ def _path_param(name: str) -> dict[str, Any]:
 
 def _query(name: str, required: bool = False, kind: str = "string") -> dict[str, Any]:
     return {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+
+
+def _agent_read(summary: str, ok: dict[str, Any], params: list[Any]) -> dict[str, Any]:
+    """An operation that reads a Mesos agent: it may also answer 502."""
+    op = _op(summary, ok, params=params)
+    op["responses"]["502"] = {
+        "description": "the Mesos agent cannot be reached, or answered as no agent does",
+        **_json(_ref("Error")),
+    }
+    return op
 
 
 def _ok(schema: dict[str, Any]) -> dict[str, Any]:
@@ -349,6 +393,53 @@ def document() -> dict[str, Any]:
                 "kill every running task of the job (no failover relaunch: not a failure)",
                 accepted,
                 params=job_p,
+            )
+        },
+        "/api/job/{jobName}/runs": {
+            "get": _op(
+                "the job's runs from the event trace, newest first (its running tasks when the "
+                "trace is off)",
+                _ok(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "runs": {"type": "array", "items": _ref("Run")},
+                            "next": {
+                                "type": "string",
+                                "nullable": True,
+                                "description": "before of the next page",
+                            },
+                        },
+                    }
+                ),
+                params=[
+                    *job_p,
+                    {**_query("limit", kind="integer"), "description": "1-1000, default 20"},
+                    {
+                        **_query("before"),
+                        "description": "next of the previous page, or a time (ISO 8601 or "
+                        "yyyy-MM-dd HH:mm:ss UTC): runs launched before it",
+                    },
+                ],
+            )
+        },
+        "/api/job/{jobName}/runs/{taskId}/log": {
+            "get": _agent_read(
+                "a run's stdout or stderr, read through its Mesos agent's /files/read",
+                _ok(_ref("RunLog")),
+                params=[
+                    *job_p,
+                    _path_param("taskId"),
+                    {**_query("stream"), "description": "stdout (default) or stderr"},
+                    {
+                        **_query("offset", kind="integer"),
+                        "description": "bytes from the start (default 0); -1: the size",
+                    },
+                    {
+                        **_query("length", kind="integer"),
+                        "description": "0-1048576 bytes (default 1048576)",
+                    },
+                ],
             )
         },
         "/api/job/tasks/{taskId}/kill": {
@@ -454,8 +545,9 @@ def document() -> dict[str, Any]:
             "post": _op("reconcile all tasks (at most every 10 s; 429 otherwise)")
         },
         "/api/operate/sandbox": {
-            "get": _op(
-                "the app's executor sandboxes",
+            "get": _agent_read(
+                "the app's sandboxes (its executors', its running command tasks'), path below "
+                "the agent's work directory, from each agent's /state",
                 _ok(
                     {
                         "type": "array",
@@ -464,6 +556,7 @@ def document() -> dict[str, Any]:
                             "properties": {
                                 "hostname": {"type": "string"},
                                 "path": {"type": "string"},
+                                "executorId": {"type": "string"},
                             },
                         },
                     }

@@ -1,4 +1,10 @@
-"""`/api/operate`: reconciliation on demand and app sandboxes."""
+"""`/api/operate`: reconciliation on demand and app sandboxes.
+
+`GET /api/operate/sandbox?appName=` lists where the app's executors (and the running command
+tasks of its SCRIPT jobs) have their sandboxes: `[{"hostname", "path", "executorId"}]`, `path`
+below the agent's work directory (`/slaves/<agent>/frameworks/...`) as Elastic-Job-Cloud showed
+it. The directory comes from each agent's own `/state`, as on real Mesos.
+"""
 
 from __future__ import annotations
 
@@ -46,4 +52,5 @@ def sandbox() -> Response:
     reference_name(app_name, "appName")
     svc = services()
     svc.config.require_app(app_name)
-    return jsonify(svc.actions.sandboxes(app_name))
+    jobs = [job.job_name for job in svc.config.jobs(app_name)]
+    return jsonify(svc.actions.sandboxes(app_name, jobs))

@@ -42,8 +42,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
+from prometheus_client import CollectorRegistry
 
 from scheduler.authenticator import authenticator_for
+from scheduler.ha.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, SchedulerService
@@ -93,6 +95,9 @@ class Replica:
         self._election_path = self.registry.abs(ELECTION_PATH)
         # Identities of the replicas in the election, leader first (for /health and the console).
         self._contenders: tuple[str, ...] = ()
+        # A registry of this replica's own (several replicas may share a process in tests).
+        self.metrics = CollectorRegistry()
+        self.scheduler_metrics = SchedulerMetrics(self.metrics)
         self.http = ReplicaHttp(
             settings.http_bind_address,
             settings.http_port,
@@ -125,6 +130,7 @@ class Replica:
         # Set when the replica cannot recover in-process; its process should exit non-zero.
         self.failed = threading.Event()
         self.failure: str | None = None
+        self.metrics.register(ReplicaCollector(self.figures))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -343,7 +349,9 @@ class Replica:
             except Exception as exc:
                 log.exception("leader: term %s could not set ACLs", term.number)
                 return self._give_up(term, f"cannot set ACLs: {type(exc).__name__}: {exc}")
-        ctx = LeaderContext(self.settings, self.registry, term, self.http.mount_api)
+        ctx = LeaderContext(
+            self.settings, self.registry, term, self.http.mount_api, metrics=self.scheduler_metrics
+        )
         self._ctx = ctx
         try:
             service = SchedulerService(self._factory(ctx))
@@ -559,46 +567,23 @@ class Replica:
             log.exception("health: %s not available", key)
             return None
 
-    def metrics(self) -> str:
+    def figures(self) -> ReplicaFigures:
+        """A snapshot for `/metrics` (the HTTP server's ops threads; never blocks)."""
         term = self._term
-        lines = [
-            "# HELP ejc_leader 1 while this replica is the acting leader.",
-            "# TYPE ejc_leader gauge",
-            f"ejc_leader {int(self.is_acting_leader())}",
-            "# HELP ejc_leader_terms_total Leadership terms this replica started.",
-            "# TYPE ejc_leader_terms_total counter",
-            f"ejc_leader_terms_total {self.counters['terms']}",
-            "# HELP ejc_leader_term_failures_total Terms given up because a component failed.",
-            "# TYPE ejc_leader_term_failures_total counter",
-            f"ejc_leader_term_failures_total {self.counters['term_failures']}",
-            "# HELP ejc_leader_changes_total Leader changes this replica observed.",
-            "# TYPE ejc_leader_changes_total counter",
-            f"ejc_leader_changes_total {self.counters['leader_changes']}",
-            "# HELP ejc_leader_term_start_timestamp_seconds Start of the current term (0: none).",
-            "# TYPE ejc_leader_term_start_timestamp_seconds gauge",
-            f"ejc_leader_term_start_timestamp_seconds {term.started_at if term else 0}",
-            "# HELP ejc_zookeeper_state ZooKeeper session state of this replica.",
-            "# TYPE ejc_zookeeper_state gauge",
-        ]
-        for state in (KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST):
-            lines.append(f'ejc_zookeeper_state{{state="{state}"}} {int(self._zk_state == state)}')
-        lines += [
-            "# HELP ejc_zookeeper_clients_total ZooKeeper clients built (1 + replacements).",
-            "# TYPE ejc_zookeeper_clients_total counter",
-            f"ejc_zookeeper_clients_total {self.counters['zk_clients']}",
-            "# HELP ejc_replica_start_timestamp_seconds When this replica started.",
-            "# TYPE ejc_replica_start_timestamp_seconds gauge",
-            f"ejc_replica_start_timestamp_seconds {self._started_at}",
-        ]
-        unplaceable = self._leader_info("unplaceable") if self.is_acting_leader() else None
-        lines += [
-            "# HELP ejc_jobs_unplaceable Jobs with a pending run that no known Mesos agent could"
-            " ever hold (passed over by the launcher; leader only).",
-            "# TYPE ejc_jobs_unplaceable gauge",
-            f"ejc_jobs_unplaceable {unplaceable or 0}",
-        ]
-        # The term's own metrics (its components build the text), leader only.
-        extra = self._leader_info("metrics_text") if self.is_acting_leader() else None
-        if extra:
-            lines.append(str(extra))
-        return "\n".join(lines) + "\n"
+        acting = self.is_acting_leader()
+        term_figures = self._leader_info("figures") if acting else None
+        extra = self._leader_info("metrics_text") if acting else None
+        return ReplicaFigures(
+            acting=acting,
+            terms=self.counters["terms"],
+            term_failures=self.counters["term_failures"],
+            leader_changes=self.counters["leader_changes"],
+            zk_clients=self.counters["zk_clients"],
+            zk_state=str(self._zk_state),
+            started_at=self._started_at,
+            term_started_at=term.started_at if term else 0.0,
+            unplaceable=int(self._leader_info("unplaceable") or 0) if acting else 0,
+            mesos=str(self._leader_info("mesos")) if acting else None,
+            term=term_figures if isinstance(term_figures, TermFigures) else None,
+            extra_text=str(extra) if extra else "",
+        )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.storage.registry import Fence
 
 if TYPE_CHECKING:
+    from scheduler.ha.metrics import SchedulerMetrics
     from scheduler.model.settings import Settings
     from scheduler.storage.registry import Registry
 
@@ -79,5 +80,7 @@ class LeaderContext:
     registry: Registry
     term: Term
     mount_api: Any  # Callable[[WSGIApplication | None], None]: serve /api/* from this app
-    # Live figures for /health while the term lasts: name -> Callable[[], JSON value].
+    # Live figures for /health and /metrics while the term lasts: name -> Callable[[], value].
     info: dict[str, Any] = field(default_factory=dict)
+    # The replica's scheduling metrics (they outlive the term); None where nothing counts.
+    metrics: SchedulerMetrics | None = None

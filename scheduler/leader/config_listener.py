@@ -80,6 +80,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
         self.changes = 0
+        # Called with the name of each job deleted from ZooKeeper (listener thread).
+        self.deleted_listeners: list[Callable[[str], None]] = []
 
     # -- watches: callbacks only queue ------------------------------------------------------
 
@@ -170,6 +172,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 self._producer.unschedule(name)
                 self._kill(name)
                 self._facade.forget_fires(name)
+                for deleted in self.deleted_listeners:
+                    deleted(name)
             return
         data, version = got
         if self._versions.get(name) == version:

@@ -27,6 +27,7 @@ from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
     MAX_FIRES_COUNTED,
+    FireOutcome,
     FirePlan,
     Trigger,
     due_fires,
@@ -66,6 +67,9 @@ class Producer(LeaderComponent):
         self._ledger = FireLedger(facade.registry, facade.fence, queue_size)
         # Called with each skipped or capped fire (any producer thread); must not block.
         self.event_listeners: list[Callable[[JobEvent], None]] = []
+        # Called with (job name, fire time) of each fire that queued a run, in order (any
+        # producer thread); must not block.
+        self.fire_listeners: list[Callable[[str, float], None]] = []
         self._term = term
         self._on_work = on_work
         self._lock = threading.RLock()
@@ -225,6 +229,13 @@ class Producer(LeaderComponent):
         if plan is None:
             return
         self.fires += plan.queued
+        for decision in plan.decisions:
+            if decision.outcome is FireOutcome.QUEUED:
+                for fired in self.fire_listeners:
+                    try:
+                        fired(job.job_name, decision.time)
+                    except Exception:
+                        log.exception("producer: fire listener failed on %s", job.job_name)
         missed = [d for d in plan.decisions if on_time_from is None or d.time < on_time_from]
         if missed and plan.queued and job.misfire:
             log.warning(

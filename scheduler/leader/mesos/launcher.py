@@ -115,6 +115,10 @@ class Launcher(ThreadedComponent):
         self._revive_needed = False
         self._guard = StarvationGuard(STARVATION_S)
         self.launched = 0
+        # For /metrics: offers declined, and the queues as the last round read them.
+        self.declined = 0
+        self.ready_runs = 0
+        self.failover_shards = 0
         self.last_launch_at: float = 0.0
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
@@ -133,6 +137,11 @@ class Launcher(ThreadedComponent):
         self._agents_tried_at = -1e18
         self._agents_read_at = -1e18
         self._agents_failing = False
+
+    def held_offers(self) -> int:
+        """Offers held now, waiting for the next round (any thread)."""
+        with self._lock:
+            return len(self._offers)
 
     def unplaceable_jobs(self) -> dict[str, Unplaceable]:
         """Jobs whose pending run can never be placed on the known agents (any thread)."""
@@ -243,7 +252,8 @@ class Launcher(ThreadedComponent):
         if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
             offers = self._take_offers()
             if offers:
-                driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S)
+                if driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S):
+                    self.declined += len(offers)
             if not self._suppressed and driver.suppress():
                 self._suppressed = True
                 log.info("launcher: no pending work that can be placed; offers suppressed")
@@ -308,7 +318,8 @@ class Launcher(ThreadedComponent):
                         log.exception("launcher: launch listener failed on %s", task_id)
         unused = [o for agent, s in slots.items() if agent not in launches for o in s.offer_ids]
         if unused:
-            driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)
+            if driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6):
+                self.declined += len(unused)
 
     def _place(
         self,
@@ -504,7 +515,9 @@ class Launcher(ThreadedComponent):
         failover: dict[str, _Unit] = {}
         held_back: set[str] = set()
         wall = time.time()
-        for job_name, item, original in facade.failover.entries():
+        entries = facade.failover.entries()
+        self.failover_shards = len(entries)
+        for job_name, item, original in entries:
             job = job_of(job_name)
             if job is None:
                 facade.failover.remove_job(job_name)
@@ -528,6 +541,7 @@ class Launcher(ThreadedComponent):
         ready: list[tuple[float, _Unit]] = []
         now = time.monotonic()
         counts = facade.ready.counts()
+        self.ready_runs = sum(counts.values())
         self._pending = set(counts)
         for job_name in counts:
             job = job_of(job_name)

@@ -3,7 +3,10 @@ sampled statistics.
 
 - Status updates reach `on_status` through `StatusHandler.listeners` (after they were processed,
   before they are acknowledged); it only queues them for the `sched-trace-writer` thread, so a
-  slow or unreachable database never delays scheduling.
+  slow or unreachable database never delays scheduling. Command tasks (TRANSIENT SCRIPT jobs)
+  have no executor of ours to send execution records: theirs are made from the command
+  executor's updates (`model.runs.CommandRuns`). A launch's TASK_STAGING row names the fire it
+  runs for when `fire_of` knows it (`launched; fired at <UTC time>`).
 - Task results are journaled in ZooKeeper by the status handler, in the transaction that records
   the state change (`storage.result_journal`); the `sched-statistics` thread moves them into the
   tables every few seconds (counters.py) and samples running tasks/jobs and registered jobs
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from scheduler.leader.statistics.database import create_trace_engine, upgrade_to
 from scheduler.leader.statistics.sampler import Sampler
 from scheduler.leader.statistics.writer import TraceWriter, first_line
 from scheduler.model.job_events import JobEvent
+from scheduler.model.runs import CommandRuns, launch_message
 from scheduler.model.settings import Settings
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import TERMINAL_STATES
@@ -76,6 +81,10 @@ class Statistics(ThreadedComponent):
         self._problem = ""
         self._lock = threading.Lock()
         self._originals: dict[str, str] = {}
+        self._commands = CommandRuns()
+        # The fire a launched task runs for (epoch seconds), when the term knows it; set when
+        # the term's components are built.
+        self.fire_of: Callable[[str], float | None] | None = None
 
     def start(self) -> None:
         if self._url is None:
@@ -98,13 +107,14 @@ class Statistics(ThreadedComponent):
             if len(self._originals) >= _ORIGINALS_KEPT:
                 self._originals.pop(next(iter(self._originals)))
             self._originals[task_id] = original_task_id
+        fire_of = self.fire_of
         _trace(
             writer,
             TaskId.parse(task_id),
             task_id,
             "TASK_STAGING",
             agent_id,
-            "launched",
+            launch_message(fire_of(task_id) if fire_of is not None else None),
             original_task_id,
         )
 
@@ -127,6 +137,8 @@ class Statistics(ThreadedComponent):
         except RecordError as exc:
             log.warning("statistics: unreadable execution record in %s: %s", state, exc)
             record = None
+        if record is None:
+            record = self._commands.record_of(status, tid)
         if record is not None:
             writer.record_execution(record)
 

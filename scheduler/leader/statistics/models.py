@@ -62,7 +62,11 @@ class StatusTraceLog(Base):
     """One Mesos status update (or scheduler decision) about one task."""
 
     __tablename__ = "JOB_STATUS_TRACE_LOG"
-    __table_args__ = (Index("TASK_ID_STATE_INDEX", "task_id", "state"),)
+    __table_args__ = (
+        Index("TASK_ID_STATE_INDEX", "task_id", "state"),
+        # A job's runs, newest first: its TASK_STAGING rows by time.
+        Index("JOB_STATE_TIME_INDEX", "job_name", "state", "creation_time"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     job_name: Mapped[str] = mapped_column(String(100))

@@ -319,6 +319,7 @@ def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
     }
     for record in records:
         row = rows.get(record.id)
+        new = row is None
         if row is None:
             row = ExecutionLog(id=record.id)
             session.add(row)
@@ -329,7 +330,10 @@ def _merge_executions(session: Session, records: list[ExecutionRecord]) -> None:
         row.ip = record.ip
         row.sharding_item = record.sharding_item
         row.execution_source = record.execution_source
-        row.start_time = _from_ms(record.start_time_ms)
+        # A completion keeps the start already written (a command task's end record made by a
+        # later leader does not know when it started).
+        if new or not record.complete or row.start_time is None:
+            row.start_time = _from_ms(record.start_time_ms)
         if record.complete_time_ms is not None:
             row.complete_time = _from_ms(record.complete_time_ms)
             row.is_success = record.is_success

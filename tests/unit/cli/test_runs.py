@@ -73,6 +73,15 @@ def test_log_chunks_and_the_offset_after_them() -> None:
     assert parse_log_chunk({"data": "", "offset": 0}).end == 0
 
 
+def test_the_servers_next_offset_wins_where_bytes_were_not_utf8() -> None:
+    # Two bytes that are not UTF-8 are shown as two U+FFFD (three bytes each in UTF-8).
+    chunk = parse_log_chunk({"data": "a\ufffd\ufffd", "offset": 5, "nextOffset": 8})
+    assert chunk.end == 8
+    # A nextOffset that goes back (or is not a number) is ignored.
+    assert parse_log_chunk({"data": "ab", "offset": 5, "nextOffset": 1}).end == 7
+    assert parse_log_chunk({"data": "ab", "offset": 5, "nextOffset": "9"}).end == 7
+
+
 @pytest.mark.parametrize(
     "answer", [{"data": "x"}, {"data": 1, "offset": 0}, {"data": "x", "offset": True}, []]
 )

@@ -1,0 +1,456 @@
+"""The replica's Prometheus metrics, built with prometheus_client on a registry of its own (one
+per replica: tests run several in one process, so never the global default registry).
+
+- `ReplicaCollector`: what the replica knows at each scrape, standby or leader: its role, terms,
+  ZooKeeper and Mesos connection states, and the figures of the term it leads (queues, offers,
+  the trace writer), read from `ReplicaFigures` snapshots.
+- `SchedulerMetrics`: counted as things happen, kept across terms (a counter of this process):
+  per job (label `job_name`, as Prometheus keeps `job` for itself) runs by result, run
+  durations and skipped fires; cluster-wide launches and fire-to-launch latency. A job's series
+  go when the job is deleted, and those of jobs no longer registered at each term's start; at
+  most `MAX_JOBS` jobs have series of their own, the rest share `job_name="_other"`.
+- `FireTimes`: one term's fire times of pending runs, matched to the launches that run them.
+
+Runs are counted from status updates: each update that ends a run (a complete execution record:
+a transient task's end, a daemon run's COMPLETE, a daemon run cut short by a kill; or a task's
+terminal update without one) counts once, a repeated terminal update of a task never twice. A
+daemon task killed while idle ran nothing and counts nothing. Durations come from the execution
+records (the executor's, or the command executor's updates for SCRIPT command tasks).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from executor.records import ExecutionRecord, RecordError, decode_status_data
+from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.model.runs import RESULTS, CommandRuns, run_result
+from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
+from scheduler.model.task_states import TERMINAL_STATES
+
+__all__ = [
+    "MAX_JOBS",
+    "OTHER_JOBS",
+    "FireTimes",
+    "ReplicaCollector",
+    "ReplicaFigures",
+    "SchedulerMetrics",
+    "TermFigures",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_JOBS = 5000
+OTHER_JOBS = "_other"
+_ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
+_ROLES = ("leader", "standby")
+_MESOS_STATES = ("connected", "connecting", "reconnecting", "disconnected")
+_RUN_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
+_ENDED_KEPT = 100_000
+_FIRES_KEPT_PER_JOB = 1000
+# Shards of one run are launched within one launcher round, a few milliseconds apart.
+_SAME_RUN_S = 2.0
+
+
+@dataclass(frozen=True)
+class TermFigures:
+    """What the leader's term knows at a scrape (its components keep these up to date)."""
+
+    ready_runs: int = 0
+    failover_shards: int = 0
+    offers_held: int = 0
+    offers_declined: int = 0
+    trace_backlog: int = 0
+    trace_dropped: int = 0
+    trace_errors: int = 0
+
+
+@dataclass(frozen=True)
+class ReplicaFigures:
+    """A snapshot of the replica for one scrape."""
+
+    acting: bool
+    terms: int
+    term_failures: int
+    leader_changes: int
+    zk_clients: int
+    zk_state: str
+    started_at: float
+    term_started_at: float = 0.0
+    unplaceable: int = 0
+    mesos: str | None = None
+    """The Mesos driver's state (leader only): `connected`, `connecting: ...`, ..."""
+    term: TermFigures | None = None
+    extra_text: str = ""
+    """Exposition text a term's component still writes by hand: parsed, then served (a family
+    whose name this collector already yields is left out)."""
+
+
+class ReplicaCollector:
+    """Metrics of the replica's state, read at each scrape from `figures()` (any thread)."""
+
+    def __init__(self, figures: Callable[[], ReplicaFigures]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        figures: ReplicaFigures = self._figures()
+        names: set[str] = set()
+        for family in _replica_families(figures):
+            names.add(family.name)
+            yield family
+        if figures.extra_text:
+            yield from _parsed(figures.extra_text, names)
+
+
+def _replica_families(f: ReplicaFigures) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "ejc_leader", "1 while this replica is the acting leader.", value=int(f.acting)
+    )
+    role = GaugeMetricFamily(
+        "ejc_replica_role", "This replica's role (1 for the current one).", labels=["role"]
+    )
+    for name in _ROLES:
+        role.add_metric([name], int((name == "leader") == f.acting))
+    yield role
+    yield CounterMetricFamily(
+        "ejc_leader_terms", "Leadership terms this replica started.", value=f.terms
+    )
+    yield CounterMetricFamily(
+        "ejc_leader_term_failures",
+        "Terms given up because a component failed.",
+        value=f.term_failures,
+    )
+    yield CounterMetricFamily(
+        "ejc_leader_changes", "Leader changes this replica observed.", value=f.leader_changes
+    )
+    yield GaugeMetricFamily(
+        "ejc_leader_term_start_timestamp_seconds",
+        "Start of the current term (0: none).",
+        value=f.term_started_at,
+    )
+    zk = GaugeMetricFamily(
+        "ejc_zookeeper_state", "ZooKeeper session state of this replica.", labels=["state"]
+    )
+    for state in _ZK_STATES:
+        zk.add_metric([state], int(f.zk_state == state))
+    yield zk
+    yield CounterMetricFamily(
+        "ejc_zookeeper_clients",
+        "ZooKeeper clients built (1 + replacements).",
+        value=f.zk_clients,
+    )
+    yield GaugeMetricFamily(
+        "ejc_replica_start_timestamp_seconds",
+        "When this replica started.",
+        value=f.started_at,
+    )
+    mesos_state = (f.mesos or "").split(":", 1)[0].strip()
+    yield GaugeMetricFamily(
+        "ejc_mesos_connected",
+        "1 while the leader is subscribed to the Mesos master (0 on standbys).",
+        value=int(mesos_state == "connected"),
+    )
+    mesos = GaugeMetricFamily(
+        "ejc_mesos_state",
+        "The leader's Mesos connection state (none on standbys).",
+        labels=["state"],
+    )
+    if f.mesos is not None:
+        for state in _MESOS_STATES:
+            mesos.add_metric([state], int(mesos_state == state))
+    yield mesos
+    yield GaugeMetricFamily(
+        "ejc_jobs_unplaceable",
+        "Jobs with a pending run that no known Mesos agent could ever hold (passed over by "
+        "the launcher; leader only).",
+        value=f.unplaceable,
+    )
+    yield from _term_families(f.term or TermFigures())
+
+
+def _term_families(t: TermFigures) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "ejc_ready_runs", "Pending runs in the ready queue (leader only).", value=t.ready_runs
+    )
+    yield GaugeMetricFamily(
+        "ejc_failover_shards",
+        "Shards waiting in the failover queue (leader only).",
+        value=t.failover_shards,
+    )
+    yield GaugeMetricFamily(
+        "ejc_offers_held", "Mesos offers the launcher holds now.", value=t.offers_held
+    )
+    yield CounterMetricFamily(
+        "ejc_offers_declined",
+        "Mesos offers declined this term (unused, or no work to place).",
+        value=t.offers_declined,
+    )
+    yield GaugeMetricFamily(
+        "ejc_trace_writer_backlog",
+        "Event trace entries waiting to be written.",
+        value=t.trace_backlog,
+    )
+    yield CounterMetricFamily(
+        "ejc_trace_writer_dropped",
+        "Event trace entries dropped this term (the queue was full, or left at the stop).",
+        value=t.trace_dropped,
+    )
+    yield CounterMetricFamily(
+        "ejc_trace_writer_errors",
+        "Event trace entries the database refused this term.",
+        value=t.trace_errors,
+    )
+
+
+def _parsed(text: str, known: set[str]) -> Iterator[Metric]:
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        log.warning("metrics: a term component wrote exposition text that does not parse")
+        return
+    for family in families:
+        if family.name not in known:
+            yield family
+
+
+class SchedulerMetrics:
+    """Counters and histograms of scheduling, on the replica's registry; listener methods are
+    called from the leader's threads (never blocking)."""
+
+    def __init__(self, registry: CollectorRegistry, max_jobs: int = MAX_JOBS) -> None:
+        # Each counter would have a `_created` series beside it: twice the per-job series for
+        # what a Prometheus server works out itself (this process's setting, not a registry's).
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self._max_jobs = max_jobs
+        self._lock = threading.Lock()
+        self._jobs: set[str] = set()
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._daemon_tasks: OrderedDict[str, None] = OrderedDict()
+        self._commands = CommandRuns()
+        self.runs = Counter(
+            "ejc_job_runs",
+            "Runs that ended, by job and result (success, failure, timeout, killed).",
+            ["job_name", "result"],
+            registry=registry,
+        )
+        self.run_duration = Histogram(
+            "ejc_job_run_duration_seconds",
+            "How long runs ran, from start to end, by job.",
+            ["job_name"],
+            buckets=_RUN_BUCKETS,
+            registry=registry,
+        )
+        self.fires_skipped = Counter(
+            "ejc_job_fires_skipped",
+            "Cron fires that added no run, by job and outcome (skipped: misfire off; capped: "
+            "job_state_queue_size runs pending).",
+            ["job_name", "outcome"],
+            registry=registry,
+        )
+        self.launches = Counter(
+            "ejc_task_launches",
+            "Tasks launched, by type (READY: a fire or trigger; FAILOVER: a relaunch).",
+            ["type"],
+            registry=registry,
+        )
+        self.fire_to_launch = Histogram(
+            "ejc_fire_to_launch_seconds",
+            "From a cron fire to the launch of the run it queued (this leader's fires).",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        for kind in TaskType:
+            self.launches.labels(kind.value)
+
+    # -- job label ---------------------------------------------------------------------------
+
+    def _job(self, job_name: str) -> str:
+        with self._lock:
+            if job_name in self._jobs:
+                return job_name
+            if len(self._jobs) >= self._max_jobs:
+                return OTHER_JOBS
+            self._jobs.add(job_name)
+            return job_name
+
+    def forget_job(self, job_name: str) -> None:
+        """Drop the job's series (it was deleted)."""
+        with self._lock:
+            self._jobs.discard(job_name)
+        for result in RESULTS:
+            _remove(self.runs, job_name, result)
+        for outcome in ("skipped", "capped"):
+            _remove(self.fires_skipped, job_name, outcome)
+        _remove(self.run_duration, job_name)
+
+    def retain_jobs(self, names: Iterable[str]) -> None:
+        """Drop the series of every job not in `names` (the registered ones)."""
+        keep = set(names)
+        with self._lock:
+            gone = [name for name in self._jobs if name not in keep]
+        for name in gone:
+            self.forget_job(name)
+
+    def job_names(self) -> set[str]:
+        with self._lock:
+            return set(self._jobs)
+
+    # -- listeners ---------------------------------------------------------------------------
+
+    def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
+        """Launcher listener (sched-launcher)."""
+        try:
+            kind = TaskId.parse(task_id).type.value
+        except InvalidTaskId:
+            return
+        self.launches.labels(kind).inc()
+
+    def on_fire_launched(self, latency_s: float) -> None:
+        self.fire_to_launch.observe(max(0.0, latency_s))
+
+    def on_job_event(self, event: JobEvent) -> None:
+        """Producer and status handler listener: skipped and capped fires."""
+        if event.kind is JobEventKind.FIRE_SKIPPED:
+            outcome = "skipped"
+        elif event.kind is JobEventKind.FIRE_CAPPED:
+            outcome = "capped"
+        else:
+            return
+        self.fires_skipped.labels(self._job(event.job_name), outcome).inc(max(1, event.fires))
+
+    def on_status(self, status: Mapping[str, Any], tid: TaskId) -> None:
+        """Status handler listener (sched-mesos-events): count the run an update ends."""
+        task_id = str(tid)
+        state = str(status.get("state", ""))
+        message = str(status.get("message", ""))
+        try:
+            record = decode_status_data(status.get("data"))
+        except RecordError:
+            record = None
+        command_start = self._commands.started_ms(task_id)
+        if record is None:
+            record = self._commands.record_of(status, tid)
+            if record is not None and record.complete and command_start is None:
+                record = None  # its start is unknown here: a result, but no duration
+        if (
+            state == "TASK_RUNNING"
+            and record is None
+            and message not in ("BEGIN", "COMPLETE")
+            and status.get("source") == "SOURCE_EXECUTOR"
+            and status.get("data") is None
+            and not _is_command(status, task_id)
+        ):
+            # Our executor's plain TASK_RUNNING: a transient task's carries its started record,
+            # so a task without one is a daemon.
+            _remember(self._daemon_tasks, task_id)
+        if state in TERMINAL_STATES:
+            with self._lock:
+                if task_id in self._ended:
+                    return  # a repeated terminal update
+                _remember(self._ended, task_id)
+            if record is None or not record.complete:
+                if state == "TASK_KILLED" and task_id in self._daemon_tasks:
+                    self._daemon_tasks.pop(task_id, None)
+                    return  # an idle daemon task stopped: no run was going on
+                self._daemon_tasks.pop(task_id, None)
+                self._count(tid.job_name, run_result(state, status.get("reason"), None), None)
+                return
+            self._daemon_tasks.pop(task_id, None)
+        elif record is None or not record.complete:
+            return
+        assert record is not None
+        self._count(tid.job_name, run_result(state, status.get("reason"), record), record)
+
+    def _count(self, job_name: str, result: str, record: ExecutionRecord | None) -> None:
+        job = self._job(job_name)
+        self.runs.labels(job, result).inc()
+        if record is not None and record.complete_time_ms is not None:
+            seconds = max(0, record.complete_time_ms - record.start_time_ms) / 1000
+            self.run_duration.labels(job).observe(seconds)
+
+
+def _is_command(status: Mapping[str, Any], task_id: str) -> bool:
+    executor = status.get("executor_id")
+    return isinstance(executor, Mapping) and executor.get("value") == task_id
+
+
+def _remember(kept: OrderedDict[str, None], key: str) -> None:
+    kept[key] = None
+    kept.move_to_end(key)
+    while len(kept) > _ENDED_KEPT:
+        kept.popitem(last=False)
+
+
+def _remove(metric: Counter | Histogram, *labels: str) -> None:
+    try:
+        metric.remove(*labels)
+    except KeyError:
+        pass  # never had that series
+
+
+class FireTimes:
+    """A term's fire times of pending runs, per job, matched to the launches that run them.
+
+    The producer reports each fire that queued a run (`fired`); the launcher each task it
+    launched (`launched`, with the same thread for all shards of a run). A READY launch runs the
+    job's oldest pending run, so it takes the oldest fire time; the shards of one run are
+    launched together and share it. Fires this leader did not queue (a previous leader's, a
+    trigger) are not known: such runs have no fire time. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, deque[float]] = {}
+        # job -> (fire time, items launched, when): the run being launched.
+        self._current: dict[str, tuple[float | None, set[int], float]] = {}
+        self._of_task: OrderedDict[str, float | None] = OrderedDict()
+
+    def fired(self, job_name: str, fire_time: float) -> None:
+        with self._lock:
+            self._pending.setdefault(job_name, deque(maxlen=_FIRES_KEPT_PER_JOB)).append(fire_time)
+
+    def forget(self, job_name: str) -> None:
+        with self._lock:
+            self._pending.pop(job_name, None)
+            self._current.pop(job_name, None)
+
+    def launched(self, task_id: str) -> tuple[float | None, bool]:
+        """(the fire time of the run `task_id` belongs to, whether it is the run's first
+        task). A FAILOVER task has none."""
+        try:
+            tid = TaskId.parse(task_id)
+        except InvalidTaskId:
+            return None, False
+        if tid.type is not TaskType.READY:
+            return None, False
+        now = time.monotonic()
+        with self._lock:
+            current = self._current.get(tid.job_name)
+            first = current is None or tid.item in current[1] or now - current[2] > _SAME_RUN_S
+            if first:
+                pending = self._pending.get(tid.job_name)
+                fire = pending.popleft() if pending else None
+                current = (fire, set(), now)
+                self._current[tid.job_name] = current
+            assert current is not None
+            current[1].add(tid.item)
+            self._of_task[task_id] = current[0]
+            while len(self._of_task) > _ENDED_KEPT:
+                self._of_task.popitem(last=False)
+            return current[0], first
+
+    def fire_of(self, task_id: str) -> float | None:
+        """The fire time `launched` matched to `task_id` (None: none known)."""
+        with self._lock:
+            return self._of_task.get(task_id)

@@ -1,0 +1,145 @@
+"""Runs as the scheduler counts and records them: results, command tasks' execution records,
+fire times in the event trace. Pure functions and in-memory bookkeeping, no I/O.
+
+A run is one task (one shard of one fire) or, for a DAEMON job, each run its executor reports
+(TASK_RUNNING "COMPLETE"). Its result is `success`, `failure`, `timeout` (Mesos stopped it at
+its `max_completion_time`: reason `REASON_MAX_COMPLETION_TIME_REACHED`) or `killed`.
+
+TRANSIENT SCRIPT jobs run as Mesos command tasks, with no executor of ours to write execution
+records; `CommandRuns` makes them from the command executor's own status updates (its
+`executor_id` is the task id): TASK_RUNNING starts the record, the terminal update completes it
+with the command's exit status in `failureCause` ("Command exited with status 3"). Each task's
+record has an id made from its task id, so a repeated update writes the same row.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from executor.records import ExecutionRecord
+from scheduler.model.task_id import TaskId
+from scheduler.model.task_states import TERMINAL_STATES
+
+__all__ = [
+    "COMMAND_EXECUTION_SOURCE",
+    "RESULTS",
+    "TIMEOUT_REASON",
+    "CommandRuns",
+    "exit_status",
+    "fire_time_of",
+    "is_command_update",
+    "launch_message",
+    "run_result",
+]
+
+RESULTS = ("success", "failure", "timeout", "killed")
+TIMEOUT_REASON = "REASON_MAX_COMPLETION_TIME_REACHED"
+# The execution source of the records the scheduler writes for command tasks (the executor's
+# are CLOUD_EXECUTOR).
+COMMAND_EXECUTION_SOURCE = "CLOUD_SCHEDULER"
+_RUN_ID_NAMESPACE = uuid.UUID("5b0c1e2a-6f1d-4b8e-9a51-2f3c8d7e4a10")
+_EXIT_STATUS = re.compile(r"exited with status (-?\d{1,10})\b")
+_LAUNCHED = "launched"
+_FIRED = re.compile(r"^launched; fired at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?Z)$")
+
+
+def run_result(state: str, reason: str | None, record: ExecutionRecord | None) -> str:
+    """The result of a run that ended with this update (and its complete record, if any)."""
+    if state == "TASK_KILLED":
+        return "killed"
+    if reason == TIMEOUT_REASON:
+        return "timeout"
+    if record is not None and record.complete:
+        return "success" if record.is_success else "failure"
+    return "success" if state == "TASK_FINISHED" else "failure"
+
+
+def is_command_update(status: Mapping[str, Any]) -> bool:
+    """An update from a Mesos command executor: its executor id is the task's id (ours, the
+    custom executor's, is `{app}@-@{agentId}`, never a task id)."""
+    task_id = _value(status.get("task_id"))
+    return bool(task_id) and _value(status.get("executor_id")) == task_id
+
+
+def exit_status(message: str | None) -> int | None:
+    """The exit status a terminal message names ("Command exited with status 3"), or None."""
+    found = _EXIT_STATUS.search(message or "")
+    return int(found.group(1)) if found else None
+
+
+def launch_message(fire_time: float | None) -> str:
+    """The TASK_STAGING trace message: `launched`, with the fire it runs for when known."""
+    if fire_time is None:
+        return _LAUNCHED
+    moment = datetime.fromtimestamp(fire_time, UTC).replace(tzinfo=None)
+    return f"{_LAUNCHED}; fired at {moment.isoformat(timespec='milliseconds')}Z"
+
+
+def fire_time_of(message: str | None) -> datetime | None:
+    """The fire time (naive UTC) in a `launch_message`, or None."""
+    found = _FIRED.match(message or "")
+    if found is None:
+        return None
+    return datetime.fromisoformat(found.group(1).removesuffix("Z"))
+
+
+class CommandRuns:
+    """Execution records of command tasks, from their updates (one thread calls it: the
+    Mesos event thread). Remembers when each running task started, for its end record."""
+
+    def __init__(self, kept: int = 100_000) -> None:
+        self._kept = kept
+        self._started: OrderedDict[str, int] = OrderedDict()
+
+    def record_of(self, status: Mapping[str, Any], tid: TaskId) -> ExecutionRecord | None:
+        """The record this update starts or completes; None for every other update (not a
+        command task's, a reconciliation answer, a state that neither starts nor ends)."""
+        if not is_command_update(status) or status.get("source") == "SOURCE_MASTER":
+            return None
+        task_id = str(tid)
+        state = str(status.get("state", ""))
+        at_ms = _millis(status.get("timestamp"))
+        if state == "TASK_RUNNING":
+            self._started[task_id] = at_ms
+            self._started.move_to_end(task_id)
+            while len(self._started) > self._kept:
+                self._started.popitem(last=False)
+            return self._record(tid, at_ms)
+        if state not in TERMINAL_STATES:
+            return None
+        started = self._started.pop(task_id, at_ms)
+        message = str(status.get("message") or status.get("reason") or state)
+        failure = None if state == "TASK_FINISHED" else message
+        return self._record(tid, started).finished(at_ms, failure)
+
+    def started_ms(self, task_id: str) -> int | None:
+        return self._started.get(task_id)
+
+    @staticmethod
+    def _record(tid: TaskId, start_ms: int) -> ExecutionRecord:
+        return ExecutionRecord(
+            id=uuid.uuid5(_RUN_ID_NAMESPACE, str(tid)).hex,
+            job_name=tid.job_name,
+            task_id=str(tid),
+            sharding_item=tid.item,
+            hostname="",
+            ip="",
+            start_time_ms=start_ms,
+            execution_source=COMMAND_EXECUTION_SOURCE,
+        )
+
+
+def _value(wrapped: Any) -> str:
+    return str(wrapped.get("value", "")) if isinstance(wrapped, Mapping) else ""
+
+
+def _millis(timestamp: Any) -> int:
+    """Epoch milliseconds of a status timestamp (seconds, float); now when it has none."""
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) and timestamp > 0:
+        return int(timestamp * 1000)
+    return int(datetime.now(UTC).timestamp() * 1000)

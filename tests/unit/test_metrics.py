@@ -1,0 +1,221 @@
+"""The replica's metrics: runs counted once each from status updates, job series dropped with
+their job, fire-to-launch latency, and the exposition parsed by prometheus_client's parser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from executor.records import ExecutionRecord, encode_status_data
+from scheduler.ha.metrics import (
+    OTHER_JOBS,
+    FireTimes,
+    ReplicaCollector,
+    ReplicaFigures,
+    SchedulerMetrics,
+    TermFigures,
+)
+from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.model.task_id import TaskId, TaskType
+
+
+def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the exposition, as Prometheus would read it."""
+    text = generate_latest(registry).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def _runs(registry: CollectorRegistry, job: str, result: str) -> float:
+    key = ("ejc_job_runs_total", (("job_name", job), ("result", result)))
+    return _samples(registry).get(key, 0.0)
+
+
+def _task(job: str, item: int = 0, kind: TaskType = TaskType.READY) -> TaskId:
+    return TaskId.new(job, item, kind, "S0")
+
+
+def _record(tid: TaskId, start_ms: int, end_ms: int | None, cause: str | None) -> str:
+    record = ExecutionRecord.started(
+        job_name=tid.job_name,
+        task_id=str(tid),
+        sharding_item=tid.item,
+        hostname="h",
+        ip="i",
+        start_time_ms=start_ms,
+    )
+    if end_ms is not None:
+        record = record.finished(end_ms, cause)
+    return encode_status_data(record)
+
+
+def _status(tid: TaskId, state: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "task_id": {"value": str(tid)},
+        "state": state,
+        "source": "SOURCE_EXECUTOR",
+        "executor_id": {"value": f"app@-@{tid.agent_id}"},
+        **extra,
+    }
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def test_runs_are_counted_once_by_result_with_their_durations(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = SchedulerMetrics(registry)
+    ok, bad, killed, lost, late = (_task("j", n) for n in range(5))
+    for tid in (ok, bad):
+        metrics.on_status(_status(tid, "TASK_RUNNING", data=_record(tid, 1000, None, None)), tid)
+    metrics.on_status(_status(ok, "TASK_FINISHED", data=_record(ok, 1000, 3500, None)), ok)
+    failed = _status(bad, "TASK_FAILED", data=_record(bad, 1000, 2000, "boom"))
+    metrics.on_status(failed, bad)
+    metrics.on_status(failed, bad)  # delivered again: counted once
+    metrics.on_status(_status(killed, "TASK_KILLED", message="killed before it started"), killed)
+    agent = {"source": "SOURCE_AGENT", "reason": "REASON_EXECUTOR_TERMINATED"}
+    metrics.on_status({**_status(lost, "TASK_FAILED"), **agent}, lost)
+    timeout = {"reason": "REASON_MAX_COMPLETION_TIME_REACHED"}
+    metrics.on_status({**_status(late, "TASK_FAILED"), **timeout}, late)
+    assert _runs(registry, "j", "success") == 1
+    assert _runs(registry, "j", "failure") == 2
+    assert _runs(registry, "j", "killed") == 1
+    assert _runs(registry, "j", "timeout") == 1
+    samples = _samples(registry)
+    assert samples[("ejc_job_run_duration_seconds_count", (("job_name", "j"),))] == 2
+    assert samples[("ejc_job_run_duration_seconds_sum", (("job_name", "j"),))] == 3.5
+    bucket = ("ejc_job_run_duration_seconds_bucket", (("job_name", "j"), ("le", "2.0")))
+    assert samples[bucket] == 1  # the 1 s failure; the 2.5 s success is above
+    assert not any(name.endswith("_created") for name, _ in samples)
+
+
+def test_daemon_runs_count_each_complete_and_an_idle_daemon_kill_counts_nothing(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = SchedulerMetrics(registry)
+    busy, idle = _task("d", 0), _task("d", 1)
+    for tid in (busy, idle):
+        metrics.on_status(_status(tid, "TASK_RUNNING", message="output: stdout=a stderr=b"), tid)
+    for n, cause in enumerate((None, "bad row", None)):
+        start = 10_000 * (n + 1)
+        data = _record(busy, start, None, None)
+        metrics.on_status(_status(busy, "TASK_RUNNING", message="BEGIN", data=data), busy)
+        data = _record(busy, start, start + 500, cause)
+        metrics.on_status(_status(busy, "TASK_RUNNING", message="COMPLETE", data=data), busy)
+    # A run cut short by the kill is a killed run; an idle daemon's kill ran nothing.
+    cut = _record(busy, 50_000, 50_100, "killed by the scheduler")
+    metrics.on_status(_status(busy, "TASK_KILLED", data=cut), busy)
+    metrics.on_status(_status(idle, "TASK_KILLED"), idle)
+    assert _runs(registry, "d", "success") == 2
+    assert _runs(registry, "d", "failure") == 1
+    assert _runs(registry, "d", "killed") == 1
+
+
+def test_command_tasks_are_timed_from_the_command_executors_updates(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = SchedulerMetrics(registry)
+    tid = _task("script")
+    command = {"executor_id": {"value": str(tid)}}
+    metrics.on_status({**_status(tid, "TASK_RUNNING", timestamp=100.0), **command}, tid)
+    end = _status(tid, "TASK_FAILED", timestamp=104.0, message="Command exited with status 3")
+    metrics.on_status({**end, **command}, tid)
+    assert _runs(registry, "script", "failure") == 1
+    count = ("ejc_job_run_duration_seconds_sum", (("job_name", "script"),))
+    assert _samples(registry)[count] == 4.0
+
+
+def test_a_deleted_jobs_series_go_and_job_labels_are_bounded(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = SchedulerMetrics(registry, max_jobs=2)
+    for job in ("a", "b", "c"):
+        tid = _task(job)
+        metrics.on_status(_status(tid, "TASK_FINISHED"), tid)
+    metrics.on_job_event(JobEvent(JobEventKind.FIRE_SKIPPED, "a", 1.0, "misfire off", fires=3))
+    metrics.on_job_event(JobEvent(JobEventKind.FIRE_CAPPED, "b", 1.0, "queue full"))
+    assert _runs(registry, "a", "success") == 1
+    assert _runs(registry, OTHER_JOBS, "success") == 1  # the third job shares a label
+    skipped = ("ejc_job_fires_skipped_total", (("job_name", "a"), ("outcome", "skipped")))
+    assert _samples(registry)[skipped] == 3
+    metrics.forget_job("a")
+    samples = _samples(registry)
+    assert not [key for key in samples if ("job_name", "a") in key[1]]
+    assert _runs(registry, "b", "success") == 1
+    metrics.retain_jobs(["c"])
+    assert metrics.job_names() == set()
+    assert not [key for key in _samples(registry) if ("job_name", "b") in key[1]]
+
+
+def test_fire_times_go_to_the_runs_that_run_them_and_time_the_launch(
+    registry: CollectorRegistry,
+) -> None:
+    fires = FireTimes()
+    fires.fired("j", 100.0)
+    fires.fired("j", 110.0)
+    first = [_task("j", item) for item in range(3)]
+    seen = [fires.launched(str(tid)) for tid in (first[1], first[0], first[2])]
+    assert seen == [(100.0, True), (100.0, False), (100.0, False)]
+    second = _task("j", 1)
+    assert fires.launched(str(second)) == (110.0, True)  # the item again: the next run
+    assert fires.launched(str(_task("j", 0))) == (110.0, False)
+    assert fires.launched(str(_task("j", 1))) == (None, True)  # a run no fire of ours queued
+    assert fires.launched(str(_task("j", 0, TaskType.FAILOVER))) == (None, False)
+    assert fires.fire_of(str(first[2])) == 100.0 and fires.fire_of("nosuch") is None
+    metrics = SchedulerMetrics(registry)
+    metrics.on_fire_launched(2.5)
+    metrics.on_launched(str(second), "S0", str(second))
+    samples = _samples(registry)
+    assert samples[("ejc_fire_to_launch_seconds_count", ())] == 1
+    assert samples[("ejc_task_launches_total", (("type", "READY"),))] == 1
+    assert samples[("ejc_task_launches_total", (("type", "FAILOVER"),))] == 0
+
+
+def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
+    registry: CollectorRegistry,
+) -> None:
+    figures = ReplicaFigures(
+        acting=True,
+        terms=2,
+        term_failures=1,
+        leader_changes=3,
+        zk_clients=1,
+        zk_state="CONNECTED",
+        started_at=1.7e9,
+        term_started_at=1.7e9 + 5,
+        mesos="connected",
+        term=TermFigures(ready_runs=4, offers_held=2, offers_declined=7, trace_dropped=1),
+        extra_text="# HELP ejc_leader dup\n# TYPE ejc_leader gauge\nejc_leader 5\n"
+        "# HELP ejc_webhook_queue_length q\n# TYPE ejc_webhook_queue_length gauge\n"
+        "ejc_webhook_queue_length 3\n",
+    )
+    registry.register(ReplicaCollector(lambda: figures))
+    samples = _samples(registry)
+    assert samples[("ejc_leader", ())] == 1  # the hand-written duplicate is left out
+    assert samples[("ejc_replica_role", (("role", "leader"),))] == 1
+    assert samples[("ejc_replica_role", (("role", "standby"),))] == 0
+    assert samples[("ejc_leader_terms_total", ())] == 2
+    assert samples[("ejc_zookeeper_state", (("state", "CONNECTED"),))] == 1
+    assert samples[("ejc_mesos_connected", ())] == 1
+    assert samples[("ejc_mesos_state", (("state", "connected"),))] == 1
+    assert samples[("ejc_ready_runs", ())] == 4
+    assert samples[("ejc_offers_declined_total", ())] == 7
+    assert samples[("ejc_trace_writer_dropped_total", ())] == 1
+    assert samples[("ejc_webhook_queue_length", ())] == 3
+
+    standby = CollectorRegistry()
+    idle = ReplicaFigures(False, 0, 0, 1, 1, "CONNECTED", 1.7e9)
+    standby.register(ReplicaCollector(lambda: idle))
+    samples = _samples(standby)
+    assert samples[("ejc_replica_role", (("role", "standby"),))] == 1
+    assert samples[("ejc_mesos_connected", ())] == 0
+    assert not [key for key in samples if key[0] == "ejc_mesos_state"]
