@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.model.job_events import JobEvent
 
 __all__ = ["WebhookNotifier", "post_json"]
@@ -93,10 +93,11 @@ class _Delivery:
     attempt: int = field(default=1, compare=False)
 
 
-class WebhookNotifier(LeaderComponent):
+class WebhookNotifier(ThreadedComponent):
     """Owns the `sched-webhooks` thread for one term; `notify` may be called from any thread."""
 
     name = "webhooks"
+    thread_name = "sched-webhooks"
 
     def __init__(
         self,
@@ -108,6 +109,9 @@ class WebhookNotifier(LeaderComponent):
         first_retry_s: float = FIRST_RETRY_S,
         timeout_s: float = TIMEOUT_S,
     ) -> None:
+        super().__init__()
+        # A delivery under way ends within its timeout: wait that long for the thread.
+        self.join_timeout_s = timeout_s + 1.0
         self._default_url = default_url
         self._post = post
         self._queue: queue.Queue[_Delivery | None] = queue.Queue(maxsize=queue_size)
@@ -116,8 +120,6 @@ class WebhookNotifier(LeaderComponent):
         self._timeout_s = timeout_s
         self._seq = itertools.count()
         self._retries: list[_Delivery] = []
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(_OUTCOMES, 0)
         self._dropped_logged_at = -1e18
@@ -178,22 +180,8 @@ class WebhookNotifier(LeaderComponent):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="sched-webhooks", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stopping.set()
-        try:
-            self._queue.put_nowait(None)  # wakes the thread
-        except queue.Full:
-            pass  # it sees `_stopping` after its current delivery
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(self._timeout_s + 1.0)
-            if thread.is_alive():
-                log.error("webhooks: thread sched-webhooks did not stop")
+        self._stop_thread()
         left = len(self._retries) + sum(1 for d in self._drain() if d is not None)
         self._retries.clear()
         if left:
@@ -208,6 +196,12 @@ class WebhookNotifier(LeaderComponent):
                 return out
 
     # -- the sched-webhooks thread ------------------------------------------------------------
+
+    def _interrupt(self) -> None:
+        try:
+            self._queue.put_nowait(None)  # wakes the thread
+        except queue.Full:
+            pass  # it sees `_stopping` after its current delivery
 
     def _run(self) -> None:
         while not self._stopping.is_set():

@@ -10,8 +10,8 @@ at `scheduler.model.config._wire`, `from scheduler.model.config import JobConfig
 Checked:
 - inside `scheduler/`, every module sits in a layer (1 model, 2 storage, 3 leader, 4 face and
   wiring) and imports only its own layer or lower ones;
-- in layer 3, a room (producer, config listener, mesos, statistics) imports no other room, only
-  the shared lifecycle;
+- in layer 3, a room (each module or package directly inside `leader/`: producer, config
+  listener, mesos, statistics, webhooks, ...) imports no other room, only the shared lifecycle;
 - no cycle between units (a unit is a module: one `.py` file, a package's `__init__.py` being a
   unit of its own);
 - the executor imports nothing of the scheduler; the scheduler imports of the executor only its
@@ -56,13 +56,10 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         ),
     ),
 )
-# Layer 3's rooms; what is in layer 3 and in no room is shared by all of them.
-LEADER_ROOMS = (
-    "scheduler.leader.config_listener",
-    "scheduler.leader.mesos",
-    "scheduler.leader.producer",
-    "scheduler.leader.statistics",
-)
+# Layer 3: every module or package directly inside leader/ is a room, but these, which every
+# room may import.
+LEADER = "scheduler.leader"
+LEADER_SHARED = frozenset({"scheduler.leader", "scheduler.leader.lifecycle"})
 # The executor's modules the scheduler may use: the wire formats both sides share.
 EXECUTOR_WIRE = frozenset({"executor.taskdata", "executor.records"})
 PRODUCT = ("scheduler", "executor", "ejcloud_cli")
@@ -175,7 +172,11 @@ def layer_of(module: str) -> tuple[int, str] | None:
 
 
 def room_of(module: str) -> str | None:
-    return next((room for room in LEADER_ROOMS if _within(module, room)), None)
+    """The room of a layer-3 module (`scheduler.leader.mesos` for `...mesos.driver`); None for
+    the shared modules and outside layer 3."""
+    if not _within(module, LEADER) or module in LEADER_SHARED:
+        return None
+    return ".".join(module.split(".")[:3])
 
 
 def layer_problems(found: Iterable[Arrow]) -> list[str]:
