@@ -287,6 +287,34 @@ class Registry:
         ]
         return PendingReads(self, pending, timeout_s)
 
+    def children_many(
+        self,
+        paths: Sequence[str],
+        watch: Callable[[str], Callable[[Any], None]] | None = None,
+        timeout_s: float = 30.0,
+    ) -> dict[str, list[str] | None]:
+        """Child names (sorted) of each path (None: missing), read with pipelined requests as
+        `get_many` does; with `watch`, each existing path gets the one-shot child watch
+        `watch(path)`. RegistryError as `get_many`."""
+        pending = [
+            (
+                path,
+                self._client.get_children_async(
+                    self.abs(path), watch=watch(path) if watch else None
+                ),
+            )
+            for path in paths
+        ]
+        out: dict[str, list[str] | None] = {}
+        for path, result in pending:
+            try:
+                names = self._answer(f"children {path}", partial(result.get, timeout=timeout_s))
+            except NotFound:
+                out[path] = None
+                continue
+            out[path] = sorted(names)
+        return out
+
     # -- watches: kazoo calls `watch(event)` once, on its own thread; it must only queue -------
 
     def watch_children(self, path: str, watch: Callable[[Any], None]) -> list[str]:

@@ -1,0 +1,293 @@
+"""A launch round's bookkeeping, written in as few fenced transactions as ZooKeeper allows.
+
+Before the launcher asks Mesos to run a task, the task's running node must exist, the pending
+run it comes from must be taken (`/state/ready/{job}` one less, deleted at zero) and the failover
+entries it relaunches must be gone; all of that for one unit (a READY run with all its shards,
+or the failover shards of one job) together or not at all. One synchronous write is ~1.7 ms
+here, so per-task writes cannot launch hundreds of tasks a second: the units of a round are
+packed into transactions of up to `TXN_BUDGET_BYTES` (ZooKeeper refuses a request larger than
+`jute.maxbuffer`, 1 MB by default), each fenced like every leader write (it also checks the
+leader's election node, so a deposed leader writes nothing).
+
+Each write is versioned by what the launcher's view (`QueueCache`) read: a stale view fails its
+transaction instead of overwriting a newer count. A transaction that fails is split in halves
+and the halves are tried again, so one stale unit costs a few extra transactions and never
+holds back the others. A unit too big for one transaction (thousands of shards) gets
+transactions of its own; when one of them fails, those already written are undone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.model.errors import Conflict, NotFound, RegistryError, SchedulerError
+from scheduler.model.task_id import DELIMITER
+from scheduler.storage.queue_cache import FailoverEntry, QueueCache
+from scheduler.storage.registry import Fence, Op, Registry
+from scheduler.storage.state import FAILOVER, READY, RUNNING, RunningTask
+
+__all__ = ["TXN_BUDGET_BYTES", "Launch", "LaunchBook"]
+
+log = logging.getLogger(__name__)
+
+TXN_BUDGET_BYTES = 512 * 1024
+"""Bytes of paths and data per transaction: half of ZooKeeper's default request limit, leaving
+room for the framing of each op (counted as `_OP_OVERHEAD`)."""
+_OP_OVERHEAD = 64
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The bookkeeping of one unit of a round, written whole or not at all."""
+
+    job_name: str
+    tasks: tuple[RunningTask, ...]
+    ready: tuple[int, int] | None = None
+    """(pending runs, node version) of the job as read, when the unit takes one pending run."""
+    failover: tuple[FailoverEntry, ...] = ()
+    """The failover entries the unit relaunches (removed)."""
+    creates_folder: bool = False
+    """`/state/running/{job}` does not exist yet (as read) and is created first."""
+
+    @property
+    def ready_after(self) -> tuple[int, int] | None:
+        """(pending runs, version) of the job's ready node once written; None: untouched."""
+        if self.ready is None:
+            return None
+        count, version = self.ready
+        return (count - 1, version + 1) if count > 1 else (0, -1)
+
+    def ops(self) -> list[Op]:
+        out: list[Op] = []
+        if self.creates_folder:
+            out.append(Op("create", f"{RUNNING}/{self.job_name}"))
+        for task in self.tasks:
+            path = f"{RUNNING}/{self.job_name}/{task.task_id}"
+            out.append(Op("create", path, json.dumps(task.to_json()).encode()))
+        for entry in self.failover:
+            out.append(Op("delete", entry.path, version=entry.version))
+        if self.ready is not None:
+            count, version = self.ready
+            path = f"{READY}/{self.job_name}"
+            if count > 1:
+                out.append(Op("set", path, str(count - 1).encode(), version))
+            else:
+                out.append(Op("delete", path, version=version))
+        return out
+
+    def paths(self) -> list[str]:
+        """Every node the unit writes (to read again when its outcome is unknown)."""
+        return [op.path for op in self.ops()]
+
+
+def _size(ops: Iterable[Op]) -> int:
+    return sum(len(op.path.encode()) + len(op.data) + _OP_OVERHEAD for op in ops)
+
+
+class LaunchBook:
+    """Writes (and undoes) launch rounds' bookkeeping; called by the launcher thread only."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        fence: Fence,
+        cache: QueueCache | None = None,
+        budget_bytes: int = TXN_BUDGET_BYTES,
+    ) -> None:
+        self._registry = registry
+        self._fence = fence
+        self._cache = cache
+        self._budget = budget_bytes
+        self.transactions = 0
+        """Transactions sent so far (committed or not)."""
+
+    def commit(self, launches: list[Launch]) -> list[Launch]:
+        """Write the bookkeeping of `launches`; returns those written, each whole, in order.
+
+        A unit whose write fails (its view was stale, or it raced another writer) is left
+        out and its nodes are read again at the cache's next sync. Raises NotLeader when the
+        fence fails (what was committed before stays; nothing after is written) and
+        RegistryError when ZooKeeper cannot say whether a write was applied.
+        """
+        done: set[int] = set()
+        batch: list[int] = []
+        batch_size = 0
+        for index, launch in enumerate(launches):
+            size = _size(launch.ops())
+            if size > self._budget:
+                if self._commit_alone(launch):
+                    done.add(index)
+                continue
+            if batch and batch_size + size > self._budget:
+                done |= self._commit_batch(launches, batch)
+                batch, batch_size = [], 0
+            batch.append(index)
+            batch_size += size
+        if batch:
+            done |= self._commit_batch(launches, batch)
+        written = [launch for index, launch in enumerate(launches) if index in done]
+        if self._cache is not None:
+            for launch in written:
+                self._cache.launched(
+                    launch.job_name,
+                    (t.task_id for t in launch.tasks),
+                    launch.ready_after,
+                    (e.path for e in launch.failover),
+                )
+        return written
+
+    def _transact(self, what: str, ops: list[Op], probe: str) -> bool:
+        """One fenced transaction: True when applied, False when refused (Conflict/NotFound).
+
+        When the answer is lost, whether `probe` (a node the transaction creates) exists says
+        if it was applied; RegistryError when that cannot be read either.
+        """
+        self.transactions += 1
+        try:
+            self._registry.fenced(self._fence).commit(what, ops)
+        except (Conflict, NotFound):
+            return False
+        except RegistryError:
+            if self._cache is not None:
+                self._cache.invalidate()
+            return self._registry.exists(probe)
+        return True
+
+    def _commit_batch(self, launches: list[Launch], batch: list[int]) -> set[int]:
+        ops = [op for index in batch for op in launches[index].ops()]
+        first = launches[batch[0]]
+        probe = f"{RUNNING}/{first.job_name}/{first.tasks[0].task_id}"
+        if self._transact(f"launch bookkeeping of {len(batch)} unit(s)", ops, probe):
+            return set(batch)
+        if len(batch) == 1:
+            log.info(
+                "launch book: bookkeeping of job %s not written (changed meanwhile); "
+                "retried next round",
+                first.job_name,
+            )
+            if self._cache is not None:
+                self._cache.invalidate(first.paths())
+            return set()
+        half = len(batch) // 2
+        return self._commit_batch(launches, batch[:half]) | self._commit_batch(
+            launches, batch[half:]
+        )
+
+    def _commit_alone(self, launch: Launch) -> bool:
+        """A unit bigger than one transaction: its running nodes first, in transactions of
+        their own, then its failover removals and its take (the take in the last one); what
+        was written is undone when one of them fails."""
+        ops = launch.ops()
+        ordered = [op for op in ops if op.kind == "create"]
+        ordered += [op for op in ops if op.kind != "create" and not op.path.startswith(READY)]
+        ordered += [op for op in ops if op.path.startswith(READY)]
+        chunks: list[list[Op]] = [[]]
+        for op in ordered:
+            if chunks[-1] and _size(chunks[-1]) + _size([op]) > self._budget:
+                chunks.append([])
+            chunks[-1].append(op)
+        probe = f"{RUNNING}/{launch.job_name}/{launch.tasks[0].task_id}"
+        written: list[Op] = []
+        for number, chunk in enumerate(chunks, 1):
+            what = f"launch bookkeeping of job {launch.job_name} ({number}/{len(chunks)})"
+            # The chunk's own effect tells whether a lost answer hid an applied write.
+            check = next((op.path for op in chunk if op.kind == "create" and op.data), probe)
+            if self._transact(what, chunk, check):
+                written += chunk
+                continue
+            if self._cache is not None:
+                self._cache.invalidate(launch.paths())
+            if written:
+                self._compensate(launch, written)
+            return False
+        return True
+
+    def _compensate(self, launch: Launch, written: list[Op]) -> None:
+        """Undo the first transactions of a unit whose later one failed (best effort: what is
+        left is found by reconciliation, as Mesos does not know those tasks)."""
+        originals = {e.path: e.original for e in launch.failover}
+        undo = [
+            Op("create", op.path, originals[op.path].encode())
+            for op in written
+            if op.path in originals
+        ]
+        undo += [Op("delete", op.path) for op in written if op.kind == "create" and op.data]
+        undo += [Op("delete", op.path) for op in written if op.kind == "create" and not op.data]
+        chunks: list[list[Op]] = [[]]
+        for op in undo:
+            if chunks[-1] and _size(chunks[-1]) + _size([op]) > self._budget:
+                chunks.append([])
+            chunks[-1].append(op)
+        for chunk in chunks:
+            try:
+                self._registry.fenced(self._fence).commit(
+                    f"undo launch bookkeeping of job {launch.job_name}", chunk
+                )
+            except SchedulerError as exc:
+                log.error(
+                    "launch book: job %s: half-written bookkeeping not undone: %s",
+                    launch.job_name,
+                    exc.message,
+                )
+                return
+
+    def undo(self, launch: Launch, task_ids: set[str], others_launched: bool) -> None:
+        """Undo the bookkeeping of the tasks `task_ids` of a committed `launch` whose ACCEPT
+        failed, keeping that of its tasks Mesos took.
+
+        Their running nodes go; failover shards go back to the failover queue; a READY run's
+        pending run is given back when none of its tasks was launched (`others_launched`
+        False), otherwise its shards that were not launched are queued as failover shards so
+        that the run completes without launching a shard twice. Raises NotLeader and
+        RegistryError; what is not undone then is found by reconciliation (Mesos does not know
+        those tasks).
+        """
+        tasks = [t for t in launch.tasks if t.task_id in task_ids]
+        if not tasks:
+            return
+        job = launch.job_name
+        registry = self._registry
+        present = set(registry.children(f"{RUNNING}/{job}"))
+        ops = [Op("delete", f"{RUNNING}/{job}/{t.task_id}") for t in tasks if t.task_id in present]
+        requeue: dict[int, str] = {}
+        originals = {e.item: e.original for e in launch.failover}
+        for task in tasks:
+            item = task.parsed.item
+            if launch.failover:
+                requeue[item] = originals.get(item, "") or task.task_id
+            elif others_launched:
+                requeue[item] = task.task_id
+        if requeue:
+            registry.ensure(f"{FAILOVER}/{job}")
+            queued = set(registry.children(f"{FAILOVER}/{job}"))
+            for item, original in sorted(requeue.items()):
+                key = f"{job}{DELIMITER}{item}"
+                if key not in queued:
+                    ops.append(Op("create", f"{FAILOVER}/{job}/{key}", original.encode()))
+        writer = registry.fenced(self._fence)
+        if ops:
+            self.transactions += 1
+            writer.commit(f"undo launch bookkeeping of job {job}", ops)
+        if launch.ready is not None and not others_launched:
+
+            def give_back(old: bytes | None) -> bytes:
+                try:
+                    count = max(0, int((old or b"0").decode().strip() or 0))
+                except (UnicodeDecodeError, ValueError):
+                    count = 0
+                return str(count + 1).encode()
+
+            writer.compare_and_set(f"{READY}/{job}", give_back)
+        if self._cache is not None:
+            self._cache.invalidate(
+                [op.path for op in ops] + ([f"{READY}/{job}"] if launch.ready else [])
+            )
+        log.warning(
+            "launch book: job %s: bookkeeping of %s task(s) Mesos did not take undone%s",
+            job,
+            len(tasks),
+            "; their shards queued for failover" if requeue else "",
+        )

@@ -1,0 +1,432 @@
+"""The launcher's view of the queues, kept current by ZooKeeper watches instead of re-read.
+
+What it holds (namespace-relative paths, the layout of `state`):
+- pending runs: `/state/ready/{job}` counts, with each node's version (for versioned takes);
+- failover shards: `/state/failover/{job}/{job@-@item}` (original task id) with the shard's
+  back-off (`/state/failover_backoff/{job}/{item}`, read with it);
+- running tasks: the task ids under `/state/running/{job}` (node names; the node's data is read
+  only for the original's daemon nodes named `{job}@-@{item}`);
+- disabled jobs and apps (`/state/disable/job|app` children);
+- the configuration of jobs and apps asked for (`/config/job|app/{name}`), loaded on first use.
+
+Every node read carries a one-shot watch. kazoo calls the watch on its own thread: the callback
+only records the path as dirty (and calls `on_change`, which must not block). `sync()`, on the
+owner's thread, re-reads the dirty paths with pipelined requests and new watches, so a round
+costs what changed since the last one, not what is stored. The view is current within a
+watch's latency: a change made by another writer after `sync()` is seen at the next one, which
+is why every write built from the view is versioned (a stale view fails the write, it never
+overwrites). kazoo drops every watch when the connection is lost (it calls each with an event of
+type NONE) and on a new session: then the next `sync()` reads everything again.
+
+Not thread-safe except the watch callbacks: one owner thread calls everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.model.config.app import AppConfig
+from scheduler.model.config.job import JobConfig
+from scheduler.model.errors import InvalidRequest, RegistryError
+from scheduler.model.task_id import DELIMITER, TaskId
+from scheduler.storage.config_store import APPS, JOBS, ConfigStore
+from scheduler.storage.registry import Registry
+from scheduler.storage.state import (
+    DISABLE_APP,
+    DISABLE_JOB,
+    FAILOVER,
+    FAILOVER_BACKOFF,
+    READY,
+    RUNNING,
+    _backoff,
+    _count,
+)
+
+__all__ = ["FailoverEntry", "QueueCache"]
+
+log = logging.getLogger(__name__)
+
+_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
+
+
+@dataclass(frozen=True)
+class FailoverEntry:
+    """One queued failover shard."""
+
+    job_name: str
+    item: int
+    original: str
+    """The failed task this relaunch replaces ("" when unknown)."""
+    version: int
+    not_before: float
+    """Epoch seconds before which the shard is not relaunched (its back-off; 0: now)."""
+
+    @property
+    def path(self) -> str:
+        return f"{FAILOVER}/{self.job_name}/{self.job_name}{DELIMITER}{self.item}"
+
+
+def _item_of(key: str) -> int | None:
+    item = key.rsplit(DELIMITER, 1)[-1]
+    return int(item) if item.isdigit() else None
+
+
+class QueueCache:
+    """Pending runs, failover shards, running tasks and disabled names, from watches."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        config: ConfigStore,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._config = config
+        self._on_change = on_change
+        self._root = registry.abs("/")
+        self._lock = threading.Lock()
+        # Written by watch callbacks (any thread), taken by `sync` (under `_lock`).
+        self._stale = True
+        self._dirty_children: set[str] = set()
+        self._dirty_data: set[str] = set()
+        self._stopped = False
+        # The view: the owner thread's only.
+        self._session: object = None
+        self._ready: dict[str, tuple[int, int]] = {}
+        self._failover_jobs: dict[str, set[str]] = {}
+        self._failover: dict[str, FailoverEntry] = {}  # by node path
+        self._backoff: dict[str, tuple[int, float]] = {}  # by back-off node path
+        self._running: dict[str, dict[str, str]] = {}  # job -> node name -> task id
+        self._disabled_jobs: set[str] = set()
+        self._disabled_apps: set[str] = set()
+        self._jobs: dict[str, JobConfig | RegistryError] = {}
+        self._apps: dict[str, AppConfig | RegistryError] = {}
+        self.reads = 0
+        """Nodes read so far (lists and data): what keeping the view current costs."""
+
+    # -- watch callbacks (kazoo's thread): record and return ----------------------------------
+
+    def _relative(self, path: str) -> str:
+        if path == self._root:
+            return "/"
+        return path[len(self._root) :] if path.startswith(self._root + "/") else path
+
+    def _mark(self, event: Any, target: set[str]) -> None:
+        path = getattr(event, "path", None)
+        with self._lock:
+            if self._stopped:
+                return
+            if getattr(event, "type", None) == "NONE" or not path:
+                self._stale = True  # kazoo dropped every watch: connection lost or new session
+            else:
+                target.add(self._relative(path))
+        if self._on_change is not None:
+            self._on_change()
+
+    def _on_children(self, event: Any) -> None:
+        self._mark(event, self._dirty_children)
+
+    def _on_data(self, event: Any) -> None:
+        self._mark(event, self._dirty_data)
+
+    def _children_watch(self, _path: str) -> Callable[[Any], None]:
+        return self._on_children
+
+    def _data_watch(self, _path: str) -> Callable[[Any], None]:
+        return self._on_data
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ignore every watch from now on (kazoo keeps the callbacks until each fires once)."""
+        with self._lock:
+            self._stopped = True
+
+    def invalidate(self, paths: Iterable[str] = ()) -> None:
+        """Re-read `paths` (namespace-relative; none given: everything) at the next `sync()`,
+        for a write whose outcome is unknown."""
+        with self._lock:
+            if not paths:
+                self._stale = True
+            for path in paths:
+                self._dirty_data.add(path)
+                self._dirty_children.add(path.rsplit("/", 1)[0])
+
+    def sync(self) -> None:
+        """Bring the view up to date: what changed since the last call (everything after a
+        lost connection or a new session), read with pipelined requests. Blocks for those
+        reads; raises RegistryError when ZooKeeper fails or does not answer (the next call
+        then reads everything)."""
+        session = self._session_id()
+        with self._lock:
+            stale = self._stale or session != self._session
+            children, data = self._dirty_children, self._dirty_data
+            self._stale = False
+            self._dirty_children, self._dirty_data = set(), set()
+        try:
+            if stale:
+                self._session = session
+                self._load()
+            elif children or data:
+                self._refresh(children, data)
+        except BaseException:
+            with self._lock:
+                self._stale = True
+            raise
+
+    def _session_id(self) -> object:
+        try:
+            return self._registry.client.client_id
+        except Exception:  # noqa: BLE001 - no session: the next sync reads everything
+            return None
+
+    # -- reads into the view -------------------------------------------------------------------
+
+    def _list(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
+        wanted = list(paths)
+        if not wanted:
+            return {}
+        self.reads += len(wanted)
+        return self._registry.children_many(wanted, self._children_watch)
+
+    def _get(self, paths: Iterable[str]) -> dict[str, tuple[bytes, int] | None]:
+        wanted = list(paths)
+        if not wanted:
+            return {}
+        self.reads += len(wanted)
+        return self._registry.get_many(wanted, self._data_watch)
+
+    def _load(self) -> None:
+        for root in _ROOTS:
+            self._registry.ensure(root)  # a child watch needs the node
+        self._ready.clear()
+        self._failover_jobs.clear()
+        self._failover.clear()
+        self._backoff.clear()
+        self._running.clear()
+        self._jobs.clear()
+        self._apps.clear()
+        self._refresh(set(_ROOTS), set(), fresh=True)
+
+    def _refresh(self, children: set[str], data: set[str], fresh: bool = False) -> None:
+        """Re-read the dirty paths; `fresh`: the view is empty and every root is listed."""
+        lists = self._list(sorted(p for p in children if p in _ROOTS))
+        job_folders: set[str] = {
+            p
+            for p in children
+            if p.startswith((FAILOVER + "/", RUNNING + "/")) and p.count("/") == 3
+        }
+        reads: set[str] = set(data)
+        if READY in lists:
+            names = set(lists[READY] or [])
+            for gone in [j for j in self._ready if j not in names]:
+                del self._ready[gone]
+            reads |= {f"{READY}/{j}" for j in names if fresh or j not in self._ready}
+        for root, folders in ((FAILOVER, self._failover_jobs), (RUNNING, self._running)):
+            if root not in lists:
+                continue
+            names = set(lists[root] or [])
+            for gone in [j for j in folders if j not in names]:
+                self._drop_folder(root, gone)
+            job_folders |= {f"{root}/{j}" for j in names if fresh or j not in folders}
+        if DISABLE_JOB in lists:
+            self._disabled_jobs = set(lists[DISABLE_JOB] or [])
+        if DISABLE_APP in lists:
+            self._disabled_apps = set(lists[DISABLE_APP] or [])
+        for folder, listed in self._list(sorted(job_folders)).items():
+            root, job = folder.rsplit("/", 1)
+            if listed is None:
+                self._drop_folder(root, job)
+            elif root == FAILOVER:
+                reads |= self._failover_listed(job, listed)
+            else:
+                reads |= self._running_listed(job, listed)
+        self._read_data(reads)
+
+    def _drop_folder(self, root: str, job: str) -> None:
+        if root == RUNNING:
+            self._running.pop(job, None)
+            return
+        for key in self._failover_jobs.pop(job, set()):
+            self._failover.pop(f"{FAILOVER}/{job}/{key}", None)
+
+    def _failover_listed(self, job: str, names: list[str]) -> set[str]:
+        """New failover entries of `job` to read (entry and back-off); gone ones dropped."""
+        known = self._failover_jobs.setdefault(job, set())
+        keys = {k for k in names if _item_of(k) is not None}
+        for gone in known - keys:
+            self._failover.pop(f"{FAILOVER}/{job}/{gone}", None)
+        new = keys - known
+        self._failover_jobs[job] = keys
+        out = set()
+        for key in new:
+            out.add(f"{FAILOVER}/{job}/{key}")
+            out.add(f"{FAILOVER_BACKOFF}/{job}/{_item_of(key)}")
+        return out
+
+    def _running_listed(self, job: str, names: list[str]) -> set[str]:
+        """Running nodes of `job`; the original's daemon nodes (not named by a task id) are
+        read for the task id they hold."""
+        old = self._running.get(job, {})
+        tasks: dict[str, str] = {}
+        unread: set[str] = set()
+        for name in names:
+            if name in old:
+                tasks[name] = old[name]
+                continue
+            try:
+                TaskId.parse(name)
+            except ValueError:
+                unread.add(f"{RUNNING}/{job}/{name}")
+                continue
+            tasks[name] = name
+        self._running[job] = tasks
+        return unread
+
+    def _read_data(self, paths: set[str]) -> None:
+        jobs, apps = f"{JOBS}/", f"{APPS}/"
+        for path in [p for p in paths if p.startswith((jobs, apps))]:
+            paths.discard(path)  # configuration: dropped, read again when next asked for
+            if path.startswith(jobs):
+                self._jobs.pop(path[len(jobs) :], None)
+            else:
+                self._apps.pop(path[len(apps) :], None)
+        for path, got in self._get(sorted(paths)).items():
+            parts = path.split("/")
+            if path.startswith(READY + "/"):
+                if got is None:
+                    self._ready.pop(parts[-1], None)
+                else:
+                    self._ready[parts[-1]] = (_count(got[0]), got[1])
+            elif path.startswith(FAILOVER_BACKOFF + "/"):
+                self._backoff[path] = _backoff(None if got is None else got[0])
+                self._restamp(parts[-2], int(parts[-1]))
+            elif path.startswith(FAILOVER + "/"):
+                self._failover_read(path, parts[-2], parts[-1], got)
+            elif path.startswith(RUNNING + "/") and len(parts) == 5:
+                self._legacy_running(parts[-2], parts[-1], got)
+
+    def _failover_read(self, path: str, job: str, key: str, got: tuple[bytes, int] | None) -> None:
+        item = _item_of(key)
+        if got is None or item is None:
+            self._failover.pop(path, None)
+            self._failover_jobs.get(job, set()).discard(key)
+            return
+        self._failover_jobs.setdefault(job, set()).add(key)
+        not_before = self._backoff.get(f"{FAILOVER_BACKOFF}/{job}/{item}", (0, 0.0))[1]
+        original = got[0].decode(errors="replace").strip()
+        self._failover[path] = FailoverEntry(job, item, original, got[1], not_before)
+
+    def _restamp(self, job: str, item: int) -> None:
+        path = f"{FAILOVER}/{job}/{job}{DELIMITER}{item}"
+        entry = self._failover.get(path)
+        if entry is not None:
+            not_before = self._backoff.get(f"{FAILOVER_BACKOFF}/{job}/{item}", (0, 0.0))[1]
+            self._failover[path] = FailoverEntry(
+                job, item, entry.original, entry.version, not_before
+            )
+
+    def _legacy_running(self, job: str, name: str, got: tuple[bytes, int] | None) -> None:
+        tasks = self._running.get(job)
+        if tasks is None:
+            return
+        text = "" if got is None else got[0].decode(errors="replace").strip()
+        try:
+            TaskId.parse(text)
+        except ValueError:
+            if got is not None:
+                log.warning("queue cache: ignoring running node %s/%s: no task id", job, name)
+            tasks.pop(name, None)
+            return
+        tasks[name] = text
+
+    # -- the view (owner thread) ---------------------------------------------------------------
+
+    def ready(self) -> dict[str, tuple[int, int]]:
+        """Job -> (pending runs, node version) of every job with pending runs."""
+        return {job: got for job, got in self._ready.items() if got[0] > 0}
+
+    def failover(self) -> list[FailoverEntry]:
+        """Every queued failover shard, by job and item."""
+        return sorted(self._failover.values(), key=lambda e: (e.job_name, e.item))
+
+    def running(self) -> dict[str, list[str]]:
+        """Job -> task ids of its running tasks (jobs with at least one)."""
+        return {job: list(tasks.values()) for job, tasks in self._running.items() if tasks}
+
+    def has_running_folder(self, job: str) -> bool:
+        """Whether `/state/running/{job}` exists, as far as the view knows."""
+        return job in self._running
+
+    def is_disabled(self, job: JobConfig) -> bool:
+        """The job or its app is disabled."""
+        return job.job_name in self._disabled_jobs or job.app_name in self._disabled_apps
+
+    def jobs(self, names: Iterable[str]) -> dict[str, JobConfig | None]:
+        """The stored configuration of each job (None: missing or unreadable, logged once
+        per change of its node); what is not in the view yet is read with pipelined requests
+        and watched. Raises RegistryError when ZooKeeper fails."""
+        wanted = list(dict.fromkeys(names))
+        self._load_configs(JOBS, [n for n in wanted if n not in self._jobs], self._jobs)
+        out: dict[str, JobConfig | None] = {}
+        for name in wanted:
+            got = self._jobs.get(name)
+            out[name] = got if isinstance(got, JobConfig) else None
+        return out
+
+    def apps(self, names: Iterable[str]) -> dict[str, AppConfig | None]:
+        """As `jobs`, for apps."""
+        wanted = list(dict.fromkeys(names))
+        self._load_configs(APPS, [n for n in wanted if n not in self._apps], self._apps)
+        out: dict[str, AppConfig | None] = {}
+        for name in wanted:
+            got = self._apps.get(name)
+            out[name] = got if isinstance(got, AppConfig) else None
+        return out
+
+    def _load_configs(self, base: str, names: list[str], into: dict[str, Any]) -> None:
+        plain = [n for n in names if n and "/" not in n and n not in (".", "..")]
+        for path, got in self._get([f"{base}/{n}" for n in plain]).items():
+            name = path[len(base) + 1 :]
+            if got is None:
+                continue  # missing: not kept, asked again next time
+            try:
+                if base == JOBS:
+                    into[name] = self._config.parse_stored_job(name, got[0])
+                else:
+                    into[name] = AppConfig.from_bytes(got[0], strict=False)
+            except RegistryError as exc:
+                log.error("queue cache: %s", exc.message)
+                into[name] = exc
+            except InvalidRequest as exc:
+                log.error("queue cache: stored app %r cannot be read: %s", name, exc.message)
+                into[name] = RegistryError(exc.message)
+
+    # -- the owner's own writes, applied at once (their watches confirm them later) ------------
+
+    def launched(
+        self,
+        job: str,
+        task_ids: Iterable[str],
+        ready: tuple[int, int] | None,
+        failover_paths: Iterable[str],
+    ) -> None:
+        """Record a committed launch: its running tasks, the job's pending runs after the
+        take (count and new version; None when untouched) and the failover entries it
+        consumed."""
+        tasks = self._running.setdefault(job, {})
+        for task_id in task_ids:
+            tasks[task_id] = task_id
+        if ready is not None:
+            if ready[0] > 0:
+                self._ready[job] = ready
+            else:
+                self._ready.pop(job, None)
+        for path in failover_paths:
+            entry = self._failover.pop(path, None)
+            if entry is not None:
+                self._failover_jobs.get(job, set()).discard(path.rsplit("/", 1)[1])

@@ -1,0 +1,186 @@
+"""A launch round's bookkeeping in batched, fenced, versioned transactions, on a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.model.errors import NotLeader
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.launch_book import Launch, LaunchBook
+from scheduler.storage.queue_cache import QueueCache
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.state import RunningTask
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+@pytest.fixture
+def fence(registry: Registry, zk_client: KazooClient) -> Fence:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    return Fence(node, lambda: True)
+
+
+@pytest.fixture
+def facade(registry: Registry, fence: Fence) -> StateFacade:
+    return StateFacade.build(registry, fence, "UTC", 10_000)
+
+
+@pytest.fixture
+def view(registry: Registry) -> QueueCache:
+    return QueueCache(registry, ConfigStore(registry, None, "UTC"))
+
+
+def _ready_launch(view: QueueCache, job: str, shards: int, agents: tuple[str, ...]) -> Launch:
+    """What the launcher writes for one READY run of `job`, spread over `agents`."""
+    tasks = tuple(
+        RunningTask(
+            str(TaskId.new(job, item, TaskType.READY, agents[item % len(agents)])),
+            agents[item % len(agents)],
+            launched_at=time.time(),
+        )
+        for item in range(shards)
+    )
+    return Launch(
+        job, tasks, ready=view.ready()[job], creates_folder=not view.has_running_folder(job)
+    )
+
+
+def _failover_launch(view: QueueCache, job: str, agent: str) -> Launch:
+    entries = tuple(e for e in view.failover() if e.job_name == job)
+    tasks = tuple(
+        RunningTask(str(TaskId.new(job, e.item, TaskType.FAILOVER, agent)), agent) for e in entries
+    )
+    return Launch(job, tasks, failover=entries, creates_folder=not view.has_running_folder(job))
+
+
+def test_a_round_of_hundreds_of_runs_is_written_in_one_transaction(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    for i in range(300):
+        facade.ready.add_transient(f"job{i:03d}", misfire=True)
+    facade.ready.add_transient("job000", misfire=True)  # two pending runs: one is left
+    facade.failover.add(str(TaskId.new("fo", 1, TaskType.READY, "a1")))
+    view.sync()
+    launches = [_ready_launch(view, f"job{i:03d}", 1, ("a1",)) for i in range(300)]
+    launches.append(_failover_launch(view, "fo", "a2"))
+    book = LaunchBook(registry, fence, view)
+    written = book.commit(launches)
+    assert written == launches
+    assert book.transactions == 1
+    assert facade.ready.counts() == {"job000": 1}
+    assert facade.failover.entries() == []
+    running = {t.task_id for t in facade.running.tasks()}
+    assert running == {t.task_id for launch in launches for t in launch.tasks}
+    stored = json.loads(registry.get(f"/state/running/fo/{launches[-1].tasks[0].task_id}") or b"")
+    assert stored["slaveId"] == "a2" and stored["type"] == "FAILOVER"
+    # The view has the round's own writes at once, before their watches fire.
+    assert view.ready() == {"job000": (1, 2)}
+    assert view.failover() == []
+    assert len(view.running()) == 301
+
+
+def test_transactions_stay_within_the_request_limit(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    for i in range(40):
+        facade.ready.add_transient(f"job{i:02d}", misfire=True)
+    view.sync()
+    launches = [_ready_launch(view, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
+    book = LaunchBook(registry, fence, view, budget_bytes=8 * 1024)
+    assert book.commit(launches) == launches
+    assert 4 <= book.transactions <= 10  # about 1.5 kB a run, 8 kB a transaction
+    assert facade.ready.counts() == {}
+    assert len(facade.running.tasks()) == 120
+
+
+def test_a_stale_run_is_left_out_and_the_others_are_written(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    for i in range(8):
+        facade.ready.add_transient(f"job{i}", misfire=True)
+    view.sync()
+    launches = [_ready_launch(view, f"job{i}", 1, ("a1",)) for i in range(8)]
+    # Another writer (a fire) changes job5's count after the view read it.
+    facade.ready.add_transient("job5", misfire=True)
+    book = LaunchBook(registry, fence, view)
+    written = book.commit(launches)
+    assert [launch.job_name for launch in written] == [f"job{i}" for i in range(8) if i != 5]
+    assert facade.ready.counts() == {"job5": 2}  # not overwritten with a stale count
+    assert [t.parsed.job_name for t in facade.running.tasks("job5")] == []
+    view.sync()
+    assert view.ready()["job5"][0] == 2  # read again: the next round takes it
+
+
+def test_a_run_bigger_than_a_transaction_is_written_whole_or_not_at_all(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    facade.ready.add_transient("big", misfire=True)
+    facade.ready.add_transient("stale", misfire=True)
+    view.sync()
+    big = _ready_launch(view, "big", 50, ("a1",))
+    stale = _ready_launch(view, "stale", 50, ("a1",))
+    facade.ready.add_transient("stale", misfire=True)  # its take will fail, in the last part
+    book = LaunchBook(registry, fence, view, budget_bytes=4 * 1024)
+    assert book.commit([big, stale]) == [big]
+    assert len(facade.running.tasks("big")) == 50
+    assert facade.running.tasks("stale") == []  # the parts written first were undone
+    assert facade.ready.counts() == {"stale": 2}
+
+
+def test_a_deposed_leader_writes_nothing(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache, zk_client: KazooClient
+) -> None:
+    facade.ready.add_transient("j", misfire=True)
+    view.sync()
+    launch = _ready_launch(view, "j", 2, ("a1",))
+    zk_client.delete(fence.node_path)  # the election node is gone: the term is over
+    with pytest.raises(NotLeader):
+        LaunchBook(registry, fence, view).commit([launch])
+    assert facade.ready.counts() == {"j": 1}
+    assert facade.running.tasks() == []
+
+
+def test_undo_keeps_what_mesos_took_and_queues_the_rest_of_the_run(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    facade.ready.add_transient("run", misfire=True)
+    view.sync()
+    launch = _ready_launch(view, "run", 4, ("a1", "a2"))
+    book = LaunchBook(registry, fence, view)
+    assert book.commit([launch]) == [launch]
+    on_a2 = {t.task_id for t in launch.tasks if t.agent_id == "a2"}
+    book.undo(launch, on_a2, others_launched=True)
+    assert {t.task_id for t in facade.running.tasks()} == {
+        t.task_id for t in launch.tasks if t.agent_id == "a1"
+    }
+    queued = {(job, item): original for job, item, original in facade.failover.entries()}
+    assert set(queued) == {("run", 1), ("run", 3)}  # the shards Mesos did not take
+    assert facade.ready.counts() == {}  # the run is not given back: its other shards run
+
+
+def test_undo_of_a_run_mesos_took_nothing_of_gives_the_run_back(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    facade.ready.add_transient("run", misfire=True)
+    original = str(TaskId.new("fo", 0, TaskType.READY, "a1"))
+    facade.failover.add(original)
+    view.sync()
+    run = _ready_launch(view, "run", 2, ("a1",))
+    failover = _failover_launch(view, "fo", "a1")
+    book = LaunchBook(registry, fence, view)
+    assert book.commit([run, failover]) == [run, failover]
+    book.undo(run, {t.task_id for t in run.tasks}, others_launched=False)
+    book.undo(failover, {t.task_id for t in failover.tasks}, others_launched=False)
+    assert facade.running.tasks() == []
+    assert facade.ready.counts() == {"run": 1}
+    assert facade.failover.entries() == [("fo", 0, original)]  # with its original task id
