@@ -169,7 +169,11 @@ class Producer(LeaderComponent):
         ) > _at(time.time()):
             return  # nothing due: no ZooKeeper round trip for most jobs at term start
         restart = previous_key is not None and previous_key != key
-        self._account(job, trigger, time.time(), on_time_from=None, restart=restart)
+        now = time.time()
+        # At term start every fire since the record was missed; later (the job changed), a fire
+        # of the last moments is one whose trigger is just going off.
+        on_time_from = None if catch_up else now - _MISFIRE_GRACE_S
+        self._account(job, trigger, now, on_time_from=on_time_from, restart=restart)
 
     def unschedule(self, job_name: str) -> bool:
         """Stop producing runs for `job_name`; False when it was not scheduled."""
