@@ -55,11 +55,15 @@ def _parse_str(text: str) -> str:
 @dataclass(frozen=True)
 class _Key:
     name: str
-    default: Any
     parse: Callable[[str], Any]
     help: str
     check: Callable[[Any], str | None] | None = None
     secret: bool = False
+
+    @property
+    def default(self) -> Any:
+        """The key's default, declared once: on the `Settings` field of the same name."""
+        return _DEFAULTS[self.name]
 
 
 def _at_least(minimum: float) -> Callable[[Any], str | None]:
@@ -118,23 +122,20 @@ def _log_level(value: Any) -> str | None:
 _KEYS: tuple[_Key, ...] = (
     _Key(
         "hostname",
-        "localhost",
         _parse_str,
         "host name other replicas and users reach this one at",
         _required,
     ),
-    _Key("http_bind_address", "0.0.0.0", _parse_str, "address the HTTP server binds to", _required),
-    _Key("http_port", 8899, _parse_int, "HTTP port (health, metrics, REST API)", _port),
+    _Key("http_bind_address", _parse_str, "address the HTTP server binds to", _required),
+    _Key("http_port", _parse_int, "HTTP port (health, metrics, REST API)", _port),
     _Key(
         "http_threads",
-        8,
         _parse_int,
         "worker threads for /api requests (/health and /metrics have two of their own)",
         _at_least(1),
     ),
     _Key(
         "http_connection_limit",
-        0,
         _parse_int,
         "open HTTP connections at most; 0 = derived from the file-descriptor limit "
         "((limit - 512) / 2, at most 4096); idle ones are closed to make room",
@@ -142,131 +143,112 @@ _KEYS: tuple[_Key, ...] = (
     ),
     _Key(
         "http_channel_timeout_seconds",
-        15.0,
         _parse_float,
         "an HTTP connection idle this long is closed",
         _at_least(0.5),
     ),
     _Key(
         "http_header_timeout_seconds",
-        5.0,
         _parse_float,
         "a request's line and headers must arrive within this after its first byte (else 408)",
         _at_least(0.5),
     ),
     _Key(
         "http_body_timeout_seconds",
-        20.0,
         _parse_float,
         "a request's body must arrive within this after its headers (else 408)",
         _at_least(0.5),
     ),
     _Key(
         "http_max_header_bytes",
-        32768,
         _parse_int,
         "largest request line plus headers (else 431)",
         _at_least(1024),
     ),
     _Key(
         "http_max_body_bytes",
-        1048576,
         _parse_int,
         "largest request body (else 413)",
         _at_least(1024),
     ),
-    _Key("user", "", _parse_str, "user Mesos runs the tasks as (FrameworkInfo.user)"),
+    _Key("user", _parse_str, "user Mesos runs the tasks as (FrameworkInfo.user)"),
     _Key(
         "mesos_url",
-        "zk://localhost:2181/mesos",
         _parse_str,
         "Mesos master: host:port or zk://hosts/path",
         _required,
     ),
-    _Key("mesos_role", "", _parse_str, "Mesos role; the framework name gets -{role}"),
+    _Key("mesos_role", _parse_str, "Mesos role; the framework name gets -{role}"),
     _Key(
         "zk_servers",
-        "localhost:2181",
         _parse_str,
         "ZooKeeper connection string host:port[,host:port]",
         _required,
     ),
     _Key(
         "zk_namespace",
-        "elastic-job-cloud",
         _parse_str,
         "ZooKeeper namespace (root node)",
         _required,
     ),
     _Key(
         "zk_digest",
-        "",
         _parse_str,
         "digest auth user:password; nodes get a CREATOR_ALL ACL",
         _digest,
         secret=True,
     ),
-    _Key(
-        "zk_session_timeout_seconds", 10.0, _parse_float, "ZooKeeper session timeout", _at_least(1)
-    ),
+    _Key("zk_session_timeout_seconds", _parse_float, "ZooKeeper session timeout", _at_least(1)),
     _Key(
         "zk_connection_timeout_seconds",
-        15.0,
         _parse_float,
         "how long start-up waits for ZooKeeper",
         _at_least(1),
     ),
     _Key(
         "leader_retry_backoff_seconds",
-        2.0,
         _parse_float,
         "pause before re-entering the election after a failed term",
         _at_least(0.1),
     ),
     _Key(
         "job_state_queue_size",
-        10000,
         _parse_int,
         "cap on pending entries per state queue",
         _at_least(1),
     ),
     _Key(
         "event_trace_rdb_driver",
-        "",
         _parse_str,
         "kept for compatibility; the URL decides the driver",
     ),
     _Key(
         "event_trace_rdb_url",
-        "",
         _parse_str,
         "database URL of the event trace and statistics (SQLAlchemy or jdbc:; '' = SQLite "
         "in data_dir, none = off)",
         _trace_url,
         secret=True,
     ),
-    _Key("event_trace_rdb_username", "", _parse_str, "database user"),
-    _Key("event_trace_rdb_password", "", _parse_str, "database password", secret=True),
+    _Key("event_trace_rdb_username", _parse_str, "database user"),
+    _Key("event_trace_rdb_password", _parse_str, "database password", secret=True),
     _Key(
         "reconcile_interval_minutes",
-        10.0,
         _parse_float,
         "periodic reconciliation; <= 0 turns it off",
     ),
-    _Key("framework_name", "Elastic-Job-Cloud", _parse_str, "Mesos framework name", _required),
+    _Key("framework_name", _parse_str, "Mesos framework name", _required),
     _Key(
         "framework_failover_timeout_seconds",
-        604800.0,
         _parse_float,
         "how long Mesos keeps tasks while no leader is subscribed",
         _at_least(0),
     ),
-    _Key("framework_principal", "", _parse_str, "Mesos principal"),
-    _Key("framework_secret", "", _parse_str, "Mesos secret", secret=True),
-    _Key("time_zone", "", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
+    _Key("framework_principal", _parse_str, "Mesos principal"),
+    _Key("framework_secret", _parse_str, "Mesos secret", secret=True),
+    _Key("time_zone", _parse_str, "default IANA time zone of job crons (empty: the system's)"),
     _Key(
         "notify_webhook_url",
-        "",
         _parse_str,
         "http(s) URL the leader POSTs failure events of every job to (run_failed, "
         "run_timed_out, fire_skipped, fire_capped) unless the job has its own notifyWebhookUrl; "
@@ -274,30 +256,27 @@ _KEYS: tuple[_Key, ...] = (
         _webhook_url,
         secret=True,
     ),
-    _Key("log_level", "INFO", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Key("log_level", _parse_str, "DEBUG, INFO, WARNING or ERROR", _log_level),
     _Key(
         "data_dir",
-        "data",
         _parse_str,
         "directory for local data (the default SQLite event trace)",
         _required,
     ),
-    _Key("auth_enabled", True, _parse_bool, "require HTTP Basic auth on /api/*"),
-    _Key("auth_admin_username", "root", _parse_str, "user that may read and write", _required),
-    _Key("auth_admin_password", "root", _parse_str, "its password", secret=True),
+    _Key("auth_enabled", _parse_bool, "require HTTP Basic auth on /api/*"),
+    _Key("auth_admin_username", _parse_str, "user that may read and write", _required),
+    _Key("auth_admin_password", _parse_str, "its password", secret=True),
     _Key(
         "auth_admin_password_hash",
-        "",
         _parse_str,
         "its password as a hash (python -m scheduler.api.auth hash); wins over the password",
         _password_hash,
         secret=True,
     ),
-    _Key("auth_guest_username", "guest", _parse_str, "user that may only read", _required),
-    _Key("auth_guest_password", "guest", _parse_str, "its password", secret=True),
+    _Key("auth_guest_username", _parse_str, "user that may only read", _required),
+    _Key("auth_guest_password", _parse_str, "its password", secret=True),
     _Key(
         "auth_guest_password_hash",
-        "",
         _parse_str,
         "its password as a hash; wins over the password",
         _password_hash,
@@ -305,28 +284,24 @@ _KEYS: tuple[_Key, ...] = (
     ),
     _Key(
         "auth_max_failures",
-        10,
         _parse_int,
         "failed logins a client address may make within the window before it gets 429",
         _at_least(1),
     ),
     _Key(
         "auth_failure_window_seconds",
-        60.0,
         _parse_float,
         "sliding window of auth_max_failures",
         _at_least(1),
     ),
     _Key(
         "auth_max_concurrent_hashes",
-        2,
         _parse_int,
         "password hashes computed at once (others wait briefly, then get 503)",
         _at_least(1),
     ),
     _Key(
         "auth_trust_x_forwarded_for",
-        False,
         _parse_bool,
         "count failed logins against X-Forwarded-For's last address (only behind a proxy)",
     ),
@@ -394,6 +369,10 @@ class Settings:
             value = getattr(self, f.name)
             out[f.name] = "***" if KEYS_BY_NAME[f.name].secret and value else value
         return out
+
+
+# Every key's default, from the `Settings` field of the same name (the one place they are set).
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Settings)}
 
 
 def read_properties(text: str) -> dict[str, str]:
