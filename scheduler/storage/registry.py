@@ -213,12 +213,14 @@ class Registry:
         """`ask()`, with kazoo's errors translated and a deadline passed named."""
         try:
             return ask()
-        except KazooException as exc:
-            raise _translate(exc, what) from exc
-        except KazooTimeoutError as exc:
-            raise RegistryError(
-                f"{what}: ZooKeeper did not answer in {self._timeout_s:g}s"
-            ) from exc
+        except (KazooException, KazooTimeoutError) as exc:
+            raise self._failed(what, exc) from exc
+
+    def _failed(self, what: str, exc: Exception) -> Exception:
+        """kazoo's `exc` as the scheduler's error; a deadline that passed is named."""
+        if isinstance(exc, KazooTimeoutError):
+            return RegistryError(f"{what}: ZooKeeper did not answer in {self._timeout_s:g}s")
+        return _translate(exc, what)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -420,12 +422,8 @@ class Registry:
                         if names is not None:
                             below.extend(_children_paths(path, names))
                 level = below
-        except KazooException as exc:
-            raise _translate(exc, "ACL walk") from exc
-        except KazooTimeoutError as exc:
-            raise RegistryError(
-                f"ACL walk: ZooKeeper did not answer in {self._timeout_s:g}s"
-            ) from exc
+        except (KazooException, KazooTimeoutError) as exc:
+            raise self._failed("ACL walk", exc) from exc
         return AclReport(checked, changed, refused)
 
     # -- unfenced writes --------------------------------------------------------------------
@@ -488,14 +486,7 @@ class Registry:
             txn.check(fence.node_path, -1)
         for op in ops:
             op(txn)
-        try:
-            results = txn.commit_async().get(timeout=self._timeout_s)
-        except KazooException as exc:
-            raise _translate(exc, what) from exc
-        except KazooTimeoutError as exc:
-            raise RegistryError(
-                f"{what}: ZooKeeper did not answer in {self._timeout_s:g}s"
-            ) from exc
+        results = self._answer(what, lambda: txn.commit_async().get(timeout=self._timeout_s))
         failures = [r for r in results if isinstance(r, Exception)]
         if not failures:
             return
