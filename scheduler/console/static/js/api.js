@@ -99,10 +99,16 @@ export class Api extends EventTarget {
     if (body.role === "leader") {
       base = "";
       leader = this.own;
-    } else if (validIdentity(body.leader)) {
-      base = `http://${body.leader}`;
-      leader = body.leader;
+    } else if (validIdentity(body.leader) && body.leader !== this.own) {
+      // Another replica holds the election; use it only once it acts (its own /health says
+      // "leader"): while its term starts, its /api would refuse every call with 503.
+      if (await this._acts(body.leader)) {
+        base = `http://${body.leader}`;
+        leader = body.leader;
+      }
     }
+    // body.leader === this.own with role "standby": this replica won the election and is
+    // starting its term; no leader acts yet, so no call is made until it does.
     this.problem = "";
     if (base && this.own && location.host.toLowerCase() !== this.own.toLowerCase()) {
       this.problem =
@@ -117,6 +123,20 @@ export class Api extends EventTarget {
       this.dispatchEvent(new Event("leader"));
     }
     return body;
+  }
+
+  // Whether the replica `identity` says it is the acting leader (public /health, no credentials).
+  async _acts(identity) {
+    try {
+      const res = await fetch(`http://${identity}/health`, {
+        credentials: "omit",
+        cache: "no-store",
+      });
+      const body = await res.json();
+      return body.role === "leader";
+    } catch {
+      return false;
+    }
   }
 
   // discover(), shared by concurrent callers and at most once a second.
