@@ -238,7 +238,7 @@ def _script_app(system: System) -> None:
 
 
 def _metrics(replica: ReplicaProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    _, _, body = http_get(f"http://{replica.identity}/metrics")
+    _, _, body = http_get(f"http://{replica.identity}/metrics", timeout_s=10.0)
     out = {}
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
