@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
+from scheduler.leader.mesos import sandbox
 from tests.support.mesosfw import (
     Framework,
     RecordingScheduler,
@@ -255,3 +257,36 @@ def test_get_tasks_keeps_each_status_message_reason_and_source(
     assert tasks["exec-fail"]["statuses"][-1]["message"] == "fixture failure"
     assert tasks["exec-fail"]["statuses"][-1]["source"] == "SOURCE_EXECUTOR"
     assert tasks["exec-run"]["statuses"][-1]["state"] == "TASK_RUNNING"
+
+
+def test_the_schedulers_sandbox_client_finds_and_reads_a_runs_files(
+    standin: StandIn, running: tuple[RecordingScheduler, Framework]
+) -> None:
+    """What the scheduler reads of these documents, with its own client (scheduler.leader.
+    mesos.sandbox): the agent from the master's GET_AGENTS, the sandbox from the agent's
+    /state, bytes through /files/read; an agent that does not answer is a 502."""
+    _, framework = running
+    agents = sandbox.get_agents(standin.address)
+    assert sorted(agents.values()) == sorted(
+        s["pid"].split("@", 1)[1] for s in standin.state()["slaves"]
+    )
+    address = standin.agent_endpoint()
+    state = sandbox.agent_state(address)
+    writer_dir = sandbox.task_directory(state, "writer")
+    assert writer_dir == str(standin.sandboxes(framework.id)["writer"])
+    # A custom executor's sandbox holds its running and its ended tasks alike.
+    custom = sandbox.task_directory(state, "exec-run")
+    assert custom is not None and custom == sandbox.task_directory(state, "exec-fail")
+    assert sandbox.task_directory(state, "nosuch") is None
+    assert sandbox.relative_to_work_dir(custom, state).startswith("/slaves/")
+    chunk = sandbox.read_file(address, f"{writer_dir}/stdout", 0, 20)
+    assert chunk == sandbox.FileChunk(CONTENT[:20], 0)
+    assert sandbox.read_file(address, f"{writer_dir}/stdout", -1, 0).offset == len(CONTENT)
+    with pytest.raises(sandbox.SandboxNotFound):
+        sandbox.read_file(address, f"{writer_dir}/nosuch", 0, 10)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(sandbox.AgentUnreachable) as caught:
+        sandbox.read_file(f"127.0.0.1:{port}", f"{writer_dir}/stdout", 0, 10)
+    assert caught.value.http_status == 502
