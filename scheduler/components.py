@@ -43,7 +43,7 @@ class RestApi(LeaderComponent):
         self,
         ctx: LeaderContext,
         facade: StateFacade,
-        actions: SchedulingActions | None = None,
+        actions: SchedulingActions,
         statistics: Statistics | None = None,
         capacity: AgentCapacity | None = None,
     ) -> None:
@@ -55,9 +55,7 @@ class RestApi(LeaderComponent):
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
-        app = create_app(self._ctx, self._actions, self._facade)
-        app.extensions["ejc_services"].statistics = self._statistics
-        app.extensions["ejc_services"].capacity = self._capacity
+        app = create_app(self._ctx, self._actions, self._facade, self._statistics, self._capacity)
         self._ctx.mount_api(app)
 
     def stop(self) -> None:
@@ -146,7 +144,6 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     reconciler_box.append(reconciler)
     actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
     ctx.info["mesos"] = lambda: driver.status
-    ctx.info["launched"] = lambda: launcher.launched
     ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())
     ctx.info["statistics"] = statistics.info
 

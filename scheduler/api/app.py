@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Flask
 
 from scheduler.api import (
@@ -21,14 +23,17 @@ from scheduler.api.inputs import install_input_checks
 from scheduler.api.services import ApiServices
 from scheduler.ha.term import LeaderContext
 from scheduler.leader.mesos.actions import SchedulingActions
+from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.facade import StateFacade
 
 
 def create_app(
     ctx: LeaderContext,
-    actions: SchedulingActions | None = None,
+    actions: SchedulingActions,
     facade: StateFacade | None = None,
+    statistics: Any = None,
+    capacity: AgentCapacity | None = None,
 ) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
@@ -45,7 +50,7 @@ def create_app(
             resolve_time_zone(ctx.settings.time_zone),
             ctx.settings.job_state_queue_size,
         )
-    app.extensions["ejc_services"] = ApiServices.build(facade, actions)
+    app.extensions["ejc_services"] = ApiServices.build(facade, actions, statistics, capacity)
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

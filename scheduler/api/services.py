@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import current_app
 
-from scheduler.leader.mesos.actions import RecordedActions, SchedulingActions, Throttle
+from scheduler.leader.mesos.actions import SchedulingActions, Throttle
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.facade import StateFacade
@@ -35,14 +35,22 @@ class ApiServices:
         return getattr(self.statistics, "engine", None)
 
     @classmethod
-    def build(cls, facade: StateFacade, actions: SchedulingActions | None = None) -> ApiServices:
+    def build(
+        cls,
+        facade: StateFacade,
+        actions: SchedulingActions,
+        statistics: Any = None,
+        capacity: AgentCapacity | None = None,
+    ) -> ApiServices:
         return cls(
             config=facade.config,
             ready=facade.ready,
             running=facade.running,
             failover=facade.failover,
             disabled=facade.disabled,
-            actions=actions if actions is not None else RecordedActions(),
+            actions=actions,
+            statistics=statistics,
+            capacity=capacity,
         )
 
 

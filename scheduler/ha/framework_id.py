@@ -7,6 +7,7 @@ import re
 
 from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.model.errors import SchedulerError
 
 log = logging.getLogger(__name__)
 
@@ -14,8 +15,8 @@ FRAMEWORK_ID_PATH = "/ha/framework_id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
-class InvalidFrameworkId(Exception):
-    pass
+class InvalidFrameworkId(SchedulerError):
+    """The framework id node, or Mesos, holds something that is not a framework id."""
 
 
 class FrameworkIdStore(LeaderComponent):
