@@ -358,6 +358,10 @@ class QueueCache:
         """Job -> task ids of its running tasks (jobs with at least one)."""
         return {job: list(tasks.values()) for job, tasks in self._running.items() if tasks}
 
+    def running_tasks(self, job: str) -> list[str]:
+        """Task ids of `job`'s running tasks."""
+        return list(self._running.get(job, {}).values())
+
     def has_running_folder(self, job: str) -> bool:
         """Whether `/state/running/{job}` exists, as far as the view knows."""
         return job in self._running
@@ -418,6 +422,11 @@ class QueueCache:
         """Record a committed launch: its running tasks, the job's pending runs after the
         take (count and new version; None when untouched) and the failover entries it
         consumed."""
+        if job not in self._running:
+            # A folder this launch created: list it at the next sync, which also puts the
+            # watch on it that tells when its tasks end.
+            with self._lock:
+                self._dirty_children.add(f"{RUNNING}/{job}")
         tasks = self._running.setdefault(job, {})
         for task_id in task_ids:
             tasks[task_id] = task_id

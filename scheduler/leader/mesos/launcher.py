@@ -1,16 +1,29 @@
 """The task launcher: matches pending work with held offers, event driven.
 
-It wakes when offers arrive, when work is queued (cron fires, triggers, failovers, finished
-tasks) and once a second while it holds offers. Each round: failover shards first (placed one
-by one), then READY runs oldest first, each all-or-nothing. A READY run that does not fit is
-skipped; once the oldest one has waited `STARVATION_S`, younger READY runs stop being placed
-so that freed resources accumulate for it (no starvation of big jobs by small ones). A run that
-could not be placed even with every known agent's resources free (a task bigger than the
-largest agent, or more tasks than the agents hold together) is reported once (a WARNING, and
-`unplaceable_jobs()` for the metrics) and passed over: it holds no younger run back (that would
-stall them forever) and counts as no work. Offers not used are declined with a filter; with no
-work the framework suppresses offers and revives when work comes back (the original hoarded
-offers and starved other frameworks).
+It wakes when offers arrive, when the queues change (its view of them, `QueueCache`, is kept by
+ZooKeeper watches: cron fires, triggers, failovers, finished tasks) and once a second. A round
+goes through five steps, and nothing passes from one round to the next but the offers held,
+the starvation guard and what is known of the agents:
+
+1. gather (read only, from the view): failover shards first, then READY runs oldest first; only
+   jobs with pending work are looked at, so a round costs nothing per idle job;
+2. place (pure, `placement`): failover shards one by one, READY runs all-or-nothing. A READY run
+   that does not fit is skipped; once the oldest one has waited `STARVATION_S`, younger READY
+   runs stop being placed so that freed resources accumulate for it (no starvation of big jobs
+   by small ones). A run that could not be placed even with every known agent's resources free
+   (a task bigger than the largest agent, or more tasks than the agents hold together) is
+   reported once (a WARNING, and `unplaceable_jobs()` for the metrics) and passed over: it holds
+   no younger run back (that would stall them forever) and counts as no work;
+3. commit: the round's bookkeeping (running nodes, taken runs, failover entries removed) in as
+   few fenced, versioned transactions as ZooKeeper allows (`LaunchBook`), before any task is
+   launched, so that no task ever runs unrecorded; a unit whose write fails waits for the next
+   round;
+4. accept: one ACCEPT per agent with the units written; when one fails, only the bookkeeping
+   of that agent's tasks is undone (a run whose other tasks Mesos took has its missing shards
+   queued for failover, never launched twice);
+5. decline the offers not used, with a filter. With no work the framework suppresses offers
+   and revives when work comes back (the original hoarded offers and starved other
+   frameworks).
 
 What the agents could ever offer (`capacity`) comes from the offers seen and from the master's
 `GET_AGENTS`, read on the short-lived `sched-agents` thread after each (re)connection, when an
@@ -39,6 +52,8 @@ from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.facade import StateFacade
+from scheduler.storage.launch_book import Launch, LaunchBook
+from scheduler.storage.queue_cache import FailoverEntry, QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
 
 log = logging.getLogger(__name__)
@@ -62,11 +77,42 @@ def _overlap(job: JobConfig) -> OverlapPolicy:
 
 @dataclass
 class _Unit:
+    """Work for one job this round: a READY run (all its shards), or its failover shards."""
+
     kind: TaskType
     job: JobConfig
     app: AppConfig
     items: list[int]
-    originals: dict[int, str] = field(default_factory=dict)
+    ready: tuple[int, int] | None = None
+    """(pending runs, node version) of a READY unit's job, as the view read it."""
+    failover: dict[int, FailoverEntry] = field(default_factory=dict)
+
+
+@dataclass
+class _Gathered:
+    """What a round found to do (gather: read only)."""
+
+    units: list[_Unit]
+    pending: set[str]
+    """Jobs with pending runs."""
+    ready_runs: int
+    failover_shards: int
+    tidy_failover: list[tuple[str, int | None]] = field(default_factory=list)
+    """Failover entries to drop: (job, item), item None for all of the job's."""
+    tidy_ready: list[str] = field(default_factory=list)
+    """Jobs whose pending runs are dropped (deleted, unreadable or disabled)."""
+    replace: dict[str, list[str]] = field(default_factory=dict)
+    """Jobs whose running tasks a pending run replaces (overlapPolicy REPLACE): task ids."""
+
+
+@dataclass
+class _Placed:
+    """A unit placed this round: its bookkeeping and, per task, the agent and TaskInfo."""
+
+    launch: Launch
+    infos: list[tuple[str, dict[str, Any]]]
+    originals: dict[str, str]
+    """Task id -> the task it relaunches (failover), else itself."""
 
 
 def _scalar(offer: dict[str, Any], name: str) -> float:
@@ -77,23 +123,44 @@ def _scalar(offer: dict[str, Any], name: str) -> float:
     return total
 
 
-def _undo_running(facade: StateFacade, task_id: str) -> Callable[[], None]:
-    return lambda: facade.running.remove(task_id)
+def _slots(offers: list[dict[str, Any]]) -> dict[str, OfferSlot]:
+    """The offers of a round, one slot per agent."""
+    slots: dict[str, OfferSlot] = {}
+    for offer in offers:
+        agent = offer["agent_id"]["value"]
+        slot = slots.get(agent)
+        if slot is None:
+            slot = slots[agent] = OfferSlot(agent, offer.get("hostname", ""), [], 0.0, 0.0)
+        slot.offer_ids.append(offer["id"]["value"])
+        slot.cpus += _scalar(offer, "cpus")
+        slot.mem_mb += _scalar(offer, "mem")
+        slot.executor_ids.update(e["value"] for e in offer.get("executor_ids", []))
+    return slots
 
 
-def _undo_failover(facade: StateFacade, original: str) -> Callable[[], None]:
-    def undo() -> None:
-        if original:
-            facade.failover.add(original)
+def _choose(unit: _Unit, slots: list[OfferSlot]) -> dict[int, OfferSlot] | None:
+    """Item -> slot for `unit` (pure; the slots' free resources are updated): a READY run
+    whole or not at all, failover shards each where it fits. None when nothing was placed."""
+    executors = {s.agent_id: executor_id(unit.app.app_name, s.agent_id) for s in slots}
+    shards = shards_for(unit.job, unit.app, unit.items)
+    if unit.kind is TaskType.READY:
+        return place(slots, shards, executors)
+    chosen: dict[int, OfferSlot] = {}
+    for shard in shards:
+        one = place(slots, [shard], executors)
+        if one is not None:
+            chosen.update(one)
+    return chosen or None
 
-    return undo
 
-
-def _undo_ready(facade: StateFacade, job_name: str) -> Callable[[], None]:
-    def undo() -> None:
-        facade.ready.add_transient(job_name, True)
-
-    return undo
+def _items_of(task_ids: list[str]) -> set[int]:
+    items = set()
+    for task_id in task_ids:
+        try:
+            items.add(TaskId.parse(task_id).item)
+        except ValueError:
+            continue
+    return items
 
 
 class Launcher(ThreadedComponent):
@@ -104,9 +171,13 @@ class Launcher(ThreadedComponent):
         self, facade: StateFacade, term: TermView, driver: Callable[[], MesosDriver | None]
     ) -> None:
         super().__init__()
+        if facade.fence is None:
+            raise ValueError("the launcher writes: it needs a facade with the term's fence")
         self._facade = facade
         self._term = term
         self._driver = driver
+        self._cache = QueueCache(facade.registry, facade.config, self.wake)
+        self._book = LaunchBook(facade.registry, facade.fence, self._cache)
         self._lock = threading.Lock()
         self._offers: dict[str, dict[str, Any]] = {}
         self._wake = threading.Event()
@@ -123,7 +194,6 @@ class Launcher(ThreadedComponent):
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
         self.launch_listeners: list[Callable[[str, str, str], None]] = []
-        self._originals: dict[str, str] = {}
         self.capacity = AgentCapacity()
         # Jobs with a pending run that can never be placed; replaced, never mutated, so that
         # other threads read it without a lock.
@@ -149,6 +219,7 @@ class Launcher(ThreadedComponent):
 
     def stop(self) -> None:
         self._stop_thread()
+        self._cache.stop()
         agents = self._agents_thread
         if agents is not None:
             # It only reads the master and writes `capacity`, so one still waiting on a slow
@@ -230,17 +301,22 @@ class Launcher(ThreadedComponent):
         return offers
 
     def _round(self) -> None:
-        self._originals.clear()
         driver = self._driver()
         if driver is None or not driver.connected.is_set():
             return
         self._refresh_agents(driver)
-        work = self._gather()
-        self._guard.retain(self._pending)
-        for name in [n for n in self._fit_cache if n not in self._pending]:
+        self._cache.sync()
+        gathered = self._gather()
+        self._tidy(gathered)
+        self.ready_runs, self.failover_shards = gathered.ready_runs, gathered.failover_shards
+        work = gathered.units
+        self._guard.retain(gathered.pending)
+        for name in [n for n in self._fit_cache if n not in gathered.pending]:
             del self._fit_cache[name]
-        if any(name not in self._pending for name in self._unplaceable):
-            self._unplaceable = {n: u for n, u in self._unplaceable.items() if n in self._pending}
+        if any(name not in gathered.pending for name in self._unplaceable):
+            self._unplaceable = {
+                n: u for n, u in self._unplaceable.items() if n in gathered.pending
+            }
         # Runs that can never be placed are no work: with nothing else pending the framework
         # suppresses offers and revives for the next real work, as when idle (declining with a
         # short filter instead would make the other jobs' runs wait for offers).
@@ -265,28 +341,39 @@ class Launcher(ThreadedComponent):
         offers = self._take_offers()
         if not offers:
             return
-        slots: dict[str, OfferSlot] = {}
-        for offer in offers:
-            agent = offer["agent_id"]["value"]
-            slot = slots.get(agent)
-            if slot is None:
-                slot = slots[agent] = OfferSlot(agent, offer.get("hostname", ""), [], 0.0, 0.0)
-            slot.offer_ids.append(offer["id"]["value"])
-            slot.cpus += _scalar(offer, "cpus")
-            slot.mem_mb += _scalar(offer, "mem")
-            slot.executor_ids.update(e["value"] for e in offer.get("executor_ids", []))
+        slots = _slots(offers)
         for slot in slots.values():
             self.capacity.observe_offer(slot.agent_id, slot.cpus, slot.mem_mb)
-        launches: dict[str, list[dict[str, Any]]] = {}
-        undo: list[Callable[[], None]] = []
+        placed, left_over = self._place(work, unplaceable, list(slots.values()))
+        try:
+            placed = self._commit(placed)
+        except SchedulerError:
+            # Nothing launched: give the offers back rather than leave them outstanding.
+            if driver.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S):
+                self.declined += len(offers)
+            raise
+        used = self._accept(driver, placed, slots)
+        unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
+        if unused:
+            if driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6):
+                self.declined += len(unused)
+
+    def _place(
+        self, work: list[_Unit], unplaceable: set[str], slots: list[OfferSlot]
+    ) -> tuple[list[_Placed], bool]:
+        """Place the round's units on `slots` (no I/O): failover shards one by one, READY
+        runs whole, the starvation guard holding younger runs back. Returns the units placed,
+        with their bookkeeping and TaskInfos, and whether some work was left over."""
+        placed: list[_Placed] = []
         left_over = False
         now = time.monotonic()
+        framework_id = self._framework_id()
         for unit in work:
             if unit.kind is TaskType.READY and unit.job.job_name in unplaceable:
                 self._guard.missed(unit.job.job_name, now, can_ever_fit=False)
                 continue  # passed over: holding the others back for it would stall them forever
-            placed = self._place(unit, list(slots.values()), launches, undo)
-            if not placed:
+            chosen = _choose(unit, slots)
+            if chosen is None:
                 left_over = True
                 if unit.kind is TaskType.READY:
                     waited = self._guard.missed(unit.job.job_name, now, can_ever_fit=True)
@@ -298,74 +385,95 @@ class Launcher(ThreadedComponent):
                             waited,
                         )
                         break
-        for agent, tasks in launches.items():
-            if not driver.accept(slots[agent].offer_ids, tasks, BUSY_REFUSE_S):
-                for fn in undo:
-                    fn()
-                return
-            self.launched += len(tasks)
-            self.last_launch_at = time.time()
-            log.info(
-                "launcher: launched %s tasks on %s", len(tasks), slots[agent].hostname or agent
-            )
-            for task in tasks:
-                task_id = str(task["task_id"]["value"])
-                original = self._originals.pop(task_id, "") or task_id
-                for listener in self.launch_listeners:
-                    try:
-                        listener(task_id, agent, original)
-                    except Exception:
-                        log.exception("launcher: launch listener failed on %s", task_id)
-        unused = [o for agent, s in slots.items() if agent not in launches for o in s.offer_ids]
-        if unused:
-            if driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6):
-                self.declined += len(unused)
+                continue
+            if unit.kind is TaskType.READY:
+                self._guard.placed(unit.job.job_name)
+                self._placeable(unit.job.job_name)
+            elif len(chosen) < len(unit.items):
+                left_over = True
+            placed.append(self._unit_placed(unit, chosen, framework_id))
+        return placed, left_over
 
-    def _place(
-        self,
-        unit: _Unit,
-        slots: list[OfferSlot],
-        launches: dict[str, list[dict[str, Any]]],
-        undo: list[Callable[[], None]],
-    ) -> bool:
+    def _unit_placed(self, unit: _Unit, chosen: dict[int, OfferSlot], framework_id: str) -> _Placed:
         job, app = unit.job, unit.app
-        executors = {s.agent_id: executor_id(app.app_name, s.agent_id) for s in slots}
-        shards = shards_for(job, app, unit.items)
-        if unit.kind is TaskType.READY:
-            chosen = place(slots, shards, executors)
-            if chosen is None:
-                return False
-        else:
-            chosen = {}
-            for shard in shards:
-                one = place(slots, [shard], executors)
-                if one is not None:
-                    chosen.update(one)
-            if not chosen:
-                return False
-        if unit.kind is TaskType.READY:
-            self._guard.placed(job.job_name)
-            self._placeable(job.job_name)
-        framework_id = self._framework_id()
-        facade = self._facade
+        wall = time.time()
+        tasks: list[RunningTask] = []
+        infos: list[tuple[str, dict[str, Any]]] = []
+        originals: dict[str, str] = {}
         for item, slot in sorted(chosen.items()):
             tid = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
-            info = build_task_info(job, app, tid, framework_id)
-            facade.running.add(
-                RunningTask(
-                    str(tid), slot.agent_id, hostname=slot.hostname, launched_at=time.time()
-                )
+            task_id = str(tid)
+            tasks.append(
+                RunningTask(task_id, slot.agent_id, hostname=slot.hostname, launched_at=wall)
             )
-            undo.append(_undo_running(facade, str(tid)))
-            if unit.kind is TaskType.FAILOVER:
-                facade.failover.remove(job.job_name, item)
-                undo.append(_undo_failover(facade, unit.originals.get(item, "")))
-                self._originals[str(tid)] = unit.originals.get(item, "")
-            launches.setdefault(slot.agent_id, []).append(info)
-        if unit.kind is TaskType.READY:
-            facade.ready.take(job.job_name)
-            undo.append(_undo_ready(facade, job.job_name))
-        return True
+            infos.append((slot.agent_id, build_task_info(job, app, tid, framework_id)))
+            entry = unit.failover.get(item)
+            originals[task_id] = (entry.original if entry is not None else "") or task_id
+        launch = Launch(
+            job.job_name,
+            tuple(tasks),
+            ready=unit.ready if unit.kind is TaskType.READY else None,
+            failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
+            creates_folder=not self._cache.has_running_folder(job.job_name),
+        )
+        return _Placed(launch, infos, originals)
+
+    def _commit(self, placed: list[_Placed]) -> list[_Placed]:
+        """Write the placed units' bookkeeping; returns those written (the others wait for
+        the next round). Raises NotLeader: then nothing is launched."""
+        if not placed:
+            return []
+        written = {id(launch) for launch in self._book.commit([p.launch for p in placed])}
+        return [p for p in placed if id(p.launch) in written]
+
+    def _accept(
+        self, driver: MesosDriver, placed: list[_Placed], slots: dict[str, OfferSlot]
+    ) -> set[str]:
+        """One ACCEPT per agent for the units written; the bookkeeping of the tasks of an
+        agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
+        offers were used."""
+        by_agent: dict[str, list[dict[str, Any]]] = {}
+        for unit in placed:
+            for agent, info in unit.infos:
+                by_agent.setdefault(agent, []).append(info)
+        failed: set[str] = set()
+        used: set[str] = set()
+        for agent, infos in by_agent.items():
+            if driver.accept(slots[agent].offer_ids, infos, BUSY_REFUSE_S):
+                used.add(agent)
+                self.launched += len(infos)
+                self.last_launch_at = time.time()
+                log.info(
+                    "launcher: launched %s tasks on %s", len(infos), slots[agent].hostname or agent
+                )
+            else:
+                failed.add(agent)
+        for unit in placed:
+            lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
+            for task in unit.launch.tasks:
+                if task.agent_id in used:
+                    self._announce(task.task_id, task.agent_id, unit.originals[task.task_id])
+            if not lost:
+                continue
+            try:
+                self._book.undo(
+                    unit.launch, lost, others_launched=len(lost) < len(unit.launch.tasks)
+                )
+            except SchedulerError as exc:
+                log.error(
+                    "launcher: job %s: bookkeeping of tasks not launched kept (%s); "
+                    "reconciliation will find them",
+                    unit.launch.job_name,
+                    exc.message,
+                )
+        return used
+
+    def _announce(self, task_id: str, agent: str, original: str) -> None:
+        for listener in self.launch_listeners:
+            try:
+                listener(task_id, agent, original)
+            except Exception:
+                log.exception("launcher: launch listener failed on %s", task_id)
 
     # -- runs that can never be placed -------------------------------------------------------
 
@@ -462,108 +570,128 @@ class Launcher(ThreadedComponent):
         info = driver.framework_info()
         return str(info.get("id", {}).get("value", ""))
 
-    def _replace(self, job_name: str, tasks: list[RunningTask]) -> None:
+    def _replace(self, job_name: str, task_ids: list[str]) -> None:
         """Kill the running tasks of `job_name` for its pending run (overlapPolicy REPLACE),
         each marked first so that its end is no failure; a kill unanswered is sent again."""
         driver = self._driver()
         now = time.monotonic()
-        for task in tasks:
-            sent = self._replacing.get(task.task_id)
+        for task_id in task_ids:
+            sent = self._replacing.get(task_id)
             if driver is None or (sent is not None and now - sent < REPLACE_RESEND_S):
                 continue
-            if self._facade.running.mark_killed(task.task_id, KILLED_BY_REPLACE) and driver.kill(
-                task.task_id
+            if self._facade.running.mark_killed(task_id, KILLED_BY_REPLACE) and driver.kill(
+                task_id
             ):
-                self._replacing[task.task_id] = now
+                self._replacing[task_id] = now
                 log.info(
                     "launcher: job %s: %s killed for a new run (overlapPolicy REPLACE)",
                     job_name,
-                    task.task_id,
+                    task_id,
                 )
 
-    def _gather(self) -> list[_Unit]:
+    def _tidy(self, gathered: _Gathered) -> None:
+        """Drop what gather found stale (queued work of jobs deleted, disabled or shrunk, or
+        a failover shard running again) and send the kills of REPLACE runs. The view may be a
+        watch behind (a failover entry seen before the removal of the task it replaces), so
+        each drop is checked against ZooKeeper first; these are rare."""
         facade = self._facade
-        running: dict[str, set[int]] = {}
-        tasks_of: dict[str, list[RunningTask]] = {}
-        for task in facade.running.tasks():
-            try:
-                tid = task.parsed
-            except ValueError:
-                continue
-            running.setdefault(tid.job_name, set()).add(tid.item)
-            tasks_of.setdefault(tid.job_name, []).append(task)
-        alive = {task.task_id for tasks in tasks_of.values() for task in tasks}
-        self._replacing = {t: sent for t, sent in self._replacing.items() if t in alive}
-        jobs: dict[str, JobConfig | None] = {}
-        apps: dict[str, AppConfig | None] = {}
+        fresh: dict[str, JobConfig | None] = {}
 
         def job_of(name: str) -> JobConfig | None:
-            if name not in jobs:
+            if name not in fresh:
                 try:
-                    jobs[name] = facade.config.job(name)
-                except SchedulerError as exc:
-                    log.error("launcher: %s", exc.message)
-                    jobs[name] = None
-            return jobs[name]
+                    fresh[name] = facade.config.job(name)
+                except SchedulerError:
+                    fresh[name] = None  # unreadable: logged by the view
+            return fresh[name]
 
-        def app_of(name: str) -> AppConfig | None:
-            if name not in apps:
-                apps[name] = facade.config.app(name)
-            return apps[name]
+        for job_name, item in gathered.tidy_failover:
+            job = job_of(job_name)
+            if item is None:
+                if job is None:
+                    facade.failover.remove_job(job_name)
+                continue
+            if job is None:
+                continue  # dropped whole next round
+            running = {t.parsed.item for t in facade.running.tasks(job_name)}
+            if item >= job.sharding_total_count or (_overlap(job) is not ALLOW and item in running):
+                facade.failover.remove(job_name, item)
+        for job_name in gathered.tidy_ready:
+            job = job_of(job_name)
+            if job is None or facade.is_disabled(job):
+                facade.ready.remove(job_name)
+        alive = {t for ids in gathered.replace.values() for t in ids}
+        self._replacing = {t: sent for t, sent in self._replacing.items() if t in alive}
+        for job_name, task_ids in gathered.replace.items():
+            self._replace(job_name, task_ids)
 
-        units: list[_Unit] = []
+    def _gather(self) -> _Gathered:
+        """What this round could launch, read from the view only (no ZooKeeper read but the
+        configuration of jobs and apps seen for the first time)."""
+        cache = self._cache
+        ready = cache.ready()
+        entries = cache.failover()
+        names = set(ready) | {e.job_name for e in entries}
+        jobs = cache.jobs(sorted(names))
+        apps = cache.apps(sorted({j.app_name for j in jobs.values() if j is not None}))
+        gathered = _Gathered(
+            [], set(ready), sum(count for count, _v in ready.values()), len(entries)
+        )
+        running: dict[str, list[str]] = {}
+
+        def running_of(name: str) -> list[str]:
+            if name not in running:
+                running[name] = cache.running_tasks(name)
+            return running[name]
+
         failover: dict[str, _Unit] = {}
         held_back: set[str] = set()
         wall = time.time()
-        entries = facade.failover.entries()
-        self.failover_shards = len(entries)
-        for job_name, item, original in entries:
-            job = job_of(job_name)
+        for entry in entries:
+            job_name, item = entry.job_name, entry.item
+            job = jobs.get(job_name)
             if job is None:
-                facade.failover.remove_job(job_name)
+                if (job_name, None) not in gathered.tidy_failover:
+                    gathered.tidy_failover.append((job_name, None))
                 continue
-            relaunched = item in running.get(job_name, set()) and _overlap(job) is not ALLOW
+            relaunched = _overlap(job) is not ALLOW and item in _items_of(running_of(job_name))
             if relaunched or item >= job.sharding_total_count:
-                facade.failover.remove(job_name, item)
+                gathered.tidy_failover.append((job_name, item))
                 continue
-            app = app_of(job.app_name)
-            if app is None or facade.is_disabled(job):
+            app = apps.get(job.app_name)
+            if app is None or cache.is_disabled(job):
                 continue
-            if facade.failover.not_before(job_name, item) > wall:
+            if entry.not_before > wall:
                 held_back.add(job_name)  # failing again and again: back-off (the 1 s tick)
                 continue
             unit = failover.get(job_name)
             if unit is None:
                 unit = failover[job_name] = _Unit(TaskType.FAILOVER, job, app, [])
-                units.append(unit)
+                gathered.units.append(unit)
             unit.items.append(item)
-            unit.originals[item] = original
-        ready: list[tuple[float, _Unit]] = []
+            unit.failover[item] = entry
+        waiting: list[tuple[float, _Unit]] = []
         now = time.monotonic()
-        counts = facade.ready.counts()
-        self.ready_runs = sum(counts.values())
-        self._pending = set(counts)
-        for job_name in counts:
-            job = job_of(job_name)
+        for job_name, counted in ready.items():
+            job = jobs.get(job_name)
             if job is None:
-                facade.ready.remove(job_name)
+                gathered.tidy_ready.append(job_name)
                 continue
             if job_name in failover or job_name in held_back:
                 continue  # its failover shards go first
-            if job_name in running and _overlap(job) is not ALLOW:
-                if _overlap(job) is REPLACE and not facade.is_disabled(job):
-                    self._replace(job_name, tasks_of.get(job_name, []))
+            if _overlap(job) is not ALLOW and running_of(job_name):
+                if _overlap(job) is REPLACE and not cache.is_disabled(job):
+                    gathered.replace[job_name] = running_of(job_name)
                 continue  # FORBID: a run at a time; REPLACE: once the killed tasks are gone
-            if facade.is_disabled(job):
-                facade.ready.remove(job_name)
+            if cache.is_disabled(job):
+                gathered.tidy_ready.append(job_name)
                 continue
-            app = app_of(job.app_name)
+            app = apps.get(job.app_name)
             if app is None:
                 continue
             items = list(range(job.sharding_total_count))
-            ready.append(
-                (self._guard.waiting_since(job_name, now), _Unit(TaskType.READY, job, app, items))
-            )
-        ready.sort(key=lambda pair: pair[0])
-        units.extend(unit for _, unit in ready)
-        return units
+            unit = _Unit(TaskType.READY, job, app, items, ready=counted)
+            waiting.append((self._guard.waiting_since(job_name, now), unit))
+        waiting.sort(key=lambda pair: pair[0])
+        gathered.units.extend(unit for _, unit in waiting)
+        return gathered

@@ -16,6 +16,7 @@ from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -184,3 +185,23 @@ def test_undo_of_a_run_mesos_took_nothing_of_gives_the_run_back(
     assert facade.running.tasks() == []
     assert facade.ready.counts() == {"run": 1}
     assert facade.failover.entries() == [("fo", 0, original)]  # with its original task id
+
+
+def test_the_view_sees_the_end_of_a_task_whose_folder_the_launch_created(
+    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+) -> None:
+    # The launch creates /state/running/{job}: the view must watch it from then on, or it
+    # would take the task for running forever (and never fail its shard over).
+    facade.ready.add_transient("j", misfire=True)
+    view.sync()
+    launch = _ready_launch(view, "j", 2, ("a1",))
+    assert launch.creates_folder
+    LaunchBook(registry, fence, view).commit([launch])
+    view.sync()
+    facade.running.remove(launch.tasks[0].task_id)
+
+    def ended() -> bool:
+        view.sync()
+        return view.running_tasks("j") == [launch.tasks[1].task_id]
+
+    wait_for(ended, 10, message="the end of the first task")

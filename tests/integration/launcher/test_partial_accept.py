@@ -1,0 +1,153 @@
+"""The launcher against a real ZooKeeper and the Mesos stand-in, through the real driver."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.leader.mesos.driver import MesosDriver
+from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.status import StatusHandler
+from scheduler.model.settings import Settings, load_settings
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.registry import Fence, Registry
+from tests.support.mesosfw import StandIn
+from tests.support.waiting import wait_for
+
+
+class _Acting:
+    acting = True
+
+
+class _FrameworkIds:
+    def __init__(self) -> None:
+        self.framework_id: str | None = None
+
+    def save(self, framework_id: str) -> None:
+        self.framework_id = framework_id
+
+    def clear(self) -> None:
+        self.framework_id = None
+
+
+class _SecondAcceptFails(MesosDriver):
+    """The real driver, except that the first ACCEPT after one that went through fails once,
+    as when the connection to the master breaks between the two (nothing reaches Mesos)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: list[list[str]] = []
+        self.refused: list[list[str]] = []
+
+    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+        ids = [str(t["task_id"]["value"]) for t in tasks]
+        if self.accepted and not self.refused:
+            self.refused.append(ids)
+            return False
+        ok = super().accept(offer_ids, tasks, refuse_s)
+        if ok:
+            self.accepted.append(ids)
+        return ok
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[StandIn]:
+    # Two agents of 1 cpu; a run of 4 shards of 0.5 cpu needs both, so one round places it
+    # on the two and sends two ACCEPTs.
+    mesos = StandIn(
+        tmp_path / "mesos",
+        *("--agents", "2", "--resources", "cpus:1;mem:1024;disk:1024;ports:[31000-31100]"),
+        *("--allocation-interval-seconds", "0.1"),
+    ).start()
+    yield mesos
+    mesos.stop()
+
+
+@pytest.fixture
+def facade(zk_client: KazooClient, zk_namespace: str) -> StateFacade:
+    registry = Registry(zk_client, zk_namespace)
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+
+
+def _settings(standin: StandIn, zk_namespace: str) -> Settings:
+    return load_settings({}, {}, {"mesos_url": standin.address, "zk_namespace": zk_namespace})
+
+
+def _store_job(facade: StateFacade, tmp_path: Path) -> None:
+    script = tmp_path / "hold.sh"
+    script.write_text("#!/bin/sh\nsleep 120\n")
+    archive = tmp_path / "hold.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(script, arcname="hold.sh")
+    app = {"appName": "app", "appURL": str(archive), "bootstrapScript": "true"}
+    job = {
+        "jobName": "split",
+        "appName": "app",
+        "jobType": "SCRIPT",
+        "jobExecutionType": "TRANSIENT",
+        "scriptCommandLine": "sh hold.sh",
+        "cron": "0 0 3 * * ?",
+        "shardingTotalCount": 4,
+        "cpuCount": 0.5,
+        "memoryMB": 16,
+    }
+    facade.registry.create("/config/app/app", json.dumps(app).encode())
+    facade.registry.create("/config/job/split", json.dumps(job).encode())
+
+
+def test_a_failed_accept_undoes_only_its_own_agents_tasks(
+    standin: StandIn, facade: StateFacade, zk_namespace: str, tmp_path: Path
+) -> None:
+    _store_job(facade, tmp_path)
+    box: list[MesosDriver] = []
+    launcher = Launcher(facade, _Acting(), lambda: box[0] if box else None)
+    status = StatusHandler(facade, lambda t: box[0].kill(t), launcher.wake)
+    driver = _SecondAcceptFails(
+        _settings(standin, zk_namespace),
+        _FrameworkIds(),
+        on_offers=launcher.add_offers,
+        on_rescind=launcher.rescind,
+        on_status=status.handle,
+        on_connected=launcher.on_connected,
+        on_disconnected=launcher.drop_offers,
+    )
+    box.append(driver)
+    launcher.start()
+    driver.start()
+    try:
+        facade.ready.add_transient("split", misfire=True)
+        launcher.wake()
+
+        def in_master() -> list[TaskId]:
+            tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]
+            return [TaskId.parse(t["id"]) for t in tasks if t["state"] == "TASK_RUNNING"]
+
+        # The run completes: each shard once in Mesos, and recorded as running exactly then.
+        running = wait_for(lambda: len(in_master()) == 4 and in_master(), 60, message="4 tasks")
+        assert sorted(t.item for t in running) == [0, 1, 2, 3]
+        [first], [refused] = driver.accepted[:1], driver.refused
+        took = {TaskId.parse(t).item for t in first}
+        lost = {TaskId.parse(t).item for t in refused}
+        assert len(took) == len(lost) == 2 and not took & lost
+        # The shards Mesos took kept their bookkeeping: they were never launched again.
+        assert {t.item for t in running if t.type is TaskType.READY} == took
+        assert {t.item for t in running if t.type is TaskType.FAILOVER} == lost
+        assert sorted(str(t) for t in running) == sorted(
+            task.task_id for task in facade.running.tasks("split")
+        )
+        assert facade.ready.counts() == {}
+        assert facade.failover.entries() == []
+        later = [TaskId.parse(t).item for ids in driver.accepted[1:] for t in ids]
+        assert not took & set(later)
+    finally:
+        driver.stop()
+        launcher.stop()
