@@ -132,7 +132,11 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
             return [TaskId.parse(t["id"]) for t in tasks if t["state"] == "TASK_RUNNING"]
 
         # The run completes: each shard once in Mesos, and recorded as running exactly then.
-        running = wait_for(lambda: len(in_master()) == 4 and in_master(), 60, message="4 tasks")
+        def complete() -> list[TaskId] | None:
+            found = in_master()
+            return found if len(found) == 4 else None
+
+        running = wait_for(complete, 60, message="4 tasks")
         assert sorted(t.item for t in running) == [0, 1, 2, 3]
         [first], [refused] = driver.accepted[:1], driver.refused
         took = {TaskId.parse(t).item for t in first}
