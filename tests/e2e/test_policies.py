@@ -246,7 +246,8 @@ def test_kill_is_not_a_failure_and_next_fire_times_through_api_and_cli(
     status, body = system.api("POST", f"/api/job/tasks/{one}/kill")
     assert (status, body) == (202, {"taskIds": [one]})
     wait_for(lambda: mesos_states(system, "long")[one] == "TASK_KILLED", 20, message="killed")
-    assert len(running_of(system, "long")) == 2
+    # The master knows of the kill before the leader has processed its status update.
+    wait_for(lambda: len(running_of(system, "long")) == 2, 20, message="the leader saw the kill")
     leader = system.leader()
     assert leader is not None
     cli = Cli(
