@@ -30,6 +30,7 @@ from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.facade import StateFacade
+from scheduler.storage.queue_cache import QueueCache
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +73,16 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     )
     framework_ids = FrameworkIdStore(ctx)
     driver_box: list[MesosDriver] = []
-    launcher = Launcher(facade, ctx.term, lambda: driver_box[0] if driver_box else None)
+    # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
+    view = QueueCache(facade.registry, facade.config)
+    launcher = Launcher(facade, ctx.term, lambda: driver_box[0] if driver_box else None, view)
 
     def kill_job_tasks(job_name: str) -> None:
         for task in facade.running.tasks(job_name):
             if driver_box:
                 driver_box[0].kill(task.task_id)
 
-    producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size)
+    producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size, view)
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
     webhooks = WebhookNotifier(settings.notify_webhook_url)
     event_counts = JobEventCounts()

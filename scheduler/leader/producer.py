@@ -27,6 +27,7 @@ from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
     MAX_FIRES_COUNTED,
+    DueFires,
     FireOutcome,
     FirePlan,
     Trigger,
@@ -37,6 +38,7 @@ from scheduler.model.fires import (
 from scheduler.model.job_events import JobEvent
 from scheduler.storage.facade import StateFacade
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.queue_cache import QueueCache
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +63,14 @@ class Producer(LeaderComponent):
         term: TermView,
         on_work: Callable[[], None],
         queue_size: int = 10_000,
+        view: QueueCache | None = None,
     ) -> None:
         self._facade = facade
         self._cap = queue_size
-        self._ledger = FireLedger(facade.registry, facade.fence, queue_size)
+        # The term's view of the queues (shared with the launcher): the ledger reads pending
+        # and running work from it, and it learns the jobs scheduled here.
+        self._view = view
+        self._ledger = FireLedger(facade.registry, facade.fence, queue_size, view=view)
         # Called with each skipped or capped fire (any producer thread); must not block.
         self.event_listeners: list[Callable[[JobEvent], None]] = []
         # Called with (job name, fire time) of each fire that queued a run, in order (any
@@ -81,6 +87,9 @@ class Producer(LeaderComponent):
         self._sched: BackgroundScheduler | None = None
         self.fires = 0
         self._last_fires: dict[str, float] | None = None
+        # Jobs scheduled at term start whose fires are still to account, by cron key.
+        self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
+        self._flushing = False
 
     def start(self) -> None:
         self._sched = BackgroundScheduler(
@@ -105,6 +114,7 @@ class Producer(LeaderComponent):
             self._by_key.clear()
             self._ids.clear()
             self._triggers.clear()
+            self._deferred.clear()
 
     def pause(self) -> None:
         if self._sched is not None:
@@ -121,7 +131,7 @@ class Producer(LeaderComponent):
 
     def prefetch_last_fires(self, names: list[str]) -> None:
         """Read the recorded last fires of `names` in one pipelined round (term start)."""
-        self._last_fires = self._facade.last_fires(names)
+        self._last_fires = self._ledger.prefetch(names)
 
     def schedule(self, job: JobConfig, *, catch_up: bool = False) -> None:
         """Start producing runs for `job` (replacing an earlier schedule of it).
@@ -132,6 +142,8 @@ class Producer(LeaderComponent):
         with self._lock:
             previous_key = self._key_of.get(job.job_name)
         self.unschedule(job.job_name)
+        if self._view is not None:
+            self._view.note_job(job)
         if job.execution_type is JobExecutionType.DAEMON:
             if not self._facade.running.tasks(job.job_name):
                 self._facade.ready.add_daemon(job.job_name)
@@ -169,14 +181,57 @@ class Producer(LeaderComponent):
         ) > _at(time.time()):
             return  # nothing due: no ZooKeeper round trip for most jobs at term start
         restart = previous_key is not None and previous_key != key
+        if catch_up and self._sched is not None:
+            # Term start: accounted in batches on the producer's pool, so that thousands of
+            # jobs cost a few pipelined reads and transactions, not a round trip each, and the
+            # term's start does not wait for them (a fire meanwhile accounts from the same
+            # records; the versioned ledger counts each fire once).
+            with self._lock:
+                self._deferred.setdefault(key, []).append((job, restart))
+                if not self._flushing:
+                    self._flushing = True
+                    self._sched.add_job(self._flush_deferred, name="catch-up accounting")
+            return
         now = time.time()
         # At term start every fire since the record was missed; later (the job changed), a fire
         # of the last moments is one whose trigger is just going off.
         on_time_from = None if catch_up else now - _MISFIRE_GRACE_S
         self._account(job, trigger, now, on_time_from=on_time_from, restart=restart)
 
+    def _flush_deferred(self) -> None:
+        """Producer pool: account the jobs scheduled at term start, a batch per cron, until
+        none is left."""
+        while True:
+            with self._lock:
+                deferred, self._deferred = self._deferred, {}
+                if not deferred:
+                    self._flushing = False
+                    return
+                triggers = {key: self._triggers.get(key) for key in deferred}
+            if not self._term.acting:
+                continue  # dropped: the next leader accounts them from the same records
+            for key, jobs in deferred.items():
+                trigger = triggers[key]
+                if trigger is None:
+                    continue  # unscheduled meanwhile
+                with self._lock:
+                    jobs = [(j, r) for j, r in jobs if self._key_of.get(j.job_name) == key]
+                try:
+                    self._account_many(jobs, trigger, time.time(), on_time_from=None)
+                except NotLeader:
+                    return
+                except SchedulerError as exc:
+                    log.error(
+                        "producer: catch-up of %s job(s) (%s...) not recorded: %s",
+                        len(jobs),
+                        jobs[0][0].job_name if jobs else "",
+                        exc.message,
+                    )
+
     def unschedule(self, job_name: str) -> bool:
         """Stop producing runs for `job_name`; False when it was not scheduled."""
+        if self._view is not None:
+            self._view.forget_job(job_name)
         with self._lock:
             if self._jobs.pop(job_name, None) is None:
                 return False
@@ -209,29 +264,68 @@ class Producer(LeaderComponent):
 
         Raises NotLeader and other SchedulerErrors from the ledger's reads and write.
         """
+        self._account_many([(job, restart)], trigger, now, on_time_from=on_time_from)
+
+    def _account_many(
+        self,
+        jobs: list[tuple[JobConfig, bool]],
+        trigger: Trigger,
+        now: float,
+        *,
+        on_time_from: float | None,
+    ) -> None:
+        """Account every fire due by `now` of `jobs` (each with its `restart` flag: counting
+        starts now), all sharing `trigger`, in one batch of the ledger (any thread).
+
+        Raises NotLeader and other SchedulerErrors from the ledger's reads and writes.
+        """
         limit = max(MAX_FIRES_COUNTED, self._cap + 1)
+        # The jobs of one cron mostly share their last record: the fires due are worked out
+        # once per record, not once per job.
+        due_after: dict[float, DueFires] = {}
 
-        def decide(state: LedgerState) -> tuple[LedgerWrite, FirePlan | None] | None:
-            if state.last is None or restart:
-                return LedgerWrite(now, state.pending), None  # counting starts now
-            due = due_fires(trigger, state.last, now, limit)
-            if due.last is None:
-                return None
-            plan = plan_fires(
-                due,
-                misfire=job.misfire,
-                policy=job.overlap,
-                pending=state.pending,
-                running=state.running,
-                cap=self._cap,
-                on_time_from=on_time_from,
-                queue_full=state.queue_full,
-            )
-            return LedgerWrite(due.last, plan.pending), plan
+        def due_since(last: float) -> DueFires:
+            if last not in due_after:
+                due_after[last] = due_fires(trigger, last, now, limit)
+            return due_after[last]
 
-        plan = self._ledger.account(job.job_name, decide)
-        if plan is None:
-            return
+        def decider(
+            job: JobConfig, restart: bool
+        ) -> Callable[[LedgerState], tuple[LedgerWrite, FirePlan | None] | None]:
+            def decide(state: LedgerState) -> tuple[LedgerWrite, FirePlan | None] | None:
+                if state.last is None or restart:
+                    return LedgerWrite(now, state.pending), None  # counting starts now
+                due = due_since(state.last)
+                if due.last is None:
+                    return None
+                plan = plan_fires(
+                    due,
+                    misfire=job.misfire,
+                    policy=job.overlap,
+                    pending=state.pending,
+                    running=state.running,
+                    cap=self._cap,
+                    on_time_from=on_time_from,
+                    queue_full=state.queue_full,
+                )
+                return LedgerWrite(due.last, plan.pending), plan
+
+            return decide
+
+        plans = self._ledger.account_many(
+            [(job.job_name, decider(job, restart)) for job, restart in jobs]
+        )
+        queued = False
+        for job, _restart in jobs:
+            plan = plans.get(job.job_name)
+            if plan is not None:
+                self._report(job, plan, on_time_from)
+                queued = queued or plan.queued > 0
+        if queued:
+            self._on_work()
+
+    def _report(self, job: JobConfig, plan: FirePlan, on_time_from: float | None) -> None:
+        """Tell the fire and event listeners what an accounting of `job` decided."""
         self.fires += plan.queued
         for decision in plan.decisions:
             if decision.outcome is FireOutcome.QUEUED:
@@ -255,8 +349,6 @@ class Producer(LeaderComponent):
                     listener(event)
                 except Exception:
                     log.exception("producer: event listener failed on %s", job.job_name)
-        if plan.queued:
-            self._on_work()
 
     def _fire(self, key: tuple[object, ...]) -> None:
         """APScheduler thread: one cron fire for every job of `key`."""
@@ -268,10 +360,16 @@ class Producer(LeaderComponent):
         if trigger is None:
             return
         now = time.time()
-        for job in jobs:
-            try:
-                self._account(job, trigger, now, on_time_from=now - _MISFIRE_GRACE_S)
-            except NotLeader:
-                return
-            except SchedulerError as exc:
-                log.error("producer: fire of job %s not recorded: %s", job.job_name, exc.message)
+        try:
+            self._account_many(
+                [(job, False) for job in jobs], trigger, now, on_time_from=now - _MISFIRE_GRACE_S
+            )
+        except NotLeader:
+            return
+        except SchedulerError as exc:
+            log.error(
+                "producer: fire of %s job(s) (%s...) not recorded: %s",
+                len(jobs),
+                jobs[0].job_name if jobs else "",
+                exc.message,
+            )

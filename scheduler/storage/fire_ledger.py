@@ -5,18 +5,22 @@
 accounting reads both with their versions and writes both in one fenced transaction that fails
 if either changed meanwhile (then it is done again): a fire is accounted exactly once, by one
 leader, and the runs it adds exist exactly when its record does. A leader that dies between two
-fires leaves a record from which the next one carries on.
+fires leaves a record from which the next one carries on. The jobs of one fire (thousands may
+share a cron) are accounted together: pipelined reads and batched transactions, not a round
+trip per node.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduler.model.errors import Conflict, NotFound
 from scheduler.storage.facade import LAST_FIRE
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Op, Registry
 from scheduler.storage.state import READY, RUNNING
 
@@ -26,6 +30,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _MAX_TRIES = 50
+# Bytes of paths and data per transaction: half of ZooKeeper's default 1 MB request limit.
+_BUDGET = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,13 +69,68 @@ def _time(data: bytes | None) -> float | None:
         return None
 
 
-class FireLedger:
-    """Accounts a job's fires with fenced, versioned writes (any thread)."""
+@dataclass(frozen=True)
+class _Write:
+    """One job's ledger write: its ops and what its nodes hold once it is applied."""
 
-    def __init__(self, registry: Registry, fence: Fence | None, cap: int) -> None:
+    name: str
+    ops: list[Op]
+    record: tuple[float, int]
+    """(last fire, version) of the record after the write."""
+    ready: tuple[int, int] | None
+    """(pending, version) of the ready node after the write, (0, -1) deleted; None: untouched."""
+
+
+def _after(current: tuple[Any, int] | None) -> int:
+    """The version a node has after a create (None) or a set of `current`."""
+    return 0 if current is None else current[1] + 1
+
+
+class FireLedger:
+    """Accounts jobs' fires with fenced, versioned writes (any thread; one at a time).
+
+    With `view` (the term's `QueueCache`), the pending runs, the running tasks and the size of
+    the ready queue come from it, and what the ledger writes is noted in it; the record of each
+    job's last fire is remembered from the ledger's own reads and writes (only the leader's
+    ledger writes it, fenced). Every write stays versioned, so whatever was stale in them fails
+    the write and is read again from ZooKeeper.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        fence: Fence | None,
+        cap: int,
+        budget_bytes: int = _BUDGET,
+        view: QueueCache | None = None,
+    ) -> None:
         self._registry = registry
         self._fence = fence
         self._cap = cap
+        self._budget = budget_bytes
+        self._view = view
+        self._lock = threading.RLock()
+        # Job -> (last fire, version) of its record; None: no record.
+        self._records: dict[str, tuple[float | None, int] | None] = {}
+        self.transactions = 0
+        """Transactions sent so far (written or refused)."""
+        self.reads = 0
+        """Nodes read so far."""
+
+    def prefetch(self, names: list[str]) -> dict[str, float]:
+        """Read the records of `names` (pipelined) and remember them; returns the last fires
+        recorded (jobs without a record left out)."""
+        with self._lock:
+            recorded = set(self._registry.children(LAST_FIRE)) if names else set()
+            got = self._registry.get_many([f"{LAST_FIRE}/{n}" for n in names if n in recorded])
+            self.reads += len(got) + 1
+            out: dict[str, float] = {}
+            for name in names:
+                found = got.get(f"{LAST_FIRE}/{name}")
+                self._records[name] = None if found is None else (_time(found[0]), found[1])
+                if found is not None and (when := _time(found[0])) is not None:
+                    out[name] = when
+            return out
 
     def account(
         self, job_name: str, decide: Callable[[LedgerState], tuple[LedgerWrite, _T] | None]
@@ -81,38 +142,151 @@ class FireLedger:
         write succeeded is returned, None when it wrote nothing. Raises NotLeader when the term
         no longer acts, Conflict after many lost races, RegistryError from ZooKeeper.
         """
+        return self.account_many([(job_name, decide)])[job_name]
+
+    def account_many(
+        self, jobs: list[tuple[str, Callable[[LedgerState], tuple[LedgerWrite, _T] | None]]]
+    ) -> dict[str, _T | None]:
+        """`account` for many jobs at once (the jobs of one cron fire): what is not known
+        read with pipelined requests, the writes packed into as few fenced transactions as
+        ZooKeeper's request limit allows (one job's write stays in one transaction). A
+        transaction refused because a job's nodes changed meanwhile is split in halves and
+        tried again, and the jobs refused are read from ZooKeeper and decided again, so one
+        race costs a few transactions, never the others' writes. Raises as `account`; the
+        jobs written before a NotLeader stay written."""
         if self._fence is None:
             raise RuntimeError("the fire ledger was built read-only (no fence)")
-        registry = self._registry
-        last_path, ready_path = f"{LAST_FIRE}/{job_name}", f"{READY}/{job_name}"
-        for _ in range(_MAX_TRIES):
-            last = registry.get_versioned(last_path)
-            ready = registry.get_versioned(ready_path)
-            pending = _count(None if ready is None else ready[0])
-            state = LedgerState(
-                last=_time(None if last is None else last[0]),
-                pending=pending,
-                running=bool(registry.children(f"{RUNNING}/{job_name}")),
-                queue_full=pending == 0 and len(registry.children(READY)) >= self._cap,
+        with self._lock:
+            results: dict[str, _T | None] = {name: None for name, _ in jobs}
+            todo = dict(jobs)
+            fresh = False
+            for _ in range(_MAX_TRIES):
+                if not todo:
+                    return results
+                names = list(todo)
+                decided = self._decide(names, todo, fresh)
+                done = self._commit([(w.name, w.ops) for w, _result in decided])
+                for write, result in decided:
+                    if write.name in done:
+                        results[write.name] = result
+                        del todo[write.name]
+                        self._written(write)
+                    else:
+                        self._records.pop(write.name, None)
+                        if self._view is not None:
+                            self._view.invalidate([f"{READY}/{write.name}"])
+                for name in set(names) - {w.name for w, _r in decided}:
+                    del todo[name]  # nothing to write
+                fresh = True  # what failed is read from ZooKeeper, not from the view
+            raise Conflict(
+                f"account fires of {', '.join(sorted(todo)[:5])}: too many concurrent changes"
             )
-            decided = decide(state)
-            if decided is None:
-                return None
-            write, result = decided
-            ops = [self._set(last_path, last, f"{write.record:.3f}".encode(), LAST_FIRE)]
-            if write.pending > 0 and write.pending != pending:
-                ops.append(self._set(ready_path, ready, str(write.pending).encode(), READY))
-            elif write.pending == 0 and ready is not None:
-                ops.append(Op("delete", ready_path, version=ready[1]))
-            try:
-                registry.fenced(self._fence).commit(f"account fires of {job_name}", ops)
-            except (Conflict, NotFound):
-                continue  # changed meanwhile: read and decide again
-            return result
-        raise Conflict(f"account fires of {job_name}: too many concurrent changes")
 
-    def _set(self, path: str, current: tuple[bytes, int] | None, data: bytes, parent: str) -> Op:
-        if current is None:
-            self._registry.ensure(parent)
-            return Op("create", path, data)
-        return Op("set", path, data, current[1])
+    def _written(self, write: _Write) -> None:
+        self._records[write.name] = write.record
+        if self._view is not None and write.ready is not None:
+            self._view.note_ready(write.name, *write.ready)
+
+    def _decide(
+        self,
+        names: list[str],
+        todo: dict[str, Callable[[LedgerState], tuple[LedgerWrite, _T] | None]],
+        fresh: bool,
+    ) -> list[tuple[_Write, _T]]:
+        """Find the ledgers of `names` (the view and memory, else ZooKeeper) and decide."""
+        registry, view = self._registry, self._view
+        if view is not None and not fresh:
+            view.sync()
+        use_view = view is not None and not fresh
+        unknown = [n for n in names if fresh or n not in self._records]
+        paths = [f"{LAST_FIRE}/{n}" for n in unknown]
+        if not use_view:
+            paths += [f"{READY}/{n}" for n in names]
+        reads = registry.send_reads(paths)
+        running = None if use_view else registry.children_many([f"{RUNNING}/{n}" for n in names])
+        got = reads.wait()
+        self.reads += len(paths) + (0 if running is None else len(names))
+        if view is not None and use_view:
+            queued = view.queued()
+        else:
+            queued = len(registry.children(READY))  # jobs with pending runs, for the cap
+            self.reads += 1
+        for name in unknown:
+            found = got[f"{LAST_FIRE}/{name}"]
+            self._records[name] = None if found is None else (_time(found[0]), found[1])
+        out: list[tuple[_Write, _T]] = []
+        ensured = False
+        for name in names:
+            record = self._records.get(name)
+            if view is not None and use_view:
+                ready = view.ready_of(name)
+                is_running = bool(view.running_tasks(name))
+            else:
+                raw = got[f"{READY}/{name}"]
+                ready = None if raw is None else (_count(raw[0]), raw[1])
+                is_running = bool(running and running[f"{RUNNING}/{name}"])
+            pending = 0 if ready is None else ready[0]
+            state = LedgerState(
+                last=None if record is None else record[0],
+                pending=pending,
+                running=is_running,
+                queue_full=pending == 0 and queued >= self._cap,
+            )
+            decided = todo[name](state)
+            if decided is None:
+                continue
+            write, result = decided
+            if not ensured and (record is None or ready is None):
+                registry.ensure(LAST_FIRE)
+                registry.ensure(READY)
+                ensured = True
+            ops = [_set(f"{LAST_FIRE}/{name}", record, f"{write.record:.3f}".encode())]
+            after: tuple[int, int] | None = None
+            if write.pending > 0 and write.pending != pending:
+                ops.append(_set(f"{READY}/{name}", ready, str(write.pending).encode()))
+                after = (write.pending, _after(ready))
+                if pending == 0:
+                    queued += 1
+            elif write.pending == 0 and ready is not None:
+                ops.append(Op("delete", f"{READY}/{name}", version=ready[1]))
+                after = (0, -1)
+            out.append((_Write(name, ops, (write.record, _after(record)), after), result))
+        return out
+
+    def _commit(self, units: list[tuple[str, list[Op]]]) -> set[str]:
+        """Write each unit's ops, packed into transactions; returns the units written."""
+        done: set[str] = set()
+        batch: list[tuple[str, list[Op]]] = []
+        size = 0
+        for unit in units:
+            unit_size = sum(len(op.path) + len(op.data) + 64 for op in unit[1])
+            if batch and size + unit_size > self._budget:
+                done |= self._commit_batch(batch)
+                batch, size = [], 0
+            batch.append(unit)
+            size += unit_size
+        if batch:
+            done |= self._commit_batch(batch)
+        return done
+
+    def _commit_batch(self, batch: list[tuple[str, list[Op]]]) -> set[str]:
+        assert self._fence is not None
+        ops = [op for _name, unit in batch for op in unit]
+        what = f"account fires of {batch[0][0]}" + (
+            f" and {len(batch) - 1} more job(s)" if len(batch) > 1 else ""
+        )
+        self.transactions += 1
+        try:
+            self._registry.fenced(self._fence).commit(what, ops)
+        except (Conflict, NotFound):
+            if len(batch) == 1:
+                return set()  # changed meanwhile: read and decide again
+            half = len(batch) // 2
+            return self._commit_batch(batch[:half]) | self._commit_batch(batch[half:])
+        return {name for name, _unit in batch}
+
+
+def _set(path: str, current: tuple[Any, int] | None, data: bytes) -> Op:
+    if current is None:
+        return Op("create", path, data)
+    return Op("set", path, data, current[1])

@@ -1,24 +1,29 @@
-"""The launcher's view of the queues, kept current by ZooKeeper watches instead of re-read.
+"""The leader's view of the queues, kept current by ZooKeeper watches instead of re-read.
 
-What it holds (namespace-relative paths, the layout of `state`):
-- pending runs: `/state/ready/{job}` counts, with each node's version (for versioned takes);
+One view per term, shared by the producer (through the fire ledger) and the launcher. What it
+holds (namespace-relative paths, the layout of `state`):
+- pending runs: which jobs have a `/state/ready/{job}` node (a child watch on `/state/ready`),
+  and each node's count and version. A count this process wrote (the ledger's fires, the
+  launcher's takes) is known from the write itself (`note_ready`, `launched`); one written by
+  another (a trigger through the API) is read, with a watch. Every write built from a count is
+  versioned, so a count that is stale (changed by another writer since) fails its write and is
+  read again: it is never overwritten;
 - failover shards: `/state/failover/{job}/{job@-@item}` (original task id) with the shard's
   back-off (`/state/failover_backoff/{job}/{item}`, read with it);
 - running tasks: the task ids under `/state/running/{job}` (node names; the node's data is read
-  only for the original's daemon nodes named `{job}@-@{item}`);
+  only for the original's daemon nodes named `{job}@-@{item}`). A folder the launcher's own
+  launch created is listed (and watched) only when it is asked about: most end with their one
+  task, and the child watch on `/state/running` sees them go;
 - disabled jobs and apps (`/state/disable/job|app` children);
-- the configuration of jobs and apps asked for (`/config/job|app/{name}`), loaded on first use.
+- jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
+  follows ZooKeeper), else read on first use with a watch.
 
-Every node read carries a one-shot watch. kazoo calls the watch on its own thread: the callback
-only records the path as dirty (and calls `on_change`, which must not block). `sync()`, on the
-owner's thread, re-reads the dirty paths with pipelined requests and new watches, so a round
-costs what changed since the last one, not what is stored. The view is current within a
-watch's latency: a change made by another writer after `sync()` is seen at the next one, which
-is why every write built from the view is versioned (a stale view fails the write, it never
-overwrites). kazoo drops every watch when the connection is lost (it calls each with an event of
-type NONE) and on a new session: then the next `sync()` reads everything again.
-
-Not thread-safe except the watch callbacks: one owner thread calls everything else.
+kazoo calls a watch on its own thread: the callback only records the path as dirty (and calls
+`on_change`, which must not block). `sync()` re-reads the dirty paths with pipelined requests
+and new watches, so it costs what changed since the last call, not what is stored; the view is
+current within a watch's latency. kazoo drops every watch when the connection is lost (it calls
+each with an event of type NONE) and on a new session: the next `sync()` then reads everything
+again. Thread-safe: every method holds the view's lock (reads of ZooKeeper included).
 """
 
 from __future__ import annotations
@@ -86,24 +91,29 @@ class QueueCache:
     ) -> None:
         self._registry = registry
         self._config = config
-        self._on_change = on_change
+        self.on_change = on_change
+        """Called (on kazoo's thread) after each watch fires; must not block."""
         self._root = registry.abs("/")
         self._lock = threading.Lock()
-        # Written by watch callbacks (any thread), taken by `sync` (under `_lock`).
+        # Written by watch callbacks and writers' notes (any thread), taken by `sync`.
         self._stale = True
         self._dirty_children: set[str] = set()
         self._dirty_data: set[str] = set()
+        self._notes: dict[str, tuple[int, int]] = {}
         self._stopped = False
-        # The view: the owner thread's only.
+        # The view, under `_view`.
+        self._view = threading.RLock()
         self._session: object = None
         self._ready: dict[str, tuple[int, int]] = {}
         self._failover_jobs: dict[str, set[str]] = {}
         self._failover: dict[str, FailoverEntry] = {}  # by node path
         self._backoff: dict[str, tuple[int, float]] = {}  # by back-off node path
         self._running: dict[str, dict[str, str]] = {}  # job -> node name -> task id
+        self._unlisted: set[str] = set()  # running folders known from own launches only
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
         self._jobs: dict[str, JobConfig | RegistryError] = {}
+        self._noted_jobs: dict[str, JobConfig] = {}
         self._apps: dict[str, AppConfig | RegistryError] = {}
         self.reads = 0
         """Nodes read so far (lists and data): what keeping the view current costs."""
@@ -124,8 +134,9 @@ class QueueCache:
                 self._stale = True  # kazoo dropped every watch: connection lost or new session
             else:
                 target.add(self._relative(path))
-        if self._on_change is not None:
-            self._on_change()
+        on_change = self.on_change
+        if on_change is not None:
+            on_change()
 
     def _on_children(self, event: Any) -> None:
         self._mark(event, self._dirty_children)
@@ -147,36 +158,40 @@ class QueueCache:
             self._stopped = True
 
     def invalidate(self, paths: Iterable[str] = ()) -> None:
-        """Re-read `paths` (namespace-relative; none given: everything) at the next `sync()`,
-        for a write whose outcome is unknown."""
+        """Read `paths` (namespace-relative; none given: everything) again at the next
+        `sync()`: a write built from them failed, or its outcome is unknown."""
+        wanted = list(paths)
         with self._lock:
-            if not paths:
+            if not wanted:
                 self._stale = True
-            for path in paths:
+            for path in wanted:
                 self._dirty_data.add(path)
                 self._dirty_children.add(path.rsplit("/", 1)[0])
+                if path.startswith(READY + "/"):
+                    self._notes.pop(path.rsplit("/", 1)[1], None)
 
     def sync(self) -> None:
         """Bring the view up to date: what changed since the last call (everything after a
         lost connection or a new session), read with pipelined requests. Blocks for those
         reads; raises RegistryError when ZooKeeper fails or does not answer (the next call
         then reads everything)."""
-        session = self._session_id()
-        with self._lock:
-            stale = self._stale or session != self._session
-            children, data = self._dirty_children, self._dirty_data
-            self._stale = False
-            self._dirty_children, self._dirty_data = set(), set()
-        try:
-            if stale:
-                self._session = session
-                self._load()
-            elif children or data:
-                self._refresh(children, data)
-        except BaseException:
+        with self._view:
+            session = self._session_id()
             with self._lock:
-                self._stale = True
-            raise
+                stale = self._stale or session != self._session
+                children, data, notes = self._dirty_children, self._dirty_data, self._notes
+                self._stale = False
+                self._dirty_children, self._dirty_data, self._notes = set(), set(), {}
+            try:
+                if stale:
+                    self._session = session
+                    self._load(notes)
+                elif children or data or notes:
+                    self._refresh(children, data, notes)
+            except BaseException:
+                with self._lock:
+                    self._stale = True
+                raise
 
     def _session_id(self) -> object:
         try:
@@ -184,7 +199,7 @@ class QueueCache:
         except Exception:  # noqa: BLE001 - no session: the next sync reads everything
             return None
 
-    # -- reads into the view -------------------------------------------------------------------
+    # -- reads into the view (under `_view`) -----------------------------------------------------
 
     def _list(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
         wanted = list(paths)
@@ -200,7 +215,7 @@ class QueueCache:
         self.reads += len(wanted)
         return self._registry.get_many(wanted, self._data_watch)
 
-    def _load(self) -> None:
+    def _load(self, notes: dict[str, tuple[int, int]]) -> None:
         for root in _ROOTS:
             self._registry.ensure(root)  # a child watch needs the node
         self._ready.clear()
@@ -208,11 +223,18 @@ class QueueCache:
         self._failover.clear()
         self._backoff.clear()
         self._running.clear()
+        self._unlisted.clear()
         self._jobs.clear()
         self._apps.clear()
-        self._refresh(set(_ROOTS), set(), fresh=True)
+        self._refresh(set(_ROOTS), set(), notes, fresh=True)
 
-    def _refresh(self, children: set[str], data: set[str], fresh: bool = False) -> None:
+    def _refresh(
+        self,
+        children: set[str],
+        data: set[str],
+        notes: dict[str, tuple[int, int]],
+        fresh: bool = False,
+    ) -> None:
         """Re-read the dirty paths; `fresh`: the view is empty and every root is listed."""
         lists = self._list(sorted(p for p in children if p in _ROOTS))
         job_folders: set[str] = {
@@ -220,12 +242,27 @@ class QueueCache:
             for p in children
             if p.startswith((FAILOVER + "/", RUNNING + "/")) and p.count("/") == 3
         }
-        reads: set[str] = set(data)
+        reads: set[str] = {p for p in data if not p.startswith(READY + "/")}
+        ready_reads = {p for p in data if p.startswith(READY + "/")}
         if READY in lists:
             names = set(lists[READY] or [])
             for gone in [j for j in self._ready if j not in names]:
                 del self._ready[gone]
-            reads |= {f"{READY}/{j}" for j in names if fresh or j not in self._ready}
+            # What this process wrote is known; a node that is gone since is not brought back.
+            notes = {j: n for j, n in notes.items() if j in names}
+            ready_reads |= {
+                f"{READY}/{j}"
+                for j in names
+                if (fresh or j not in self._ready) and (j not in notes or notes[j][0] <= 0)
+            }
+        for job, (count, version) in notes.items():
+            known = self._ready.get(job)
+            if count <= 0:
+                self._ready.pop(job, None)
+            elif known is None or version > known[1]:
+                self._ready[job] = (count, version)
+            ready_reads.discard(f"{READY}/{job}")
+        reads |= ready_reads
         for root, folders in ((FAILOVER, self._failover_jobs), (RUNNING, self._running)):
             if root not in lists:
                 continue
@@ -237,19 +274,28 @@ class QueueCache:
             self._disabled_jobs = set(lists[DISABLE_JOB] or [])
         if DISABLE_APP in lists:
             self._disabled_apps = set(lists[DISABLE_APP] or [])
-        for folder, listed in self._list(sorted(job_folders)).items():
+        reads |= self._list_folders(job_folders)
+        self._read_data(reads)
+
+    def _list_folders(self, folders: set[str]) -> set[str]:
+        """List job folders (with watches); returns the data paths to read for them."""
+        reads: set[str] = set()
+        for folder, listed in self._list(sorted(folders)).items():
             root, job = folder.rsplit("/", 1)
+            if root == RUNNING:
+                self._unlisted.discard(job)
             if listed is None:
                 self._drop_folder(root, job)
             elif root == FAILOVER:
                 reads |= self._failover_listed(job, listed)
             else:
                 reads |= self._running_listed(job, listed)
-        self._read_data(reads)
+        return reads
 
     def _drop_folder(self, root: str, job: str) -> None:
         if root == RUNNING:
             self._running.pop(job, None)
+            self._unlisted.discard(job)
             return
         for key in self._failover_jobs.pop(job, set()):
             self._failover.pop(f"{FAILOVER}/{job}/{key}", None)
@@ -344,53 +390,80 @@ class QueueCache:
             return
         tasks[name] = text
 
-    # -- the view (owner thread) ---------------------------------------------------------------
+    # -- the view ----------------------------------------------------------------------------
 
     def ready(self) -> dict[str, tuple[int, int]]:
         """Job -> (pending runs, node version) of every job with pending runs."""
-        return {job: got for job, got in self._ready.items() if got[0] > 0}
+        with self._view:
+            return {job: got for job, got in self._ready.items() if got[0] > 0}
+
+    def ready_of(self, job: str) -> tuple[int, int] | None:
+        """(pending runs, node version) of `job`'s ready node; None: it has none."""
+        with self._view:
+            return self._ready.get(job)
+
+    def queued(self) -> int:
+        """How many jobs have a ready node."""
+        with self._view:
+            return len(self._ready)
 
     def failover(self) -> list[FailoverEntry]:
         """Every queued failover shard, by job and item."""
-        return sorted(self._failover.values(), key=lambda e: (e.job_name, e.item))
+        with self._view:
+            return sorted(self._failover.values(), key=lambda e: (e.job_name, e.item))
 
     def running(self) -> dict[str, list[str]]:
         """Job -> task ids of its running tasks (jobs with at least one)."""
-        return {job: list(tasks.values()) for job, tasks in self._running.items() if tasks}
+        with self._view:
+            self._list_unlisted(list(self._unlisted))
+            return {job: list(tasks.values()) for job, tasks in self._running.items() if tasks}
 
     def running_tasks(self, job: str) -> list[str]:
-        """Task ids of `job`'s running tasks."""
-        return list(self._running.get(job, {}).values())
+        """Task ids of `job`'s running tasks. Reads the job's folder when the view only knows
+        it from its own launch (once; watched from then on)."""
+        with self._view:
+            self._list_unlisted([job])
+            return list(self._running.get(job, {}).values())
+
+    def _list_unlisted(self, jobs: list[str]) -> None:
+        wanted = [j for j in jobs if j in self._unlisted]
+        if wanted:
+            self._read_data(self._list_folders({f"{RUNNING}/{j}" for j in wanted}))
 
     def has_running_folder(self, job: str) -> bool:
         """Whether `/state/running/{job}` exists, as far as the view knows."""
-        return job in self._running
+        with self._view:
+            return job in self._running
 
     def is_disabled(self, job: JobConfig) -> bool:
         """The job or its app is disabled."""
-        return job.job_name in self._disabled_jobs or job.app_name in self._disabled_apps
+        with self._view:
+            return job.job_name in self._disabled_jobs or job.app_name in self._disabled_apps
 
     def jobs(self, names: Iterable[str]) -> dict[str, JobConfig | None]:
-        """The stored configuration of each job (None: missing or unreadable, logged once
-        per change of its node); what is not in the view yet is read with pipelined requests
-        and watched. Raises RegistryError when ZooKeeper fails."""
-        wanted = list(dict.fromkeys(names))
-        self._load_configs(JOBS, [n for n in wanted if n not in self._jobs], self._jobs)
-        out: dict[str, JobConfig | None] = {}
-        for name in wanted:
-            got = self._jobs.get(name)
-            out[name] = got if isinstance(got, JobConfig) else None
-        return out
+        """The configuration of each job (None: missing or unreadable, logged once per change
+        of its node): the producer's when it has noted one, else the view's, else read with
+        pipelined requests and watched. Raises RegistryError when ZooKeeper fails."""
+        with self._view:
+            wanted = list(dict.fromkeys(names))
+            unknown = [n for n in wanted if n not in self._noted_jobs and n not in self._jobs]
+            self._load_configs(JOBS, unknown, self._jobs)
+            out: dict[str, JobConfig | None] = {}
+            for name in wanted:
+                got = self._noted_jobs.get(name) or self._jobs.get(name)
+                out[name] = got if isinstance(got, JobConfig) else None
+            return out
 
     def apps(self, names: Iterable[str]) -> dict[str, AppConfig | None]:
-        """As `jobs`, for apps."""
-        wanted = list(dict.fromkeys(names))
-        self._load_configs(APPS, [n for n in wanted if n not in self._apps], self._apps)
-        out: dict[str, AppConfig | None] = {}
-        for name in wanted:
-            got = self._apps.get(name)
-            out[name] = got if isinstance(got, AppConfig) else None
-        return out
+        """As `jobs`, for apps (always from the view or ZooKeeper)."""
+        with self._view:
+            wanted = list(dict.fromkeys(names))
+            self._load_configs(APPS, [n for n in wanted if n not in self._apps], self._apps)
+            out: dict[str, AppConfig | None] = {}
+            for name in wanted:
+                got = self._apps.get(name)
+                out[name] = got if isinstance(got, AppConfig) else None
+            return out
 
     def _load_configs(self, base: str, names: list[str], into: dict[str, Any]) -> None:
         plain = [n for n in names if n and "/" not in n and n not in (".", "..")]
@@ -410,7 +483,23 @@ class QueueCache:
                 log.error("queue cache: stored app %r cannot be read: %s", name, exc.message)
                 into[name] = RegistryError(exc.message)
 
-    # -- the owner's own writes, applied at once (their watches confirm them later) ------------
+    # -- what this process wrote or knows, applied without reading -----------------------------
+
+    def note_job(self, job: JobConfig) -> None:
+        """The producer scheduled `job` as the config listener read it (any thread)."""
+        with self._view:
+            self._noted_jobs[job.job_name] = job
+
+    def forget_job(self, job_name: str) -> None:
+        """The producer no longer schedules `job_name` (any thread)."""
+        with self._view:
+            self._noted_jobs.pop(job_name, None)
+
+    def note_ready(self, job: str, count: int, version: int) -> None:
+        """This process wrote `job`'s ready node: `count` runs at `version` (count 0: deleted).
+        Applied at the next `sync()` (any thread)."""
+        with self._lock:
+            self._notes[job] = (count, version)
 
     def launched(
         self,
@@ -422,20 +511,18 @@ class QueueCache:
         """Record a committed launch: its running tasks, the job's pending runs after the
         take (count and new version; None when untouched) and the failover entries it
         consumed."""
-        if job not in self._running:
-            # A folder this launch created: list it at the next sync, which also puts the
-            # watch on it that tells when its tasks end.
-            with self._lock:
-                self._dirty_children.add(f"{RUNNING}/{job}")
-        tasks = self._running.setdefault(job, {})
-        for task_id in task_ids:
-            tasks[task_id] = task_id
-        if ready is not None:
-            if ready[0] > 0:
-                self._ready[job] = ready
-            else:
-                self._ready.pop(job, None)
-        for path in failover_paths:
-            entry = self._failover.pop(path, None)
-            if entry is not None:
-                self._failover_jobs.get(job, set()).discard(path.rsplit("/", 1)[1])
+        with self._view:
+            if job not in self._running:
+                self._unlisted.add(job)  # created by this launch: listed when asked about
+            tasks = self._running.setdefault(job, {})
+            for task_id in task_ids:
+                tasks[task_id] = task_id
+            if ready is not None:
+                if ready[0] > 0:
+                    self._ready[job] = ready
+                else:
+                    self._ready.pop(job, None)
+            for path in failover_paths:
+                entry = self._failover.pop(path, None)
+                if entry is not None:
+                    self._failover_jobs.get(job, set()).discard(path.rsplit("/", 1)[1])

@@ -168,15 +168,22 @@ class Launcher(ThreadedComponent):
     thread_name = "sched-launcher"
 
     def __init__(
-        self, facade: StateFacade, term: TermView, driver: Callable[[], MesosDriver | None]
+        self,
+        facade: StateFacade,
+        term: TermView,
+        driver: Callable[[], MesosDriver | None],
+        view: QueueCache | None = None,
     ) -> None:
+        """`view`: the term's view of the queues, shared with the producer (the launcher wakes
+        on its changes and stops it); a view of its own when None."""
         super().__init__()
         if facade.fence is None:
             raise ValueError("the launcher writes: it needs a facade with the term's fence")
         self._facade = facade
         self._term = term
         self._driver = driver
-        self._cache = QueueCache(facade.registry, facade.config, self.wake)
+        self._cache = view or QueueCache(facade.registry, facade.config)
+        self._cache.on_change = self.wake
         self._book = LaunchBook(facade.registry, facade.fence, self._cache)
         self._lock = threading.Lock()
         self._offers: dict[str, dict[str, Any]] = {}

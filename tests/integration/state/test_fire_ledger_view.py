@@ -1,0 +1,86 @@
+"""The fire ledger over the term's queue view: a fire of thousands of jobs in a few batched
+transactions without a read per job, and never a stale count written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.queue_cache import QueueCache
+from scheduler.storage.registry import Fence, Registry
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+@pytest.fixture
+def fence(registry: Registry, zk_client: KazooClient) -> Fence:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    return Fence(node, lambda: True)
+
+
+@pytest.fixture
+def view(registry: Registry) -> QueueCache:
+    return QueueCache(registry, ConfigStore(registry, None, "UTC"))
+
+
+def _one_more_run(fire: float) -> Callable[[LedgerState], tuple[LedgerWrite, int]]:
+    """A decision as a fire with misfire on makes it: one more pending run, recorded."""
+
+    def decide(state: LedgerState) -> tuple[LedgerWrite, int]:
+        return LedgerWrite(fire, state.pending + 1), state.pending + 1
+
+    return decide
+
+
+def test_a_fire_of_a_thousand_jobs_costs_a_few_transactions_and_no_read_per_job(
+    registry: Registry, fence: Fence, view: QueueCache
+) -> None:
+    names = [f"job{i:04d}" for i in range(1000)]
+    ledger = FireLedger(registry, fence, 10_000, view=view)
+    ledger.prefetch(names)  # term start: one pipelined read for all the records
+    view.sync()
+    reads = ledger.reads
+    ledger.account_many([(n, _one_more_run(100.0)) for n in names])
+    assert ledger.reads == reads  # the first records (creates) and the queue came from memory
+    assert ledger.transactions <= 2
+    transactions = ledger.transactions
+    ledger.account_many([(n, _one_more_run(102.0)) for n in names])
+    assert ledger.reads == reads  # the second fire: records and counts as written
+    assert ledger.transactions - transactions <= 2
+    facade = StateFacade.build(registry, fence, "UTC", 10_000)
+    assert facade.ready.counts() == dict.fromkeys(names, 2)
+    assert facade.last_fires(names) == dict.fromkeys(names, 102.0)
+    # The view knows the counts it was told about, without reading them.
+    view_reads = view.reads
+    view.sync()
+    assert {n: c for n, (c, _v) in view.ready().items()} == dict.fromkeys(names, 2)
+    assert view.reads - view_reads <= 1  # the list of /state/ready, not 1000 nodes
+
+
+def test_a_count_changed_behind_the_views_back_is_read_again_not_overwritten(
+    registry: Registry, fence: Fence, view: QueueCache
+) -> None:
+    ledger = FireLedger(registry, fence, 10_000, view=view)
+    ledger.prefetch(["job"])
+    view.sync()
+    ledger.account("job", _one_more_run(100.0))
+    view.sync()
+    assert view.ready_of("job") == (1, 0)
+    # A trigger through the API adds a run: the view (told of the ledger's write, not
+    # watching the node) still says 1.
+    StateFacade.build(registry, fence, "UTC", 10_000).ready.add_transient("job", misfire=True)
+    view.sync()
+    assert view.ready_of("job") == (1, 0)
+    assert ledger.account("job", _one_more_run(102.0)) == 3
+    assert registry.get("/state/ready/job") == b"3"  # not the stale 1 + 1
+    view.sync()
+    assert view.ready_of("job") == (3, 2)
