@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from ejcloud_cli.context import State, confirm, json_option, segment
+from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import UsageProblem
 from ejcloud_cli.output import objects, ordered_fields, render_fields
 from ejcloud_cli.specs import build_body, load_spec, parse_sets
@@ -63,29 +62,17 @@ def show_app(state: State, name: str) -> None:
     state.show(app, lambda: render_fields(fields))
 
 
-def _app_fields(func: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "-f", "--file", "spec_file", help="JSON or YAML file with the app (-: stdin)."
-        ),
+_app_fields = spec_options(
+    "app",
+    [
         click.option("--url", "app_url", help="appURL: where Mesos fetches the app archive."),
         click.option("--bootstrap", help="bootstrapScript: starts the executor (bin/start.sh)."),
         click.option("--cpu", type=float, help="cpuCount of the executor, per agent."),
         click.option("--memory", type=float, help="memoryMB of the executor, per agent."),
         click.option("--cache/--no-cache", default=None, help="appCacheEnable."),
         click.option("--trace-sampling", type=int, help="eventTraceSamplingCount."),
-        click.option(
-            "--set",
-            "sets",
-            multiple=True,
-            metavar="FIELD=VALUE",
-            help="Any other field (VALUE is JSON, or a string).",
-        ),
-        json_option,
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    ],
+)
 
 
 def _body(state: State, name: str | None, spec_file: str | None, **flags: Any) -> dict[str, Any]:

@@ -153,3 +153,31 @@ def confirm(question: str, yes: bool) -> None:
 def segment(name: str) -> str:
     """`name` quoted as one URL path segment."""
     return quote(name, safe="")
+
+
+def spec_options(
+    what: str, fields: Sequence[Callable[[F], F]]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of `add`/`update` for an app or a job: `-f FILE`, one flag per common field
+    (`fields`, in help order), `--set FIELD=VALUE` for any other field, and `--json`."""
+    options: list[Callable[[Any], Any]] = [
+        click.option(
+            "-f", "--file", "spec_file", help=f"JSON or YAML file with the {what} (-: stdin)."
+        ),
+        *fields,
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="FIELD=VALUE",
+            help="Any other field (VALUE is JSON, or a string).",
+        ),
+        json_option,
+    ]
+
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from ejcloud_cli.context import State, confirm, json_option, segment
+from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import ApiError, UsageProblem
 from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
 from ejcloud_cli.specs import build_body, load_spec, parse_sets
@@ -81,15 +80,13 @@ def show_job(state: State, name: str) -> None:
     state.show(job, lambda: render_fields(fields))
 
 
-def _job_fields(func: Callable[..., Any]) -> Callable[..., Any]:
-    choice_types = click.Choice(["SIMPLE", "DATAFLOW", "SCRIPT"], case_sensitive=False)
-    choice_exec = click.Choice(["TRANSIENT", "DAEMON"], case_sensitive=False)
-    options = [
-        click.option(
-            "-f", "--file", "spec_file", help="JSON or YAML file with the job (-: stdin)."
-        ),
+_TYPES = click.Choice(["SIMPLE", "DATAFLOW", "SCRIPT"], case_sensitive=False)
+_EXECUTION_TYPES = click.Choice(["TRANSIENT", "DAEMON"], case_sensitive=False)
+_job_fields = spec_options(
+    "job",
+    [
         click.option("--app", "app_name", help="appName: the app whose code the job runs."),
-        click.option("--type", "job_type", type=choice_types, help="jobType."),
+        click.option("--type", "job_type", type=_TYPES, help="jobType."),
         click.option("--class", "job_class", help="jobClass: module:function or module:Class."),
         click.option("--script", help="scriptCommandLine (SCRIPT jobs)."),
         click.option("--cron", help="cron: Quartz ('0/5 * * * * ?') or 5-field crontab."),
@@ -97,25 +94,15 @@ def _job_fields(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--shards", type=int, help="shardingTotalCount."),
         click.option("--shard-params", help="shardingItemParameters ('0=a,1=b')."),
         click.option("--param", help="jobParameter."),
-        click.option("--execution", type=choice_exec, help="jobExecutionType."),
+        click.option("--execution", type=_EXECUTION_TYPES, help="jobExecutionType."),
         click.option("--cpu", type=float, help="cpuCount per shard."),
         click.option("--memory", type=float, help="memoryMB per shard."),
         click.option("--failover/--no-failover", default=None, help="failover."),
         click.option("--misfire/--no-misfire", default=None, help="misfire."),
         click.option("--streaming/--no-streaming", default=None, help="streamingProcess."),
         click.option("--description", help="description."),
-        click.option(
-            "--set",
-            "sets",
-            multiple=True,
-            metavar="FIELD=VALUE",
-            help="Any other field (VALUE is JSON, or a string).",
-        ),
-        json_option,
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    ],
+)
 
 
 def _body(state: State, name: str | None, spec_file: str | None, **flags: Any) -> dict[str, Any]:
