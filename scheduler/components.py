@@ -160,12 +160,12 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
             trace_backlog=int(trace.get("pending", 0)),
             trace_dropped=int(trace.get("dropped", 0)),
             trace_errors=int(trace.get("errors", 0)),
+            job_events=event_counts.counts(),
+            webhook_deliveries=webhooks.counts(),
+            webhook_queue=webhooks.queue_length(),
         )
 
     ctx.info["figures"] = figures
-    ctx.info["metrics_text"] = lambda: "\n".join(
-        [*event_counts.prometheus(), *webhooks.prometheus()]
-    )
     return [
         TermRecorder(ctx),
         framework_ids,

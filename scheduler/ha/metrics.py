@@ -25,12 +25,11 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
 from scheduler.model.job_events import JobEvent, JobEventKind
@@ -59,6 +58,22 @@ _RUN_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
 _ENDED_KEPT = 100_000
 _FIRES_KEPT_PER_JOB = 1000
+_JOB_EVENT_FAMILIES = {
+    JobEventKind.RUN_FAILED: ("ejc_runs_failed", "Shards that failed for good (not relaunched)."),
+    JobEventKind.RUN_TIMED_OUT: (
+        "ejc_runs_timed_out",
+        "Runs stopped after their job's timeoutSeconds.",
+    ),
+    JobEventKind.FIRE_SKIPPED: (
+        "ejc_fires_skipped",
+        "Cron fires skipped (misfire off: missed, running or pending).",
+    ),
+    JobEventKind.FIRE_CAPPED: (
+        "ejc_fires_capped",
+        "Cron fires dropped: job_state_queue_size runs already pending.",
+    ),
+}
+_WEBHOOK_OUTCOMES = ("delivered", "retried", "given_up", "dropped")
 # Shards of one run are launched within one launcher round, a few milliseconds apart.
 _SAME_RUN_S = 2.0
 
@@ -74,6 +89,11 @@ class TermFigures:
     trace_backlog: int = 0
     trace_dropped: int = 0
     trace_errors: int = 0
+    job_events: Mapping[JobEventKind, int] = field(default_factory=dict)
+    """Run and fire events of the term, by kind (fires counted one by one)."""
+    webhook_deliveries: Mapping[str, int] = field(default_factory=dict)
+    """Failure webhook deliveries by outcome (delivered, retried, given_up, dropped)."""
+    webhook_queue: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,9 +112,6 @@ class ReplicaFigures:
     mesos: str | None = None
     """The Mesos driver's state (leader only): `connected`, `connecting: ...`, ..."""
     term: TermFigures | None = None
-    extra_text: str = ""
-    """Exposition text a term's component still writes by hand: parsed, then served (a family
-    whose name this collector already yields is left out)."""
 
 
 class ReplicaCollector:
@@ -104,13 +121,7 @@ class ReplicaCollector:
         self._figures = figures
 
     def collect(self) -> Iterator[Metric]:
-        figures: ReplicaFigures = self._figures()
-        names: set[str] = set()
-        for family in _replica_families(figures):
-            names.add(family.name)
-            yield family
-        if figures.extra_text:
-            yield from _parsed(figures.extra_text, names)
+        yield from _replica_families(self._figures())
 
 
 def _replica_families(f: ReplicaFigures) -> Iterator[Metric]:
@@ -211,17 +222,22 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "Event trace entries the database refused this term.",
         value=t.trace_errors,
     )
-
-
-def _parsed(text: str, known: set[str]) -> Iterator[Metric]:
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError:
-        log.warning("metrics: a term component wrote exposition text that does not parse")
-        return
-    for family in families:
-        if family.name not in known:
-            yield family
+    for kind, (name, text) in _JOB_EVENT_FAMILIES.items():
+        yield CounterMetricFamily(name, text, value=t.job_events.get(kind, 0))
+    deliveries = CounterMetricFamily(
+        "ejc_webhook_deliveries",
+        "Failure webhook deliveries by outcome (retried: failed attempts tried again; dropped: "
+        "the queue was full).",
+        labels=["outcome"],
+    )
+    for outcome in _WEBHOOK_OUTCOMES:
+        deliveries.add_metric([outcome], t.webhook_deliveries.get(outcome, 0))
+    yield deliveries
+    yield GaugeMetricFamily(
+        "ejc_webhook_queue_length",
+        "Failure webhook events waiting to be sent.",
+        value=t.webhook_queue,
+    )
 
 
 class SchedulerMetrics:

@@ -572,7 +572,6 @@ class Replica:
         term = self._term
         acting = self.is_acting_leader()
         term_figures = self._leader_info("figures") if acting else None
-        extra = self._leader_info("metrics_text") if acting else None
         return ReplicaFigures(
             acting=acting,
             terms=self.counters["terms"],
@@ -585,5 +584,4 @@ class Replica:
             unplaceable=int(self._leader_info("unplaceable") or 0) if acting else 0,
             mesos=str(self._leader_info("mesos")) if acting else None,
             term=term_figures if isinstance(term_figures, TermFigures) else None,
-            extra_text=str(extra) if extra else "",
         )

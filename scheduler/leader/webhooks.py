@@ -158,21 +158,9 @@ class WebhookNotifier(ThreadedComponent):
         with self._lock:
             return dict(self._counts)
 
-    def prometheus(self) -> list[str]:
-        """Exposition lines for `/metrics` (this term's leader)."""
-        counts = self.counts()
-        lines = [
-            "# HELP ejc_webhook_deliveries_total Failure webhook deliveries by outcome (retried: "
-            "failed attempts tried again; dropped: the queue was full).",
-            "# TYPE ejc_webhook_deliveries_total counter",
-        ]
-        lines += [f'ejc_webhook_deliveries_total{{outcome="{k}"}} {counts[k]}' for k in _OUTCOMES]
-        lines += [
-            "# HELP ejc_webhook_queue_length Failure webhook events waiting to be sent.",
-            "# TYPE ejc_webhook_queue_length gauge",
-            f"ejc_webhook_queue_length {self._queue.qsize() + len(self._retries)}",
-        ]
-        return lines
+    def queue_length(self) -> int:
+        """Events waiting to be sent (queued, or waiting for a retry)."""
+        return self._queue.qsize() + len(self._retries)
 
     def _count(self, outcome: str) -> None:
         with self._lock:

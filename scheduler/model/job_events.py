@@ -28,20 +28,6 @@ class JobEventKind(StrEnum):
         return self.value.upper()
 
 
-_HELP = {
-    JobEventKind.RUN_FAILED: "Shards that failed for good (not relaunched).",
-    JobEventKind.RUN_TIMED_OUT: "Runs stopped after their job's timeoutSeconds.",
-    JobEventKind.FIRE_SKIPPED: "Cron fires skipped (misfire off: missed, running or pending).",
-    JobEventKind.FIRE_CAPPED: "Cron fires dropped: job_state_queue_size runs already pending.",
-}
-_METRIC = {
-    JobEventKind.RUN_FAILED: "ejc_runs_failed_total",
-    JobEventKind.RUN_TIMED_OUT: "ejc_runs_timed_out_total",
-    JobEventKind.FIRE_SKIPPED: "ejc_fires_skipped_total",
-    JobEventKind.FIRE_CAPPED: "ejc_fires_capped_total",
-}
-
-
 @dataclass(frozen=True)
 class JobEvent:
     """One event; fire events may stand for several fires of one accounting (`fires`)."""
@@ -90,13 +76,6 @@ class JobEventCounts:
         with self._lock:
             return self._counts[kind]
 
-    def prometheus(self) -> list[str]:
-        """Exposition lines of the counters (this term's leader only)."""
-        lines: list[str] = []
+    def counts(self) -> dict[JobEventKind, int]:
         with self._lock:
-            counts = dict(self._counts)
-        for kind in JobEventKind:
-            name = _METRIC[kind]
-            lines += [f"# HELP {name} {_HELP[kind]}", f"# TYPE {name} counter"]
-            lines.append(f"{name} {counts[kind]}")
-        return lines
+            return dict(self._counts)

@@ -193,14 +193,19 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
         started_at=1.7e9,
         term_started_at=1.7e9 + 5,
         mesos="connected",
-        term=TermFigures(ready_runs=4, offers_held=2, offers_declined=7, trace_dropped=1),
-        extra_text="# HELP ejc_leader dup\n# TYPE ejc_leader gauge\nejc_leader 5\n"
-        "# HELP ejc_webhook_queue_length q\n# TYPE ejc_webhook_queue_length gauge\n"
-        "ejc_webhook_queue_length 3\n",
+        term=TermFigures(
+            ready_runs=4,
+            offers_held=2,
+            offers_declined=7,
+            trace_dropped=1,
+            job_events={JobEventKind.FIRE_SKIPPED: 2},
+            webhook_deliveries={"dropped": 1},
+            webhook_queue=3,
+        ),
     )
     registry.register(ReplicaCollector(lambda: figures))
     samples = _samples(registry)
-    assert samples[("ejc_leader", ())] == 1  # the hand-written duplicate is left out
+    assert samples[("ejc_leader", ())] == 1
     assert samples[("ejc_replica_role", (("role", "leader"),))] == 1
     assert samples[("ejc_replica_role", (("role", "standby"),))] == 0
     assert samples[("ejc_leader_terms_total", ())] == 2
@@ -211,6 +216,9 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
     assert samples[("ejc_offers_declined_total", ())] == 7
     assert samples[("ejc_trace_writer_dropped_total", ())] == 1
     assert samples[("ejc_webhook_queue_length", ())] == 3
+    assert samples[("ejc_fires_skipped_total", ())] == 2
+    assert samples[("ejc_fires_capped_total", ())] == 0
+    assert samples[("ejc_webhook_deliveries_total", (("outcome", "dropped"),))] == 1
 
     standby = CollectorRegistry()
     idle = ReplicaFigures(False, 0, 0, 1, 1, "CONNECTED", 1.7e9)
