@@ -163,23 +163,33 @@ def test_leader_chaos_loses_no_fire_and_runs_no_shard_twice(
         )
 
     # A quiet moment: no run pending or running, and no fire accounted meanwhile.
+    seen: dict[str, str] = {}
+
     def settled(name: str) -> tuple[float, list[int]] | None:
         last = recorded(registry, name)
         leader = system.leader()
         if last is None or leader is None:
+            seen[name] = f"last fire {last}, leader {leader}"
             return None
         pending = [r for r in system.api("GET", "/api/job/tasks/ready")[1] if r["jobName"] == name]
         busy = [t for t in system.running() if t["metaInfo"]["jobName"] == name]
         runs = records[name]
         starts = [len(runs.starts(item)) for item in range(SHARDS)]
-        ended = all(len(runs.ends(item)) == starts[item] for item in range(SHARDS))
-        if pending or busy or not ended or recorded(registry, name) != last:
+        ends = [len(runs.ends(item)) for item in range(SHARDS)]
+        seen[name] = (
+            f"pending {pending}, running {[t['metaInfo'] for t in busy]}, starts {starts}, "
+            f"ends {ends}, last fire {last}"
+        )
+        if pending or busy or ends != starts or recorded(registry, name) != last:
             return None
         return last, starts
 
     figures = []
     for name, misfire in JOBS.items():
-        last, starts = wait_for(partial(settled, name), 60, message=f"{name} settled")
+        try:
+            last, starts = wait_for(partial(settled, name), 60, message=f"{name} settled")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last seen: {seen.get(name)}") from exc
         fires = fires_between(first[name], last)
         runs = records[name]
         relaunched = sum("@-@FAILOVER@-@" in line[3] for line in runs.lines() if line[0] == "start")
