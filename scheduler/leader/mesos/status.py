@@ -12,6 +12,12 @@ failure, whatever its state: it is not relaunched. TASK_UNKNOWN (Mesos does not 
 with PARTITION_AWARE that is what reconciliation answers for a task that is gone) counts as lost;
 TASK_UNREACHABLE keeps the task until Mesos says more. Updates for tasks the leader does not know
 are logged and acknowledged.
+
+The dispatch is a table: each Mesos state maps to one kind of update (`KIND_OF_STATE`), each kind
+to one handler. A state outside the table (one a newer Mesos added) is logged at ERROR and
+acknowledged without being recorded: the agent forwards a task's updates one at a time, the next
+only once the previous one was acknowledged, so holding it back would keep every later update of
+the task, its end included, from ever arriving.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from executor.records import RecordError, decode_status_data
@@ -27,7 +36,7 @@ from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
-from scheduler.model.task_states import ACTIVE_STATES, COUNTED_FAILED_STATES, TERMINAL_STATES
+from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
 from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Op
 from scheduler.storage.result_journal import ResultJournal
@@ -41,6 +50,47 @@ MAX_COMPLETION_REASON = "REASON_MAX_COMPLETION_TIME_REACHED"
 TIMED_OUT_PREFIX = "timed out after "
 _KILLED_BY = {KILLED_BY_USER: "by a user", KILLED_BY_REPLACE: "by overlapPolicy REPLACE"}
 _REASON_MAX_CHARS = 1000
+
+
+class UpdateKind(Enum):
+    """What a Mesos task state means to the scheduler; each kind has one handler."""
+
+    ACTIVE = "active"
+    """Staging, starting, running, killing: the task lives (a daemon's BEGIN and COMPLETE too)."""
+    UNREACHABLE = "unreachable"
+    """Its agent is cut off: the task is kept until Mesos says more."""
+    FINISHED = "finished"
+    KILLED = "killed"
+    FAILED = "failed"
+    """Failed, lost, error, dropped, gone, gone by operator, unknown."""
+
+
+# The state table: every Mesos task state the scheduler knows, by kind.
+KIND_OF_STATE: Mapping[str, UpdateKind] = MappingProxyType(
+    {
+        **dict.fromkeys(ACTIVE_STATES, UpdateKind.ACTIVE),
+        "TASK_UNREACHABLE": UpdateKind.UNREACHABLE,
+        "TASK_FINISHED": UpdateKind.FINISHED,
+        "TASK_KILLED": UpdateKind.KILLED,
+        **dict.fromkeys(FAILED_STATES, UpdateKind.FAILED),
+    }
+)
+
+
+@dataclass(frozen=True)
+class TaskUpdate:
+    """One status update as a handler reads it."""
+
+    tid: TaskId
+    task_id: str
+    state: str
+    message: str
+    """The message as Mesos sent it (a timeout rewrites `status["message"]`, not this)."""
+    status: dict[str, Any]
+    task: RunningTask | None
+    """Its running node; None when this leader does not follow the task."""
+    job: JobConfig | None
+    """None when the job was deleted."""
 
 
 class StatusHandler:
@@ -65,11 +115,17 @@ class StatusHandler:
         # non-terminal update can come after the terminal one, and must not bring the task back
         # (that would block its shard and count its result a second time).
         self._ended: OrderedDict[str, None] = OrderedDict()
+        self.handlers: Mapping[UpdateKind, Callable[[TaskUpdate], None]] = {
+            UpdateKind.ACTIVE: self._on_active,
+            UpdateKind.UNREACHABLE: self._on_unreachable,
+            UpdateKind.FINISHED: self._on_finished,
+            UpdateKind.KILLED: self._on_killed,
+            UpdateKind.FAILED: self._on_failed,
+        }
 
     def handle(self, status: dict[str, Any]) -> bool:
         task_id = str(status.get("task_id", {}).get("value", ""))
         state = str(status.get("state", ""))
-        message = str(status.get("message", ""))
         try:
             tid = TaskId.parse(task_id)
         except InvalidTaskId:
@@ -78,7 +134,7 @@ class StatusHandler:
             )
             return True
         try:
-            self._apply(tid, task_id, state, message, status)
+            self._apply(tid, task_id, state, status)
         except NotLeader:
             return False  # not acked: Mesos resends it to the next (or resumed) leader
         except SchedulerError as exc:
@@ -92,95 +148,166 @@ class StatusHandler:
                 log.exception("status: listener failed on %s", task_id)
         return True
 
-    def _apply(
-        self, tid: TaskId, task_id: str, state: str, message: str, status: dict[str, Any]
-    ) -> None:
+    def _apply(self, tid: TaskId, task_id: str, state: str, status: dict[str, Any]) -> None:
+        """Look the state up in the table and hand the update to its kind's handler."""
+        kind = KIND_OF_STATE.get(state)
+        if kind is None:
+            log.error(
+                "status: %s of %s is no task state this scheduler knows (a newer Mesos?); "
+                "acknowledged unrecorded, so that the task's next update reaches it",
+                state or "an update without a state",
+                task_id,
+            )
+            return
         facade = self._facade
         known = {t.task_id: t for t in facade.running.tasks(tid.job_name)}
-        task = known.get(task_id)
         job = facade.config.job(tid.job_name)
-        if state in ACTIVE_STATES:
-            if job is None:
-                log.info("status: job %s is gone; killing %s", tid.job_name, task_id)
-                self._kill(task_id)
+        message = str(status.get("message", ""))
+        self.handlers[kind](
+            TaskUpdate(tid, task_id, state, message, status, known.get(task_id), job)
+        )
+
+    # -- the task lives ---------------------------------------------------------------------
+
+    def _on_active(self, update: TaskUpdate) -> None:
+        """Record the state (and a daemon's idle flag), adopting a running task this leader
+        does not follow; kill the task when its job is gone."""
+        if update.job is None:
+            log.info("status: job %s is gone; killing %s", update.tid.job_name, update.task_id)
+            self._kill(update.task_id)
+            return
+        task = update.task
+        if task is None:
+            if update.task_id in self._ended:
+                log.info("status: stale %s of ended task %s; ignored", update.state, update.task_id)
                 return
-            if task is None:
-                if task_id in self._ended:
-                    log.info("status: stale %s of ended task %s; ignored", state, task_id)
-                    return
-                # Running but unknown here (e.g. launched just before a crash): adopt it.
-                task = RunningTask(task_id, tid.agent_id)
-            changed = task.state != state
-            was_busy = not task.idle
-            if message == "COMPLETE":
-                cause = _failed_daemon_run(tid, status)
-                if cause is not None:
-                    self._daemon_run_failed(tid, task_id, job, cause)
-            if message in ("BEGIN", "COMPLETE"):
-                idle = message == "COMPLETE"
-                changed = changed or task.idle != idle
-                task.idle = idle
-            if changed:
-                task.state = state
-                # A daemon run completed: counted as a success with the idle flag it sets.
-                completed = message == "COMPLETE" and was_busy
-                self._with_result(
-                    True if completed else None, lambda ops: facade.running.update(task, ops)
-                )
-                if completed:
-                    self._reset_backoff(tid)
+            # Running but unknown here (e.g. launched just before a crash): adopt it.
+            task = RunningTask(update.task_id, update.tid.agent_id)
+        if update.message == "COMPLETE":
+            cause = _failed_daemon_run(update.tid, update.status)
+            if cause is not None:
+                self._daemon_run_failed(update, cause)
+        self._record_active(task, update)
+
+    def _record_active(self, task: RunningTask, update: TaskUpdate) -> None:
+        """Write the task's node when its state or idle flag changed. A daemon reports each
+        run's start and end as BEGIN and COMPLETE; a COMPLETE after a BEGIN counts as a
+        success, journaled with the idle flag it sets."""
+        changed = task.state != update.state
+        was_busy = not task.idle
+        if update.message in ("BEGIN", "COMPLETE"):
+            idle = update.message == "COMPLETE"
+            changed = changed or task.idle != idle
+            task.idle = idle
+        if not changed:
             return
-        if state == "TASK_UNREACHABLE":
+        task.state = update.state
+        completed = update.message == "COMPLETE" and was_busy
+        self._with_result(
+            True if completed else None, lambda ops: self._facade.running.update(task, ops)
+        )
+        if completed:
+            self._reset_backoff(update.tid)
+
+    def _on_unreachable(self, update: TaskUpdate) -> None:
+        """Keep the task, marked unreachable, until Mesos says more."""
+        log.warning(
+            "status: %s unreachable (%s); waiting for Mesos to decide",
+            update.task_id,
+            update.message,
+        )
+        task = update.task
+        if task is not None and task.state != update.state:
+            task.state = update.state
+            self._facade.running.update(task)
+
+    # -- the task ended ---------------------------------------------------------------------
+
+    def _on_finished(self, update: TaskUpdate) -> None:
+        self._note_ended(update.task_id)
+        self._remove(update, True)
+        log.info("status: %s finished", update.task_id)
+        self._reset_backoff(update.tid)
+        self._wake()
+
+    def _on_killed(self, update: TaskUpdate) -> None:
+        """A kill (ours or an operator's) is no failure, unless it stopped a run that timed out."""
+        timed_out, killed_by = self._ending(update)
+        if timed_out:
+            self._run_failed(update, timed_out)
+        else:
+            self._run_killed(update, killed_by)
+
+    def _on_failed(self, update: TaskUpdate) -> None:
+        """A failure, unless the scheduler had killed the task on purpose (the agent may then
+        report it lost or gone, say)."""
+        timed_out, killed_by = self._ending(update)
+        if killed_by:
+            self._run_killed(update, killed_by)
+        else:
+            self._run_failed(update, timed_out)
+
+    def _ending(self, update: TaskUpdate) -> tuple[str, str]:
+        """A task ended other than finished: note it, and return (`timed out after N s` when
+        it was stopped for its timeout, else ""; whom it was killed by on purpose, else "").
+        A timeout wins over a kill on purpose."""
+        self._note_ended(update.task_id)
+        timed_out = _timed_out(update.status, update.job)
+        if timed_out:
             log.warning(
-                "status: %s unreachable (%s); waiting for Mesos to decide", task_id, message
+                "status: %s %s (%s)", update.task_id, timed_out, update.message or update.state
             )
-            if task is not None and task.state != state:
-                task.state = state
-                facade.running.update(task)
-            return
-        if state not in TERMINAL_STATES:
-            log.warning("status: %s in unexpected state %s", task_id, state)
-            return
+            update.status["message"] = timed_out  # the run's outcome as the trace and runs show it
+            return timed_out, ""
+        kill_reason = update.task.kill_reason if update.task is not None else ""
+        return "", _KILLED_BY.get(kill_reason, "")
+
+    def _run_killed(self, update: TaskUpdate, killed_by: str) -> None:
+        """Not relaunched; a daemon job's last task killed puts the job back in the ready
+        queue, unless the job is disabled."""
+        self._remove(update, None)  # a kill is neither a success nor a failure
+        by = f" {killed_by}" if killed_by else ""
+        log.info("status: %s killed%s (%s)", update.task_id, by, update.state)
+        facade, job = self._facade, update.job
+        if (
+            job is not None
+            and job.execution_type is JobExecutionType.DAEMON
+            and not facade.is_disabled(job)
+            and not facade.running.tasks(job.job_name)
+        ):
+            facade.ready.add_daemon(job.job_name)
+        self._wake()
+
+    def _run_failed(self, update: TaskUpdate, timed_out: str) -> None:
+        """Count a failure and relaunch the shard or report it (once: a resent update finds
+        the task gone)."""
+        self._remove(update, False)
+        if not timed_out:
+            reason = update.status.get("reason", "")
+            log.warning(
+                "status: %s %s (%s) %s", update.task_id, update.state, reason, update.message
+            )
+        if update.task is not None:  # else already handled (a resent update) or never ours
+            if timed_out:
+                self._emit(
+                    JobEventKind.RUN_TIMED_OUT, update.tid, update.task_id, update.job, timed_out
+                )
+            why = timed_out or update.message or update.state
+            self._failed(update.tid, update.task_id, update.job, why)
+        self._wake()
+
+    def _note_ended(self, task_id: str) -> None:
         self._ended[task_id] = None
         self._ended.move_to_end(task_id)
         while len(self._ended) > _ENDED_KEPT:
             self._ended.popitem(last=False)
-        timed_out = "" if state == "TASK_FINISHED" else _timed_out(status, job)
-        kill_reason = task.kill_reason if task is not None else ""
-        on_purpose = kill_reason in _KILLED_BY and not timed_out
-        if timed_out:
-            # The run's outcome as the event trace and the runs show it.
-            log.warning("status: %s %s (%s)", task_id, timed_out, message or state)
-            status["message"] = timed_out
-        if task is not None:
-            success: bool | None = None  # a kill is neither
-            if state == "TASK_FINISHED":
-                success = True
-            elif timed_out or (state in COUNTED_FAILED_STATES and not on_purpose):
-                success = False
-            self._with_result(success, lambda ops: facade.running.remove(task_id, ops))
-        if state == "TASK_FINISHED":
-            log.info("status: %s finished", task_id)
-            self._reset_backoff(tid)
-        elif on_purpose or (state == "TASK_KILLED" and not timed_out):
-            killed_by = f" {_KILLED_BY[kill_reason]}" if kill_reason in _KILLED_BY else ""
-            log.info("status: %s killed%s (%s)", task_id, killed_by, state)
-            if (
-                job is not None
-                and job.execution_type is JobExecutionType.DAEMON
-                and not facade.is_disabled(job)
-                and not facade.running.tasks(job.job_name)
-            ):
-                facade.ready.add_daemon(job.job_name)
-        else:
-            reason = status.get("reason", "")
-            if not timed_out:
-                log.warning("status: %s %s (%s) %s", task_id, state, reason, message)
-            if task is not None:  # else already handled (a resent update) or never ours
-                if timed_out:
-                    self._emit(JobEventKind.RUN_TIMED_OUT, tid, task_id, job, timed_out)
-                self._failed(tid, task_id, job, timed_out or message or state)
-        self._wake()
+
+    def _remove(self, update: TaskUpdate, success: bool | None) -> None:
+        """Delete the task's node with its result (None: no result); nothing when this leader
+        does not follow the task (a resent update, or never ours)."""
+        if update.task is not None:
+            task_id = update.task_id
+            self._with_result(success, lambda ops: self._facade.running.remove(task_id, ops))
 
     def _failed(self, tid: TaskId, task_id: str, job: JobConfig | None, why: str) -> None:
         """A run of shard `tid.item` failed: relaunch it (failover) or report it failed."""
@@ -193,7 +320,8 @@ class StatusHandler:
         outcome, failures = facade.failover.retry(task_id, job.max_retries)
         if outcome is Retry.QUEUED:
             log.info("status: shard %s of %s queued for failover", tid.item, tid.job_name)
-        elif outcome is Retry.EXHAUSTED:
+            return
+        if outcome is Retry.EXHAUSTED:
             log.warning(
                 "status: shard %s of %s failed %s times in a row; not relaunched (maxRetries %s)",
                 tid.item,
@@ -201,26 +329,14 @@ class StatusHandler:
                 failures,
                 job.max_retries,
             )
-            self._emit(
-                JobEventKind.RUN_FAILED,
-                tid,
-                task_id,
-                job,
-                f"{why}; not relaunched: failed {failures} times, maxRetries is {job.max_retries}",
-            )
+            why += f"; not relaunched: failed {failures} times, maxRetries is {job.max_retries}"
         else:
-            self._emit(
-                JobEventKind.RUN_FAILED,
-                tid,
-                task_id,
-                job,
-                f"{why}; not relaunched: the failover queue is full (job_state_queue_size)",
-            )
+            why += "; not relaunched: the failover queue is full (job_state_queue_size)"
+        self._emit(JobEventKind.RUN_FAILED, tid, task_id, job, why)
 
-    def _daemon_run_failed(
-        self, tid: TaskId, task_id: str, job: JobConfig | None, cause: str
-    ) -> None:
+    def _daemon_run_failed(self, update: TaskUpdate, cause: str) -> None:
         """A daemon run failed (it is not run again: the next comes on the cron)."""
+        tid, task_id, job = update.tid, update.task_id, update.job
         if cause.startswith(TIMED_OUT_PREFIX):
             self._emit(JobEventKind.RUN_TIMED_OUT, tid, task_id, job, cause)
         self._emit(JobEventKind.RUN_FAILED, tid, task_id, job, f"daemon run failed: {cause}")

@@ -1,0 +1,1 @@
+"""Leader components that answer Mesos, on a real ZooKeeper."""

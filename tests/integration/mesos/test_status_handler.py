@@ -1,0 +1,429 @@
+"""The status handler's state table, branch by branch, on a real ZooKeeper: what each Mesos task
+state does to the running tasks, the ready and failover queues, the job events and the ack."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from executor.records import ExecutionRecord, encode_status_data
+from scheduler.leader.mesos import status as status_module
+from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKind
+from scheduler.model.config.job import JobConfig
+from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.facade import StateFacade
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
+
+# Every TaskState of the Mesos v1 protocol (mesos.proto, Mesos 1.x).
+MESOS_TASK_STATES = frozenset(
+    {
+        "TASK_STAGING",
+        "TASK_STARTING",
+        "TASK_RUNNING",
+        "TASK_KILLING",
+        "TASK_FINISHED",
+        "TASK_FAILED",
+        "TASK_KILLED",
+        "TASK_ERROR",
+        "TASK_LOST",
+        "TASK_DROPPED",
+        "TASK_UNREACHABLE",
+        "TASK_GONE",
+        "TASK_GONE_BY_OPERATOR",
+        "TASK_UNKNOWN",
+    }
+)
+
+
+class _Recorder:
+    """What the handler did beyond ZooKeeper: kills sent, launcher wakes, job events."""
+
+    def __init__(self) -> None:
+        self.kills: list[str] = []
+        self.wakes = 0
+        self.events: list[JobEvent] = []
+        self.seen: list[str] = []
+
+    def kill(self, task_id: str) -> bool:
+        self.kills.append(task_id)
+        return True
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+    def kinds(self) -> list[JobEventKind]:
+        return [event.kind for event in self.events]
+
+
+@pytest.fixture
+def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
+    return Registry(zk_client, zk_namespace)
+
+
+@pytest.fixture
+def facade(registry: Registry, zk_client: KazooClient) -> StateFacade:
+    registry.ensure("/ha/election")
+    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 1000)
+
+
+@pytest.fixture
+def seen() -> _Recorder:
+    return _Recorder()
+
+
+@pytest.fixture
+def handler(facade: StateFacade, seen: _Recorder) -> StatusHandler:
+    handler = StatusHandler(facade, seen.kill, seen.wake)
+    handler.event_listeners.append(seen.events.append)
+    handler.listeners.append(lambda status, _tid: seen.seen.append(str(status["state"])))
+    return handler
+
+
+def _job(facade: StateFacade, name: str, daemon: bool = False, **extra: Any) -> None:
+    job = JobConfig.from_json(
+        {
+            "jobName": name,
+            "appName": "app",
+            "jobType": "SCRIPT",
+            "jobExecutionType": "DAEMON" if daemon else "TRANSIENT",
+            "cron": "0/5 * * * * ?",
+            "shardingTotalCount": 2,
+            "cpuCount": 0.1,
+            "memoryMB": 16,
+            **extra,
+        },
+        default_time_zone="UTC",
+        strict=False,
+    )
+    facade.registry.create(f"/config/job/{name}", job.to_bytes())
+
+
+def _task(
+    facade: StateFacade,
+    job: str,
+    item: int = 0,
+    kind: TaskType = TaskType.READY,
+    kill_reason: str = "",
+) -> str:
+    task_id = str(TaskId.new(job, item, kind, "agent-1"))
+    facade.running.add(RunningTask(task_id, "agent-1", kill_reason=kill_reason))
+    return task_id
+
+
+def _update(task_id: str, state: str, message: str = "", **more: Any) -> dict[str, Any]:
+    return {
+        "task_id": {"value": task_id},
+        "state": state,
+        "message": message,
+        "uuid": base64.b64encode(b"0123456789abcdef").decode(),
+        **more,
+    }
+
+
+def _running(facade: StateFacade, job: str) -> dict[str, RunningTask]:
+    return {task.task_id: task for task in facade.running.tasks(job)}
+
+
+def _daemon_record(task_id: str, cause: str | None) -> str:
+    record = ExecutionRecord.started(
+        job_name="d",
+        task_id=task_id,
+        sharding_item=0,
+        hostname="h",
+        ip="127.0.0.1",
+        start_time_ms=1,
+    ).finished(2, cause)
+    return encode_status_data(record)
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+def test_every_mesos_task_state_has_one_kind_and_every_kind_a_handler(
+    handler: StatusHandler,
+) -> None:
+    assert set(KIND_OF_STATE) == MESOS_TASK_STATES
+    assert {KIND_OF_STATE[s] for s in ("TASK_FINISHED", "TASK_KILLED")} == {
+        UpdateKind.FINISHED,
+        UpdateKind.KILLED,
+    }
+    assert set(handler.handlers) == set(UpdateKind)
+
+
+def test_a_state_from_a_newer_mesos_is_logged_as_an_error_acked_and_writes_nothing(
+    handler: StatusHandler,
+    facade: StateFacade,
+    registry: Registry,
+    seen: _Recorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job")
+    before = registry.get(f"/state/running/job/{task_id}")
+    with caplog.at_level(logging.ERROR, logger=status_module.__name__):
+        # Not acking would hold every later update of the task at the agent, its end included.
+        assert handler.handle(_update(task_id, "TASK_FROM_A_NEWER_MESOS"))
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("TASK_FROM_A_NEWER_MESOS" in e and task_id in e for e in errors), errors
+    assert registry.get(f"/state/running/job/{task_id}") == before
+    assert facade.failover.entries() == [] and facade.ready.counts() == {}
+    assert seen.events == [] and seen.wakes == 0 and seen.kills == []
+
+
+# -- active ---------------------------------------------------------------------------------
+
+
+def test_an_active_update_records_the_state_and_adopts_a_task_it_did_not_know(
+    handler: StatusHandler, facade: StateFacade
+) -> None:
+    _job(facade, "job")
+    known = _task(facade, "job", 0)
+    assert handler.handle(_update(known, "TASK_RUNNING"))
+    adopted = str(TaskId.new("job", 1, TaskType.READY, "agent-2"))  # launched before a crash
+    assert handler.handle(_update(adopted, "TASK_STARTING"))
+    tasks = _running(facade, "job")
+    assert tasks[known].state == "TASK_RUNNING"
+    assert tasks[adopted].state == "TASK_STARTING" and tasks[adopted].agent_id == "agent-2"
+
+
+def test_an_active_update_of_a_deleted_job_kills_the_task(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    task_id = str(TaskId.new("gone", 0, TaskType.READY, "agent-1"))
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    assert seen.kills == [task_id]
+    assert facade.running.tasks("gone") == []
+
+
+def test_a_stale_active_update_after_the_end_is_ignored(
+    handler: StatusHandler, facade: StateFacade
+) -> None:
+    _job(facade, "job")
+    task_id = _task(facade, "job")
+    assert handler.handle(_update(task_id, "TASK_FINISHED"))
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    assert facade.running.tasks("job") == []
+
+
+def test_daemon_begin_and_complete_set_the_idle_flag_and_a_failed_run_is_reported(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "d", daemon=True)
+    task_id = _task(facade, "d")
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
+    assert _running(facade, "d")[task_id].idle is False
+    ok = _daemon_record(task_id, None)
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=ok))
+    assert _running(facade, "d")[task_id].idle is True
+    assert seen.events == []
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
+    assert _running(facade, "d")[task_id].idle is False
+    failed = _daemon_record(task_id, "Traceback\nValueError: boom")
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=failed))
+    assert seen.kinds() == [JobEventKind.RUN_FAILED]
+    assert seen.events[0].reason == "daemon run failed: ValueError: boom"
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
+    slow = _daemon_record(task_id, "timed out after 5 s")
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=slow))
+    assert seen.kinds()[1:] == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
+    assert _running(facade, "d")[task_id].idle is True
+    assert facade.failover.entries() == []  # the next run comes on the cron
+
+
+# -- unreachable ----------------------------------------------------------------------------
+
+
+def test_an_unreachable_task_is_kept_until_mesos_says_more(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job")
+    assert handler.handle(_update(task_id, "TASK_UNREACHABLE", "agent partitioned"))
+    assert _running(facade, "job")[task_id].state == "TASK_UNREACHABLE"
+    unknown = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
+    assert handler.handle(_update(unknown, "TASK_UNREACHABLE"))
+    assert list(_running(facade, "job")) == [task_id]
+    assert facade.failover.entries() == [] and seen.events == [] and seen.wakes == 0
+
+
+# -- finished -------------------------------------------------------------------------------
+
+
+def test_a_finished_failover_run_forgets_its_shards_failures(
+    handler: StatusHandler, facade: StateFacade, registry: Registry, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True)
+    failed = _task(facade, "job")
+    assert handler.handle(_update(failed, "TASK_FAILED"))
+    assert registry.exists("/state/failover_backoff/job/0")
+    facade.failover.remove("job", 0)
+    relaunch = _task(facade, "job", kind=TaskType.FAILOVER)
+    assert handler.handle(_update(relaunch, "TASK_FINISHED"))
+    assert facade.running.tasks("job") == []
+    assert not registry.exists("/state/failover_backoff/job/0")
+    assert seen.events == [] and seen.wakes == 2
+
+
+# -- killed ---------------------------------------------------------------------------------
+
+
+def test_a_killed_transient_task_is_no_failure(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job")
+    assert handler.handle(_update(task_id, "TASK_KILLED"))
+    assert facade.running.tasks("job") == []
+    assert facade.failover.entries() == [] and seen.events == [] and seen.wakes == 1
+
+
+def test_a_killed_daemon_is_queued_again_unless_disabled_or_still_running(
+    handler: StatusHandler, facade: StateFacade
+) -> None:
+    _job(facade, "d", daemon=True)
+    first, second = _task(facade, "d", 0), _task(facade, "d", 1)
+    assert handler.handle(_update(first, "TASK_KILLED"))
+    assert facade.ready.counts() == {}  # shard 1 still runs
+    assert handler.handle(_update(second, "TASK_KILLED"))
+    assert facade.ready.counts() == {"d": 1}
+    facade.ready.remove("d")
+    facade.disabled.disable_job("d")
+    assert handler.handle(_update(_task(facade, "d"), "TASK_KILLED"))
+    assert facade.ready.counts() == {}
+
+
+@pytest.mark.parametrize("reason", [KILLED_BY_USER, KILLED_BY_REPLACE])
+def test_a_task_killed_on_purpose_is_no_failure_whatever_its_state(
+    handler: StatusHandler,
+    facade: StateFacade,
+    seen: _Recorder,
+    caplog: pytest.LogCaptureFixture,
+    reason: str,
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job", kill_reason=reason)
+    with caplog.at_level(logging.INFO, logger=status_module.__name__):
+        assert handler.handle(_update(task_id, "TASK_LOST"))
+    assert facade.running.tasks("job") == []
+    assert facade.failover.entries() == [] and seen.events == []
+    assert any(f"{task_id} killed by " in r.getMessage() for r in caplog.records)
+
+
+# -- failed, lost, error, gone, dropped, unknown ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "state",
+    sorted(
+        MESOS_TASK_STATES
+        - {"TASK_FINISHED", "TASK_KILLED", "TASK_UNREACHABLE"}
+        - {"TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING"}
+    ),
+)
+def test_a_failed_shard_fails_over(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder, state: str
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job", 1)
+    assert handler.handle(_update(task_id, state, "exit 1"))
+    assert facade.running.tasks("job") == []
+    assert facade.failover.entries() == [("job", 1, task_id)]
+    assert seen.events == [] and seen.wakes == 1 and seen.seen == [state]
+
+
+def test_a_failed_shard_of_a_daemon_job_always_fails_over(
+    handler: StatusHandler, facade: StateFacade
+) -> None:
+    _job(facade, "d", daemon=True)
+    task_id = _task(facade, "d")
+    assert handler.handle(_update(task_id, "TASK_FAILED"))
+    assert facade.failover.entries() == [("d", 0, task_id)]
+
+
+def test_without_failover_a_failure_is_reported_once_even_when_resent(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "job")
+    task_id = _task(facade, "job")
+    assert handler.handle(_update(task_id, "TASK_FAILED", "exit 3"))
+    assert handler.handle(_update(task_id, "TASK_FAILED", "exit 3"))  # resent
+    assert seen.kinds() == [JobEventKind.RUN_FAILED]
+    assert seen.events[0].reason == "exit 3; failover is off"
+    assert facade.failover.entries() == []
+
+
+def test_a_shard_is_not_relaunched_after_max_retries(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True, maxRetries=1)
+    first = _task(facade, "job")
+    assert handler.handle(_update(first, "TASK_FAILED", "exit 1"))
+    assert facade.failover.entries() == [("job", 0, first)]
+    facade.failover.remove("job", 0)
+    again = _task(facade, "job", kind=TaskType.FAILOVER)
+    assert handler.handle(_update(again, "TASK_FAILED", "exit 1"))
+    assert facade.failover.entries() == []
+    assert seen.kinds() == [JobEventKind.RUN_FAILED]
+    assert seen.events[0].reason == ("exit 1; not relaunched: failed 2 times, maxRetries is 1")
+
+
+def test_a_disabled_jobs_failure_is_neither_relaunched_nor_reported(
+    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True)
+    facade.disabled.disable_job("job")
+    assert handler.handle(_update(_task(facade, "job"), "TASK_FAILED"))
+    assert facade.failover.entries() == [] and seen.events == []
+
+
+# -- timeouts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "extra", "said"),
+    [
+        ("TASK_KILLED", {"message": "timed out after 7 s"}, "timed out after 7 s"),
+        ("TASK_FAILED", {"reason": "REASON_MAX_COMPLETION_TIME_REACHED"}, "timed out after 9 s"),
+    ],
+)
+def test_a_run_stopped_for_its_timeout_is_a_failure_even_when_killed_on_purpose(
+    handler: StatusHandler,
+    facade: StateFacade,
+    seen: _Recorder,
+    state: str,
+    extra: dict[str, str],
+    said: str,
+) -> None:
+    _job(facade, "job", timeoutSeconds=9)
+    task_id = _task(facade, "job", kill_reason=KILLED_BY_USER)
+    update = _update(task_id, state, **({"message": ""} | extra))
+    assert handler.handle(update)
+    assert update["message"] == said  # what the event trace and the runs show
+    assert seen.kinds() == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
+    assert seen.events[0].reason == said
+    assert seen.events[1].reason == f"{said}; failover is off"
+    assert facade.running.tasks("job") == []
+
+
+# -- not the leader -------------------------------------------------------------------------
+
+
+def test_an_update_a_deposed_leader_cannot_record_is_not_acked(
+    facade: StateFacade, registry: Registry, seen: _Recorder
+) -> None:
+    _job(facade, "job", failover=True)
+    task_id = _task(facade, "job")
+    assert facade.fence is not None
+    deposed = StateFacade.build(registry, Fence(facade.fence.node_path, lambda: False), "UTC", 9)
+    handler = StatusHandler(deposed, seen.kill, seen.wake)
+    assert not handler.handle(_update(task_id, "TASK_FAILED"))
+    assert not handler.handle(_update(task_id, "TASK_RUNNING"))
+    assert list(_running(facade, "job")) == [task_id]
+    assert facade.failover.entries() == [] and handler.counts == {}
