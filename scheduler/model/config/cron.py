@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -72,11 +73,18 @@ class CronSpec:
         return self.fields, self.time_zone
 
     def trigger(self) -> CronTrigger:
-        """A new APScheduler trigger; raises nothing for a spec made by `parse_cron`."""
-        return CronTrigger(timezone=ZoneInfo(self.time_zone), **dict(self.fields))
+        """The APScheduler trigger of these fields and zone; raises nothing for a spec made by
+        `parse_cron`. Shared between equal specs (a trigger holds no state between calls), so
+        that thousands of jobs on one cron build it once."""
+        return _trigger(self.fields, self.time_zone)
 
     def next_fire_times(self, after: datetime, count: int) -> list[datetime]:
         return next_fire_times(self, after, count)
+
+
+@lru_cache(maxsize=4096)
+def _trigger(fields: tuple[tuple[str, str], ...], time_zone: str) -> CronTrigger:
+    return CronTrigger(timezone=ZoneInfo(time_zone), **dict(fields))
 
 
 def parse_cron(expression: str, time_zone: str, *, now: datetime | None = None) -> CronSpec:
@@ -90,21 +98,32 @@ def parse_cron(expression: str, time_zone: str, *, now: datetime | None = None) 
     if zone_problem is not None:
         problems["timeZone"] = zone_problem
     try:
-        syntax, fields = _translate(expression)
+        syntax, fields = _translated(expression)
     except _CronError as exc:
         problems["cron"] = str(exc)
     if problems:
         raise _invalid(expression, problems)
-    spec = CronSpec(expression, time_zone, syntax, tuple(fields.items()))
+    spec = CronSpec(expression, time_zone, syntax, fields)
     try:
         trigger = spec.trigger()
     except ValueError as exc:  # a translation bug rather than user input; still a clear refusal
         raise _invalid(expression, {"cron": f"APScheduler refused it ({exc})"}) from exc
     start = (now or datetime.now(UTC)).astimezone(UTC)
-    if trigger.get_next_fire_time(None, start) is None:
+    known = _fires_at.get(spec.schedule_key)
+    if known is not None and known > start:
+        return spec  # fires after `start`: its next fire, found for an equal spec, is later
+    fire = trigger.get_next_fire_time(None, start)
+    if fire is None:
         when = start.strftime("%Y-%m-%d %H:%M:%S UTC")
         raise _invalid(expression, {"cron": f"never fires after {when}"})
+    if len(_fires_at) < 4096:
+        _fires_at[spec.schedule_key] = fire
     return spec
+
+
+# The next fire found for each (fields, zone) parsed: equal specs parsed before it need not
+# ask APScheduler again whether they fire at all (thousands of jobs share a few crons).
+_fires_at: dict[tuple[tuple[tuple[str, str], ...], str], datetime] = {}
 
 
 def next_fire_times(spec: CronSpec, after: datetime, count: int) -> list[datetime]:
@@ -220,6 +239,21 @@ _QUARTZ_ONLY = re.compile(r"#|^L|[0-9]L$|[0-9]W$")
 _AP_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _ORDINALS = ("1st", "2nd", "3rd", "4th", "5th")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # longest, leap February
+
+
+def _translated(expression: str) -> tuple[CronSyntax, tuple[tuple[str, str], ...]]:
+    """`_translate`, remembered for text: the translation of a text never changes (thousands
+    of jobs share a few crons)."""
+    if not isinstance(expression, str):
+        syntax, fields = _translate(expression)  # refuses it
+        return syntax, tuple(fields.items())
+    return _translated_text(expression)
+
+
+@lru_cache(maxsize=4096)
+def _translated_text(expression: str) -> tuple[CronSyntax, tuple[tuple[str, str], ...]]:
+    syntax, fields = _translate(expression)
+    return syntax, tuple(fields.items())
 
 
 def _translate(expression: str) -> tuple[CronSyntax, dict[str, str]]:
