@@ -165,7 +165,7 @@ class FireLedger:
                     return results
                 names = list(todo)
                 decided = self._decide(names, todo, fresh)
-                done = self._commit([(w.name, w.ops) for w, _result in decided])
+                done = self._commit_noted([w for w, _result in decided])
                 for write, result in decided:
                     if write.name in done:
                         results[write.name] = result
@@ -181,6 +181,20 @@ class FireLedger:
             raise Conflict(
                 f"account fires of {', '.join(sorted(todo)[:5])}: too many concurrent changes"
             )
+
+    def _commit_noted(self, writes: list[_Write]) -> set[str]:
+        """`_commit`, with the view told which ready nodes are being written (so that it does
+        not read them back when their watches fire) and, if the writes fail, to read them."""
+        view = self._view
+        touched = [w.name for w in writes if w.ready is not None]
+        if view is not None:
+            view.expect_ready(touched)
+        try:
+            return self._commit([(w.name, w.ops) for w in writes])
+        except BaseException:
+            if view is not None:
+                view.invalidate([f"{READY}/{name}" for name in touched])
+            raise
 
     def _written(self, write: _Write) -> None:
         self._records[write.name] = write.record

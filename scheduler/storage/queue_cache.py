@@ -100,6 +100,7 @@ class QueueCache:
         self._dirty_children: set[str] = set()
         self._dirty_data: set[str] = set()
         self._notes: dict[str, tuple[int, int]] = {}
+        self._expected: set[str] = set()  # ready nodes a writer here is writing now
         self._stopped = False
         # The view, under `_view`.
         self._view = threading.RLock()
@@ -169,6 +170,7 @@ class QueueCache:
                 self._dirty_children.add(path.rsplit("/", 1)[0])
                 if path.startswith(READY + "/"):
                     self._notes.pop(path.rsplit("/", 1)[1], None)
+                    self._expected.discard(path.rsplit("/", 1)[1])
 
     def sync(self) -> None:
         """Bring the view up to date: what changed since the last call (everything after a
@@ -180,6 +182,7 @@ class QueueCache:
             with self._lock:
                 stale = self._stale or session != self._session
                 children, data, notes = self._dirty_children, self._dirty_data, self._notes
+                expected = set(self._expected)
                 self._stale = False
                 self._dirty_children, self._dirty_data, self._notes = set(), set(), {}
             try:
@@ -187,7 +190,7 @@ class QueueCache:
                     self._session = session
                     self._load(notes)
                 elif children or data or notes:
-                    self._refresh(children, data, notes)
+                    self._refresh(children, data, notes, expected=expected)
             except BaseException:
                 with self._lock:
                     self._stale = True
@@ -234,8 +237,11 @@ class QueueCache:
         data: set[str],
         notes: dict[str, tuple[int, int]],
         fresh: bool = False,
+        expected: set[str] | None = None,
     ) -> None:
-        """Re-read the dirty paths; `fresh`: the view is empty and every root is listed."""
+        """Re-read the dirty paths; `fresh`: the view is empty and every root is listed;
+        `expected`: ready nodes being written here, whose counts the writer will note (not
+        read: they are taken up at the sync after the note)."""
         lists = self._list(sorted(p for p in children if p in _ROOTS))
         job_folders: set[str] = {
             p
@@ -250,10 +256,13 @@ class QueueCache:
                 del self._ready[gone]
             # What this process wrote is known; a node that is gone since is not brought back.
             notes = {j: n for j, n in notes.items() if j in names}
+            waiting = expected or set()
             ready_reads |= {
                 f"{READY}/{j}"
                 for j in names
-                if (fresh or j not in self._ready) and (j not in notes or notes[j][0] <= 0)
+                if (fresh or j not in self._ready)
+                and (j not in notes or notes[j][0] <= 0)
+                and j not in waiting
             }
         for job, (count, version) in notes.items():
             known = self._ready.get(job)
@@ -495,11 +504,18 @@ class QueueCache:
         with self._view:
             self._noted_jobs.pop(job_name, None)
 
+    def expect_ready(self, jobs: Iterable[str]) -> None:
+        """A writer here is writing the ready nodes of `jobs` and will note each (or
+        invalidate it): until then they are not read (any thread)."""
+        with self._lock:
+            self._expected.update(jobs)
+
     def note_ready(self, job: str, count: int, version: int) -> None:
         """This process wrote `job`'s ready node: `count` runs at `version` (count 0: deleted).
         Applied at the next `sync()` (any thread)."""
         with self._lock:
             self._notes[job] = (count, version)
+            self._expected.discard(job)
 
     def launched(
         self,
