@@ -2,6 +2,10 @@
 
 term record, framework id, state, producer, statistics, webhooks, config listener, task
 launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
+
+The Mesos driver is built first, without handlers: the launcher, the status handler, the config
+listener and reconciliation are given it (or its `kill`) as they are built, and the driver is
+then bound to their handlers in one call, before anything starts.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from scheduler.leader.config_listener import ConfigListener
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.leader.mesos.actions import MesosActions, SchedulingActions
 from scheduler.leader.mesos.capacity import AgentCapacity
-from scheduler.leader.mesos.driver import MesosDriver
+from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
@@ -72,15 +76,15 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         settings.job_state_queue_size,
     )
     framework_ids = FrameworkIdStore(ctx)
-    driver_box: list[MesosDriver] = []
+    # Its handlers are bound below, once the components that handle its events exist.
+    driver = MesosDriver(settings, framework_ids)
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
     view = QueueCache(facade.registry, facade.config)
-    launcher = Launcher(facade, ctx.term, lambda: driver_box[0] if driver_box else None, view)
+    launcher = Launcher(facade, ctx.term, driver, view)
 
     def kill_job_tasks(job_name: str) -> None:
         for task in facade.running.tasks(job_name):
-            if driver_box:
-                driver_box[0].kill(task.task_id)
+            driver.kill(task.task_id)
 
     producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size, view)
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
@@ -94,9 +98,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         webhooks.notify(event)
 
     listener = ConfigListener(facade, producer, kill_job_tasks)
-    status = StatusHandler(
-        facade, lambda t: driver_box[0].kill(t), launcher.wake, statistics.journal
-    )
+    status = StatusHandler(facade, driver.kill, launcher.wake, statistics.journal)
     status.listeners.append(statistics.on_status)
     status.event_listeners.append(on_job_event)
     producer.event_listeners.append(on_job_event)
@@ -126,25 +128,21 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
             log.warning("metrics: series of deleted jobs kept this term: %s", exc.message)
     statistics.fire_of = fires.fire_of
     launcher.launch_listeners.append(statistics.on_launched)
-    reconciler_box: list[Reconciler] = []
+    reconciler = Reconciler(facade, driver, settings.reconcile_interval_minutes)
 
     def on_connected() -> None:
         launcher.on_connected()
-        if reconciler_box:
-            reconciler_box[0].on_connected()
+        reconciler.on_connected()
 
-    driver = MesosDriver(
-        settings,
-        framework_ids,
-        on_offers=launcher.add_offers,
-        on_rescind=launcher.rescind,
-        on_status=status.handle,
-        on_connected=on_connected,
-        on_disconnected=launcher.drop_offers,
+    driver.bind(
+        DriverHandlers(
+            on_offers=launcher.add_offers,
+            on_rescind=launcher.rescind,
+            on_status=status.handle,
+            on_connected=on_connected,
+            on_disconnected=launcher.drop_offers,
+        )
     )
-    driver_box.append(driver)
-    reconciler = Reconciler(facade, driver, settings.reconcile_interval_minutes)
-    reconciler_box.append(reconciler)
     actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
     ctx.info["mesos"] = lambda: driver.status
     ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())

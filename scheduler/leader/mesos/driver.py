@@ -2,11 +2,12 @@
 
 pymesos calls the scheduler callbacks on its IO thread; they only queue typed events
 (`driver_events`). The `sched-mesos-events` thread handles them: it saves the framework id,
-hands offers to the launcher, processes status updates and acknowledges each update only after
-it was processed (explicit acknowledgements), so a crash never loses one. A paused leader
-(SUSPENDED session) disconnects from Mesos instead of only idling: a new leader's subscription
-would otherwise close this one's stream, and pymesos would re-subscribe at once, stealing the
-framework back.
+hands offers and status updates to the handlers bound to it (`DriverHandlers`: the launcher's,
+the status handler's and the reconciler's, bound once after those were built with the driver in
+hand) and acknowledges each update only after it was processed (explicit acknowledgements), so
+a crash never loses one. A paused leader (SUSPENDED session) disconnects from Mesos instead of
+only idling: a new leader's subscription would otherwise close this one's stream, and pymesos
+would re-subscribe at once, stealing the framework back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
 from pymesos import MesosSchedulerDriver
@@ -38,6 +40,7 @@ from scheduler.leader.mesos.driver_events import (
     StatusUpdate,
     Subscribed,
 )
+from scheduler.model.errors import SchedulerError
 from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -96,11 +99,34 @@ class FrameworkIds(Protocol):
         """Forget the id after Mesos removed the framework."""
 
 
+@dataclass(frozen=True)
+class DriverHandlers:
+    """What the driver's event thread (`sched-mesos-events`) calls, one at a time.
+
+    `on_offers(offers)` with the offers of one callback, `on_rescind(offer_id)`,
+    `on_status(status) -> bool` (True: processed, acknowledge it), `on_connected()` after each
+    (re)subscription and `on_disconnected()` when the offers in hand are void (disconnected,
+    paused, crashed or failed over).
+    """
+
+    on_offers: Callable[[list[dict[str, Any]]], None]
+    on_rescind: Callable[[str], None]
+    on_status: Callable[[dict[str, Any]], bool]
+    on_connected: Callable[[], None]
+    on_disconnected: Callable[[], None]
+
+
+class DriverWiringError(SchedulerError):
+    """The driver was started with no handlers bound, or bound twice: a wiring mistake that
+    would otherwise drop every offer and status update silently."""
+
+
 class MesosDriver(EventLoopComponent[DriverEvent]):
     """Owns the pymesos driver and the event thread for one term.
 
-    `on_offers(offers)`, `on_rescind(offer_id)`, `on_status(status) -> bool` (True: processed,
-    acknowledge it), `on_connected()` are called from `sched-mesos-events`.
+    Built first, without handlers, so that the components that call it (launcher, status
+    handler, reconciler) can be given it; `bind` then hands it their handlers, once, before
+    `start`, which refuses to run without them.
     """
 
     name = "mesos-driver"
@@ -112,20 +138,11 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self,
         settings: Settings,
         framework_ids: FrameworkIds,
-        on_offers: Callable[[list[dict[str, Any]]], None],
-        on_rescind: Callable[[str], None],
-        on_status: Callable[[dict[str, Any]], bool],
-        on_connected: Callable[[], None],
-        on_disconnected: Callable[[], None],
     ) -> None:
         super().__init__()
         self._settings = settings
         self._framework_ids = framework_ids
-        self._on_offers = on_offers
-        self._on_rescind = on_rescind
-        self._on_status = on_status
-        self._on_connected = on_connected
-        self._on_disconnected = on_disconnected
+        self._handlers: DriverHandlers | None = None
         self._driver: Any = None
         self._lock = threading.RLock()
         # `sched-mesos-connect` threads that may still run (joined at stop).
@@ -138,6 +155,20 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self._retry_s = 1.0
 
     # -- lifecycle --------------------------------------------------------------------------
+
+    def bind(self, handlers: DriverHandlers) -> None:
+        """Hand the driver the handlers of its events; once, before `start`."""
+        if self._handlers is not None:
+            raise DriverWiringError("the Mesos driver's handlers are already bound")
+        self._handlers = handlers
+
+    @property
+    def _bound(self) -> DriverHandlers:
+        """The handlers; `start` made sure they are bound before any event is handled."""
+        handlers = self._handlers
+        if handlers is None:
+            raise DriverWiringError("the Mesos driver has no handlers bound")
+        return handlers
 
     def framework_info(self) -> dict[str, Any]:
         s = self._settings
@@ -220,6 +251,8 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             driver.stop(failover=True)
 
     def start(self) -> None:
+        if self._handlers is None:
+            raise DriverWiringError("the Mesos driver was started with no handlers bound")
         self._start_thread()
         # Connect from the event thread: a zk:// master URL may block for a connection timeout,
         # and the leader's API must not wait for Mesos.
@@ -245,7 +278,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         log.warning("mesos: disconnecting while the ZooKeeper session is suspended")
         self._paused = True
         self._disconnect()
-        self._on_disconnected()
+        self._bound.on_disconnected()
 
     def resume(self) -> None:
         self._paused = False
@@ -370,18 +403,18 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
                     self.master,
                     self._framework_ids.framework_id,
                 )
-                self._on_connected()
+                self._bound.on_connected()
             case Disconnected():
                 self.connected.clear()
                 self.status = "reconnecting"
-                self._on_disconnected()
+                self._bound.on_disconnected()
                 log.warning("mesos: disconnected from the master; pymesos reconnects")
             case Offers(offers):
-                self._on_offers(offers)
+                self._bound.on_offers(offers)
             case Rescinded(offer_id):
-                self._on_rescind(offer_id)
+                self._bound.on_rescind(offer_id)
             case StatusUpdate(status):
-                if self._on_status(status) and "uuid" in status:
+                if self._bound.on_status(status) and "uuid" in status:
                     self._call("acknowledge", lambda d: d.acknowledgeStatusUpdate(status))
             case FrameworkMessage(executor_id, agent_id, data):
                 log.info(
@@ -412,7 +445,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             DRIVER_CRASHED.clear()
             log.error("mesos: the pymesos driver thread died; reconnecting")
             self._disconnect()
-            self._on_disconnected()
+            self._bound.on_disconnected()
             self._retry_at = time.monotonic() + self._retry_s
             self._retry_s = min(_RETRY_MAX_S, self._retry_s * 2)
         if self._driver is None and time.monotonic() >= self._retry_at:
@@ -429,4 +462,4 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         elif FRAMEWORK_FAILED_OVER in message:
             # Another scheduler subscribed with our framework id: it is the leader now.
             self._disconnect()
-            self._on_disconnected()
+            self._bound.on_disconnected()

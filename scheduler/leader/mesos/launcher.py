@@ -38,12 +38,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import HTTPException
-from typing import Any
+from typing import Any, Protocol
 
 from executor.taskdata import executor_id
 from scheduler.leader.lifecycle import TermView, ThreadedComponent
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable, shards_for
-from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard, place
 from scheduler.leader.mesos.taskinfo import build_task_info
 from scheduler.model.config.app import AppConfig
@@ -73,6 +72,44 @@ def _overlap(job: JobConfig) -> OverlapPolicy:
     if job.execution_type is not JobExecutionType.TRANSIENT:
         return OverlapPolicy.FORBID
     return job.overlap
+
+
+class OfferDriver(Protocol):
+    """What the launcher asks of the term's Mesos driver (`MesosDriver` is one). Each call
+    returns False, having logged why, when it did not reach the master."""
+
+    @property
+    def connected(self) -> threading.Event:
+        """Set while subscribed to a master."""
+        ...
+
+    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+        """Launch `tasks` on the offers of one agent, declining what they leave."""
+        ...
+
+    def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
+        """Decline offers, not offered again for `refuse_s`."""
+        ...
+
+    def revive(self) -> bool:
+        """Ask for offers again after `suppress`."""
+        ...
+
+    def suppress(self) -> bool:
+        """Ask for no more offers until `revive`."""
+        ...
+
+    def kill(self, task_id: str) -> bool:
+        """Ask Mesos to kill a task."""
+        ...
+
+    def framework_info(self) -> dict[str, Any]:
+        """The `FrameworkInfo` the driver subscribes with (its `id` once Mesos assigned one)."""
+        ...
+
+    def agent_totals(self, timeout_s: float = 5.0) -> dict[str, tuple[float, float]]:
+        """Each agent's total (cpus, mem MB) from the master; raises OSError or ValueError."""
+        ...
 
 
 @dataclass
@@ -171,11 +208,13 @@ class Launcher(ThreadedComponent):
         self,
         facade: StateFacade,
         term: TermView,
-        driver: Callable[[], MesosDriver | None],
+        driver: OfferDriver,
         view: QueueCache | None = None,
     ) -> None:
-        """`view`: the term's view of the queues, shared with the producer (the launcher wakes
-        on its changes and stops it); a view of its own when None."""
+        """`driver`: the term's Mesos driver, which hands this launcher its offers
+        (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `view`: the term's view of the
+        queues, shared with the producer (the launcher wakes on its changes and stops it); a
+        view of its own when None."""
         super().__init__()
         if facade.fence is None:
             raise ValueError("the launcher writes: it needs a facade with the term's fence")
@@ -308,8 +347,8 @@ class Launcher(ThreadedComponent):
         return offers
 
     def _round(self) -> None:
-        driver = self._driver()
-        if driver is None or not driver.connected.is_set():
+        driver = self._driver
+        if not driver.connected.is_set():
             return
         self._refresh_agents(driver)
         self._cache.sync()
@@ -434,7 +473,7 @@ class Launcher(ThreadedComponent):
         return [p for p in placed if id(p.launch) in written]
 
     def _accept(
-        self, driver: MesosDriver, placed: list[_Placed], slots: dict[str, OfferSlot]
+        self, driver: OfferDriver, placed: list[_Placed], slots: dict[str, OfferSlot]
     ) -> set[str]:
         """One ACCEPT per agent for the units written; the bookkeeping of the tasks of an
         agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
@@ -518,7 +557,7 @@ class Launcher(ThreadedComponent):
 
     # -- what the agents could offer ---------------------------------------------------------
 
-    def _refresh_agents(self, driver: MesosDriver) -> None:
+    def _refresh_agents(self, driver: OfferDriver) -> None:
         """Start `sched-agents` to read the agents' totals when due (launcher thread)."""
         if self._agents_thread is not None and self._agents_thread.is_alive():
             return
@@ -539,7 +578,7 @@ class Launcher(ThreadedComponent):
         )
         self._agents_thread.start()
 
-    def _read_agents(self, driver: MesosDriver) -> None:
+    def _read_agents(self, driver: OfferDriver) -> None:
         try:
             totals = driver.agent_totals(AGENTS_TIMEOUT_S)
         except (OSError, ValueError, HTTPException) as exc:
@@ -571,22 +610,18 @@ class Launcher(ThreadedComponent):
         self._wake.set()
 
     def _framework_id(self) -> str:
-        driver = self._driver()
-        if driver is None:
-            return ""
-        info = driver.framework_info()
+        info = self._driver.framework_info()
         return str(info.get("id", {}).get("value", ""))
 
     def _replace(self, job_name: str, task_ids: list[str]) -> None:
         """Kill the running tasks of `job_name` for its pending run (overlapPolicy REPLACE),
         each marked first so that its end is no failure; a kill unanswered is sent again."""
-        driver = self._driver()
         now = time.monotonic()
         for task_id in task_ids:
             sent = self._replacing.get(task_id)
-            if driver is None or (sent is not None and now - sent < REPLACE_RESEND_S):
+            if sent is not None and now - sent < REPLACE_RESEND_S:
                 continue
-            if self._facade.running.mark_killed(task_id, KILLED_BY_REPLACE) and driver.kill(
+            if self._facade.running.mark_killed(task_id, KILLED_BY_REPLACE) and self._driver.kill(
                 task_id
             ):
                 self._replacing[task_id] = now

@@ -4,19 +4,35 @@ every `reconcile_interval_minutes`, and on request (REST operate endpoints)."""
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Protocol
 
 from scheduler.leader.lifecycle import ThreadedComponent
-from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.storage.facade import StateFacade
 
 log = logging.getLogger(__name__)
+
+
+class ReconcilingDriver(Protocol):
+    """What reconciliation asks of the term's Mesos driver (`MesosDriver` is one)."""
+
+    @property
+    def connected(self) -> threading.Event:
+        """Set while subscribed to a master."""
+        ...
+
+    def reconcile_tasks(self, tasks: list[tuple[str, str]]) -> bool:
+        """Ask for the state of these (task id, agent id); of every task when empty."""
+        ...
 
 
 class Reconciler(ThreadedComponent):
     name = "reconcile"
     thread_name = "sched-reconcile"
 
-    def __init__(self, facade: StateFacade, driver: MesosDriver, interval_minutes: float) -> None:
+    def __init__(
+        self, facade: StateFacade, driver: ReconcilingDriver, interval_minutes: float
+    ) -> None:
         super().__init__()
         self._facade = facade
         self._driver = driver

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.leader.mesos.driver import MesosDriver
+from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.settings import Settings, load_settings
@@ -108,19 +108,18 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     standin: StandIn, facade: StateFacade, zk_namespace: str, tmp_path: Path
 ) -> None:
     _store_job(facade, tmp_path)
-    box: list[MesosDriver] = []
-    launcher = Launcher(facade, _Acting(), lambda: box[0] if box else None)
-    status = StatusHandler(facade, lambda t: box[0].kill(t), launcher.wake)
-    driver = _SecondAcceptFails(
-        _settings(standin, zk_namespace),
-        _FrameworkIds(),
-        on_offers=launcher.add_offers,
-        on_rescind=launcher.rescind,
-        on_status=status.handle,
-        on_connected=launcher.on_connected,
-        on_disconnected=launcher.drop_offers,
+    driver = _SecondAcceptFails(_settings(standin, zk_namespace), _FrameworkIds())
+    launcher = Launcher(facade, _Acting(), driver)
+    status = StatusHandler(facade, driver.kill, launcher.wake)
+    driver.bind(
+        DriverHandlers(
+            on_offers=launcher.add_offers,
+            on_rescind=launcher.rescind,
+            on_status=status.handle,
+            on_connected=launcher.on_connected,
+            on_disconnected=launcher.drop_offers,
+        )
     )
-    box.append(driver)
     launcher.start()
     driver.start()
     try:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from scheduler.leader.lifecycle import EventLoopComponent, ThreadedComponent
-from scheduler.leader.mesos.driver import MesosDriver
-from scheduler.leader.mesos.driver_events import FrameworkMessage, QueueingCallbacks
+from scheduler.leader.mesos.driver import DriverHandlers, DriverWiringError, MesosDriver
+from scheduler.leader.mesos.driver_events import FrameworkMessage, QueueingCallbacks, Rescinded
 from scheduler.model.settings import load_settings
 from tests.support.waiting import wait_for
 
@@ -93,28 +93,63 @@ def test_an_event_loop_handles_in_order_survives_a_failing_event_and_ends_on_sto
     assert loop._stop_thread() is True
 
 
+class _Ids:
+    framework_id: str | None = None
+
+    def save(self, framework_id: str) -> None:
+        self.framework_id = framework_id
+
+    def clear(self) -> None:
+        self.framework_id = None
+
+
+def _ignore(*_args: Any) -> None:
+    return None
+
+
+_HANDLERS = DriverHandlers(
+    on_offers=_ignore,
+    on_rescind=_ignore,
+    on_status=lambda _status: True,
+    on_connected=_ignore,
+    on_disconnected=_ignore,
+)
+
+
 def _driver() -> MesosDriver:
-    class _Ids:
-        framework_id: str | None = None
+    driver = MesosDriver(load_settings({}, {}, {}), _Ids())
+    driver.bind(_HANDLERS)
+    return driver
 
-        def save(self, framework_id: str) -> None:
-            self.framework_id = framework_id
 
-        def clear(self) -> None:
-            self.framework_id = None
+def test_a_driver_started_with_no_handlers_bound_refuses_to_start() -> None:
+    driver = MesosDriver(load_settings({}, {}, {}), _Ids())
+    with pytest.raises(DriverWiringError, match="no handlers bound"):
+        driver.start()
+    assert not [t for t in threading.enumerate() if t.name == "sched-mesos-events"]
+    driver.stop()  # safe after the refused start
 
-    def ignore(*_args: Any) -> None:
-        return None
 
-    return MesosDriver(
-        load_settings({}, {}, {}),
-        _Ids(),
-        on_offers=ignore,
-        on_rescind=ignore,
-        on_status=lambda _status: True,
-        on_connected=ignore,
-        on_disconnected=ignore,
+def test_a_driver_binds_its_handlers_once() -> None:
+    driver = _driver()
+    with pytest.raises(DriverWiringError, match="already bound"):
+        driver.bind(_HANDLERS)
+
+
+def test_the_driver_hands_its_events_to_the_bound_handlers() -> None:
+    rescinded: list[str] = []
+    driver = MesosDriver(load_settings({}, {}, {}), _Ids())
+    driver.bind(
+        DriverHandlers(
+            on_offers=_ignore,
+            on_rescind=rescinded.append,
+            on_status=lambda _status: True,
+            on_connected=_ignore,
+            on_disconnected=_ignore,
+        )
     )
+    driver._handle(Rescinded("offer-1"))
+    assert rescinded == ["offer-1"]
 
 
 def test_the_driver_fails_loudly_on_an_event_kind_it_does_not_handle() -> None:
