@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 
 from scheduler.ha.term import LeaderContext
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.model.errors import NotLeader, SchedulerError
 
 log = logging.getLogger(__name__)
@@ -24,14 +23,17 @@ _KEEP_TERMS = 100
 HEARTBEAT_INTERVAL_S = 0.25
 
 
-class TermRecorder(LeaderComponent):
+class TermRecorder(ThreadedComponent):
+    """Writes the term's record at start, then refreshes it on `sched-term-record` every
+    `HEARTBEAT_INTERVAL_S` while the term acts."""
+
     name = "term-record"
+    thread_name = "sched-term-record"
 
     def __init__(self, ctx: LeaderContext) -> None:
+        super().__init__()
         self._ctx = ctx
         self._path = f"{TERMS_PATH}/{ctx.term.number:010d}"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def _record(self) -> bytes:
         term = self._ctx.term
@@ -48,9 +50,7 @@ class TermRecorder(LeaderComponent):
         fenced = self._ctx.registry.fenced(self._ctx.term.fence)
         fenced.create(self._path, self._record())
         self._trim()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._beat, name="sched-term-record", daemon=True)
-        self._thread.start()
+        self._start_thread()
 
     def _trim(self) -> None:
         names = self._ctx.registry.children(TERMS_PATH)
@@ -58,9 +58,9 @@ class TermRecorder(LeaderComponent):
         for old in names[:-_KEEP_TERMS]:
             fenced.delete(f"{TERMS_PATH}/{old}")
 
-    def _beat(self) -> None:
+    def _run(self) -> None:
         fenced = self._ctx.registry.fenced(self._ctx.term.fence)
-        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+        while not self._stopping.wait(HEARTBEAT_INTERVAL_S):
             if not self._ctx.term.acting:
                 continue
             try:
@@ -69,11 +69,3 @@ class TermRecorder(LeaderComponent):
                 log.info("term %s: record not refreshed, no longer acting", self._ctx.term.number)
             except SchedulerError as exc:
                 log.warning("term %s: record not refreshed: %s", self._ctx.term.number, exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
-            if self._thread.is_alive():
-                log.error("term %s: thread sched-term-record did not stop", self._ctx.term.number)
-            self._thread = None
