@@ -25,8 +25,8 @@ from deploy.localmesos import LocalMesos
 from executor.package import build_app_archive
 from executor.process import WorkerProcess
 from executor.service import worker_environment
-from tests.integration.executor.framework import App, TestFramework, start_driver
 from tests.integration.executor.helpers import TEST_APP, task_data
+from tests.support.mesosfw import App, Framework, RecordingScheduler
 
 
 def _percentiles(values_ms: list[float]) -> str:
@@ -58,18 +58,21 @@ def bench_mesos_tasks(tasks: int, work_dir: Path) -> None:
     out_dir = work_dir / "out"
     out_dir.mkdir()
     mesos = LocalMesos(port=0, work_dir=work_dir / "mesos", allocation_interval_s=0.2).start()
-    framework = TestFramework()
-    driver = start_driver(framework, mesos.address)
+    scheduler = RecordingScheduler(refuse_s=3600.0, revive_on_launch=True)
+    framework = Framework(
+        mesos.address, scheduler, user="", name="executor-tests", hostname="localhost"
+    )
     try:
+        framework.start(timeout_s=15.0)
         launched_at: dict[str, float] = {}
         started = time.perf_counter()
         for item in range(tasks):
             data = task_data(out_dir, "SIMPLE", "testjobs.simple:count", item=item, total=tasks)
-            launched_at[framework.launch(app, data)] = time.perf_counter()
+            launched_at[scheduler.launch_app(app, data)] = time.perf_counter()
         latencies_ms: list[float] = []
         last_s = started
         for task_id, at in launched_at.items():
-            status = framework.wait_terminal(task_id, timeout_s=300.0)
+            status = scheduler.wait_terminal(task_id, timeout_s=300.0)
             if status.state != "TASK_FINISHED":
                 raise SystemExit(f"{task_id}: {status.state} {status.message}")
             latencies_ms.append((status.received_s - at) * 1000)
@@ -80,8 +83,7 @@ def bench_mesos_tasks(tasks: int, work_dir: Path) -> None:
             f"({tasks / elapsed_s:.1f} tasks/s), launch to FINISHED {_percentiles(latencies_ms)}"
         )
     finally:
-        driver.stop()
-        driver.join()
+        framework.stop()
         mesos.stop(timeout_s=15.0)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from deploy import children
+from tests.support.processes import live_pids
 from tests.support.replicas import ROOT
 from tests.support.waiting import wait_for
 
@@ -47,18 +48,15 @@ def processes_of(data_dir: Path) -> dict[int, str]:
     out): every process a cluster with that data directory started, executors included."""
     found: dict[int, str] = {}
     mark = str(data_dir)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in live_pids():
         try:
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:  # exited meanwhile
             continue
+        cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
         if mark in cmdline or cwd.startswith(mark):
-            found[int(entry.name)] = cmdline.strip()
+            found[pid] = cmdline.strip()
     return found
 
 

@@ -16,6 +16,7 @@ import pytest
 from deploy import children
 from deploy.ports import describe_holder, holders, port_free
 from deploy.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, ZooKeeperUnavailable
+from tests.support.processes import pid_alive
 from tests.support.waiting import wait_for
 
 # Starts `sleep` through deploy.children, prints its pid, then waits to be killed.
@@ -38,14 +39,6 @@ print(child.pid, member, flush=True)
 LEAVES_ONE_BEHIND = "sleep 300 & echo $!; exit 0"
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.fixture
 def started() -> Iterator[list[subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
@@ -66,9 +59,9 @@ def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
     started.append(starter)
     assert starter.stdout is not None
     grandchild = int(starter.stdout.readline())
-    assert alive(grandchild)
+    assert pid_alive(grandchild)
     os.kill(starter.pid, signal.SIGKILL)
-    wait_for(lambda: not alive(grandchild), 10, message="the child of the killed starter dies")
+    wait_for(lambda: not pid_alive(grandchild), 10, message="the child of the killed starter dies")
 
 
 def test_stop_kills_what_the_leader_left_in_its_group(
@@ -79,9 +72,9 @@ def test_stop_kills_what_the_leader_left_in_its_group(
     assert leader.stdout is not None
     straggler = int(leader.stdout.readline())
     wait_for(lambda: children.exited(leader), 10, message="the leader exits")
-    assert alive(straggler)
+    assert pid_alive(straggler)
     assert children.stop(leader) == 0
-    wait_for(lambda: not alive(straggler), 10, message="the straggler is killed")
+    wait_for(lambda: not pid_alive(straggler), 10, message="the straggler is killed")
 
 
 def test_children_never_stopped_are_killed_with_their_group_when_the_starter_exits(
@@ -95,7 +88,9 @@ def test_children_never_stopped_are_killed_with_their_group_when_the_starter_exi
     assert starter.stdout is not None
     leader, member = map(int, starter.stdout.readline().split())  # sleep 300 in the group
     assert starter.wait(10) == 0  # a normal exit: the parent-death signal is not what kills
-    wait_for(lambda: not alive(leader) and not alive(member), 10, message="the group is gone")
+    wait_for(
+        lambda: not pid_alive(leader) and not pid_alive(member), 10, message="the group is gone"
+    )
 
 
 def test_a_taken_port_is_named_with_the_process_that_listens_on_it() -> None:

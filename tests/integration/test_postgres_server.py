@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from deploy.postgres import PostgresServer, PostgresUnavailable
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.models import Base
+from tests.support.processes import group_alive, live_pids, pid_alive, pid_reaped
 
 
 @pytest.fixture
@@ -25,34 +26,17 @@ def server(postgres_dir: Path) -> Iterator[PostgresServer]:
     server.stop()
 
 
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _postmasters_of(data_dir: Path) -> list[int]:
-    """Pids of processes whose command line names `data_dir` (a postmaster keeps its argv)."""
+    """Pids of live processes whose command line names `data_dir` (a postmaster keeps its
+    argv)."""
     pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid in live_pids():
         try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue  # exited meanwhile
         if os.fsencode(data_dir) in argv:
-            pids.append(int(proc.name))
+            pids.append(pid)
     return pids
 
 
@@ -123,14 +107,14 @@ def test_a_stopped_server_refuses_connections_and_leaves_no_process(
         with engine.connect() as connection:  # a backend in the server's process group
             assert connection.scalar(text("SELECT 1")) == 1
             pid = server.pid
-            assert pid is not None and _exists(pid)
+            assert pid is not None and pid_alive(pid)
 
             server.stop()
 
             assert server.pid is None
             assert not server.running
-            assert not _exists(pid)
-            assert not _group_exists(pid)  # the backends went with the postmaster
+            assert pid_reaped(pid)  # stopped and waited for
+            assert not group_alive(pid)  # the backends went with the postmaster
             with pytest.raises(OperationalError, match="terminating connection"):
                 connection.scalar(text("SELECT 1"))
         with pytest.raises(OperationalError, match="refused"):

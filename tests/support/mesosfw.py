@@ -2,7 +2,8 @@
 
 - `StandIn`: `python -m deploy.localmesos --port 0 ...` as a child process.
 - `RecordingScheduler` + `Framework`: an in-process `MesosSchedulerDriver` that records every
-  callback and launches queued tasks on the next offer that fits.
+  callback (status updates as `tests.support.updates.Update`) and launches queued tasks on the
+  next offer: plain TaskInfos, or tasks of an ejcloud `App` run by its real executor.
 - TaskInfo/ExecutorInfo builders and `FIXTURE_EXECUTOR` (a real pymesos executor script).
 """
 
@@ -11,13 +12,12 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +26,15 @@ from typing import Any
 from pymesos import MesosSchedulerDriver, Scheduler
 
 from deploy import children
+from executor import taskdata
+from executor.records import RecordError, decode_status_data
+from executor.taskdata import TaskData
+from tests.support.updates import Update, UpdateLog
 from tests.support.waiting import wait_for
 
 __all__ = [
     "FIXTURE_EXECUTOR",
+    "App",
     "Framework",
     "RawSubscription",
     "RecordingScheduler",
@@ -160,42 +165,131 @@ class StandIn:
         return found
 
 
-@dataclass
-class Update:
-    task_id: str
-    state: str
-    status: Json
+@dataclass(frozen=True)
+class App:
+    """An ejcloud app as the scheduler registers it: an archive (appURL) and its bootstrap
+    script. Its tasks run in one executor per agent, id `{app}@-@{agentId}`."""
+
+    name: str
+    archive: Path
+    bootstrap_script: str = "bin/start.sh"
+    environment: dict[str, str] = field(default_factory=dict)
+
+    def executor_id(self, agent_id: str) -> str:
+        return taskdata.executor_id(self.name, agent_id)
+
+    def executor_info(self, agent_id: str) -> Json:
+        info = taskdata.executor_info(
+            app_name=self.name,
+            agent_id=agent_id,
+            app_url=self.archive.as_uri(),
+            bootstrap_script=self.bootstrap_script,
+            cpus=0.1,
+            mem_mb=64,
+            cache=False,
+        )
+        info["command"]["environment"] = {
+            "variables": [{"name": k, "value": v} for k, v in sorted(self.environment.items())]
+        }
+        return info
 
 
-@dataclass
-class RecordingScheduler(Scheduler):  # type: ignore[misc]
-    """Records callbacks; launches `queue`d tasks on offers that fit, declines the rest."""
+# Builds a queued task's TaskInfo for the offer it goes out on.
+_TaskFor = Callable[[Json], Json]
 
-    refuse_s: float = 0.2
-    hold_offers: bool = False  # keep offers (never decline)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    framework_ids: list[str] = field(default_factory=list)
-    reregistrations: int = 0
-    disconnections: int = 0
-    offers: list[Json] = field(default_factory=list)
-    offer_times: list[float] = field(default_factory=list)  # time.monotonic() of each offer
-    updates: list[Update] = field(default_factory=list)
-    rescinded: list[str] = field(default_factory=list)
-    failures: list[tuple[str | None, str, int | None]] = field(default_factory=list)
-    messages: list[bytes] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    queue: list[Json] = field(default_factory=list)
+
+def _on_offered_agent(task: Json) -> _TaskFor:
+    """`task` on the agent of the offer it goes out on, unless it names an agent itself."""
+    return lambda offer: {"agent_id": offer["agent_id"], **task}
+
+
+class RecordingScheduler(UpdateLog, Scheduler):  # type: ignore[misc]  # pymesos is untyped
+    """Records every callback; launches queued tasks on the next offer, declines the others.
+
+    Every record is guarded by `cond` (notified on each change). Declined offers are filtered
+    for `refuse_s`; with `revive_on_launch`, queuing a task revives offers, so a long
+    `refuse_s` keeps an idle framework quiet without delaying launches. With `hold_offers`,
+    offers without a task to launch are kept instead of declined.
+    """
+
+    def __init__(
+        self, refuse_s: float = 0.2, hold_offers: bool = False, revive_on_launch: bool = False
+    ) -> None:
+        super().__init__()
+        self.refuse_s = refuse_s
+        self.hold_offers = hold_offers
+        self.revive_on_launch = revive_on_launch
+        self.framework_ids: list[str] = []
+        self.reregistrations = 0
+        self.disconnections = 0
+        self.offers: list[Json] = []
+        self.offer_times: list[float] = []  # time.monotonic() of each offer
+        self.agent_ids: set[str] = set()  # of every offer
+        self.rescinded: list[str] = []
+        self.failures: list[tuple[str | None, str, int | None]] = []  # executor, agent, status
+        self.messages: list[bytes] = []
+        self.errors: list[str] = []
+        self._queue: list[_TaskFor] = []
+        self._driver: Any = None  # the driver of the callbacks, once subscribed
+
+    # -- queuing tasks (test thread) -----------------------------------------------------------
 
     def launch(self, *tasks: Json) -> None:
-        """Queue TaskInfos (without agent_id); they go out on the next offer that fits."""
+        """Queue TaskInfos (without agent_id); they go out on the next offer."""
+        self._enqueue([_on_offered_agent(task) for task in tasks])
+
+    def launch_app(self, app: App, data: TaskData | str, task_id: str | None = None) -> str:
+        """Queue a task of `app` whose TaskInfo.data is `data` (TaskData, or raw text); it goes
+        out on the next offer with the app's ExecutorInfo for that agent. Returns its id."""
+        if isinstance(data, TaskData):
+            task_id = task_id or data.sharding.task_id
+            raw = data.encode()
+        else:
+            task_id = task_id or f"raw@-@0@-@READY@-@S@-@{uuid.uuid4()}"
+            raw = data
+        template = {
+            "name": task_id,
+            "task_id": {"value": task_id},
+            "resources": [scalar("cpus", 0.1), scalar("mem", 32)],
+            "data": raw,
+        }
+
+        def task_for(offer: Json) -> Json:
+            agent_id = offer["agent_id"]
+            return {
+                **template,
+                "agent_id": agent_id,
+                "executor": app.executor_info(agent_id["value"]),
+            }
+
+        self._enqueue([task_for])
+        return task_id
+
+    def _enqueue(self, tasks: list[_TaskFor]) -> None:
+        # Queued and revived under the lock that offers are answered under: no offer can be
+        # declined (and filtered) between the two with a task left in the queue.
         with self.cond:
-            self.queue.extend(tasks)
+            self._queue.extend(tasks)
+            if self.revive_on_launch and self._driver is not None:
+                self._driver.reviveOffers()
+
+    def lost_executors(self) -> list[tuple[str, int | None]]:
+        """(executor id, exit status) of each executor Mesos reported gone, in order."""
+        with self.cond:
+            return [(e, status) for e, _, status in self.failures if e is not None]
+
+    # -- pymesos callbacks (the driver's thread) -----------------------------------------------
 
     def registered(self, driver: Any, framework_id: Json, master_info: Json) -> None:
-        self._record(lambda: self.framework_ids.append(framework_id["value"]))
+        def note() -> None:
+            self._driver = driver
+            self.framework_ids.append(framework_id["value"])
+
+        self._record(note)
 
     def reregistered(self, driver: Any, master_info: Json) -> None:
         def bump() -> None:
+            self._driver = driver
             self.reregistrations += 1
 
         self._record(bump)
@@ -208,24 +302,38 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
 
     def resourceOffers(self, driver: Any, offers: list[Json]) -> None:
         for offer in offers:
+            # Taken and answered under the lock (see _enqueue).
             with self.cond:
                 self.offers.append(offer)
                 self.offer_times.append(time.monotonic())
-                tasks, self.queue = self.queue, []
+                self.agent_ids.add(offer["agent_id"]["value"])
+                queued, self._queue = self._queue, []
                 self.cond.notify_all()
-            if tasks:
-                for task in tasks:
-                    task.setdefault("agent_id", offer["agent_id"])
-                driver.launchTasks(offer["id"], tasks, {"refuse_seconds": self.refuse_s})
-            elif not self.hold_offers:
-                driver.declineOffer(offer["id"], {"refuse_seconds": self.refuse_s})
+                if queued:
+                    tasks = [task_for(offer) for task_for in queued]
+                    driver.launchTasks(offer["id"], tasks, {"refuse_seconds": self.refuse_s})
+                elif not self.hold_offers:
+                    driver.declineOffer(offer["id"], {"refuse_seconds": self.refuse_s})
 
     def offerRescinded(self, driver: Any, offer_id: Json) -> None:
         self._record(lambda: self.rescinded.append(offer_id["value"]))
 
     def statusUpdate(self, driver: Any, status: Json) -> None:
-        update = Update(status["task_id"]["value"], status["state"], dict(status))
-        self._record(lambda: self.updates.append(update))
+        try:
+            record = decode_status_data(status.get("data"))
+        except RecordError:  # data that is no execution record (a fixture executor's, say)
+            record = None
+        self.add(
+            Update(
+                task_id=status["task_id"]["value"],
+                state=status["state"],
+                message=status.get("message", ""),
+                record=record,
+                reason=status.get("reason", ""),
+                source=status.get("source", ""),
+                status=dict(status),
+            )
+        )
 
     def frameworkMessage(self, driver: Any, executor_id: Json, agent_id: Json, data: str) -> None:
         self._record(lambda: self.messages.append(base64.b64decode(data)))
@@ -244,25 +352,6 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
         with self.cond:
             change()
             self.cond.notify_all()
-
-    def states(self, task_id: str) -> list[str]:
-        with self.cond:
-            return [u.state for u in self.updates if u.task_id == task_id]
-
-    def last(self, task_id: str) -> Update | None:
-        with self.cond:
-            found = [u for u in self.updates if u.task_id == task_id]
-        return found[-1] if found else None
-
-    def wait_state(self, task_id: str, state: str, timeout_s: float = 20.0) -> Update:
-        def seen() -> Update | None:
-            with self.cond:
-                for u in self.updates:
-                    if u.task_id == task_id and u.state == state:
-                        return u
-            return None
-
-        return wait_for(seen, timeout_s, message=f"{task_id} reaching {state}")
 
 
 class Framework:
@@ -316,6 +405,28 @@ class Framework:
             if detector is not None:
                 detector.zk.close()  # pymesos only stop()s its KazooClient, leaking sockets
 
+    def kill(self, task_id: str) -> None:
+        self.driver.killTask({"value": task_id})
+
+    def send_message(self, executor_id: str, agent_id: str, text: str) -> None:
+        """A framework message (UTF-8 `text`) to an executor."""
+        data = base64.b64encode(text.encode()).decode()
+        self.driver.sendFrameworkMessage({"value": executor_id}, {"value": agent_id}, data)
+
+    def shutdown_executor(self, executor_id: str, agent_id: str) -> None:
+        """The scheduler API's SHUTDOWN call, on the driver's own stream (pymesos has no method
+        for it)."""
+        self.driver._send(
+            {
+                "type": "SHUTDOWN",
+                "framework_id": {"value": self.id},
+                "shutdown": {
+                    "executor_id": {"value": executor_id},
+                    "agent_id": {"value": agent_id},
+                },
+            }
+        )
+
 
 def scalar(name: str, value: float) -> Json:
     return {"name": name, "type": "SCALAR", "scalar": {"value": value}}
@@ -363,18 +474,6 @@ def executor_task(
         "executor": executor,
         "data": data,
     }
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def wait_gone(pid: int, timeout_s: float = 10.0) -> None:
-    wait_for(lambda: not process_alive(pid), timeout_s, message=f"pid {pid} to exit")
 
 
 class RawSubscription:

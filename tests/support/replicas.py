@@ -76,6 +76,9 @@ class ReplicaProcess:
         return self.proc.pid
 
     def alive(self) -> bool:
+        """True until the replica exits. It is this process's child, so `poll()` reaps it the
+        moment it exits: like `tests.support.processes.pid_alive`, an exited replica is never
+        seen as a live zombie, and its pid is never confused with a reused one."""
         return self.proc is not None and self.proc.poll() is None
 
     def health(self) -> dict[str, Any] | None:

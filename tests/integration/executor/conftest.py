@@ -1,4 +1,4 @@
-"""Fixtures of the executor's Mesos tests: the stand-in, the test framework, app archives."""
+"""Fixtures of the executor's Mesos tests: the stand-in, a recording framework, app archives."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from deploy.localmesos import LocalMesos
 from executor.package import build_app_archive
+from tests.support.mesosfw import App, Framework, RecordingScheduler
 
-from .framework import App, TestFramework, start_driver
 from .helpers import TEST_APP
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo_app"
@@ -64,12 +64,26 @@ def mesos(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalMesos
 
 
 @pytest.fixture
-def framework(mesos: LocalMesos) -> Iterator[TestFramework]:
-    scheduler = TestFramework()
-    driver = start_driver(scheduler, mesos.address)
-    yield scheduler
-    driver.stop()
-    driver.join()
+def framework(mesos: LocalMesos) -> Iterator[Framework]:
+    """A pymesos driver subscribed to the stand-in; stopped after the test, pass or fail.
+
+    Its scheduler refuses offers for an hour and revives them when a task is queued: quiet
+    while idle, and no wait for a filter to run out when there is work.
+    """
+    scheduler = RecordingScheduler(refuse_s=3600.0, revive_on_launch=True)
+    framework = Framework(
+        mesos.address, scheduler, user="", name="executor-tests", hostname="localhost"
+    )
+    try:
+        yield framework.start(timeout_s=15.0)
+    finally:
+        framework.stop()
+
+
+@pytest.fixture
+def scheduler(framework: Framework) -> RecordingScheduler:
+    """What `framework` recorded, and where its tasks are queued."""
+    return framework.scheduler
 
 
 def sandboxes(work_dir: Path, executor_id: str) -> list[Path]:

@@ -16,31 +16,32 @@ from pathlib import Path
 from deploy.localmesos import LocalMesos
 from executor.records import parse_output_message, task_output_dir
 from executor.taskdata import executor_id
+from tests.support.mesosfw import App, Framework, RecordingScheduler
+from tests.support.processes import group_alive, pid_alive
 from tests.support.waiting import wait_for
 
 from .conftest import sandboxes
-from .framework import App, TestFramework
-from .helpers import executor_pid, pid_alive, process_group_alive, read_pid, task_data
+from .helpers import executor_pid, read_pid, task_data
 
 
-def only_agent(framework: TestFramework) -> str:
-    return wait_for(lambda: next(iter(framework.agent_ids), None), 10.0, message="an offer")
+def only_agent(scheduler: RecordingScheduler) -> str:
+    return wait_for(lambda: next(iter(scheduler.agent_ids), None), 10.0, message="an offer")
 
 
 def test_simple_dataflow_and_script_jobs_finish_with_their_records(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     tasks = [
         task_data(tmp_path, "SIMPLE", "testjobs.simple:ok", item=0, total=2),
         task_data(tmp_path, "DATAFLOW", "testjobs.flow:Numbers", streaming=True),
         task_data(tmp_path, "SCRIPT", script="scripts/ok.sh", item=1, total=2),
     ]
-    ids = [framework.launch(test_app, data) for data in tasks]
+    ids = [scheduler.launch_app(test_app, data) for data in tasks]
     for task_id in ids:
-        assert framework.wait_terminal(task_id).state == "TASK_FINISHED", task_id
-        states = framework.states(task_id)
+        assert scheduler.wait_terminal(task_id).state == "TASK_FINISHED", task_id
+        states = scheduler.states(task_id)
         assert states == ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"], states
-        running, finished = framework.statuses(task_id)[1:]
+        running, finished = scheduler.of(task_id)[1:]
         assert running.record is not None and finished.record is not None
         assert finished.record.id == running.record.id
         assert finished.record.is_success is True
@@ -56,21 +57,21 @@ def test_simple_dataflow_and_script_jobs_finish_with_their_records(
     argument = (tmp_path / f"{script.sharding.job_name}-1.script").read_text().splitlines()[0]
     assert json.loads(argument) == script.sharding.to_json()
     # One executor for the app on the agent ran all three.
-    agent = only_agent(framework)
-    assert framework.lost_executors() == []
-    assert len(framework.agent_ids) == 1
+    agent = only_agent(scheduler)
+    assert scheduler.lost_executors() == []
+    assert len(scheduler.agent_ids) == 1
     assert executor_id("testapp", agent) == f"testapp@-@{agent}"
 
 
 def test_failing_jobs_report_task_failed_with_the_reason(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
-    simple = framework.launch(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:fail"))
-    flow = framework.launch(test_app, task_data(tmp_path, "DATAFLOW", "testjobs.flow:Broken"))
-    script = framework.launch(test_app, task_data(tmp_path, "SCRIPT", script="scripts/fail.sh"))
-    bad_class = framework.launch(test_app, task_data(tmp_path, "SIMPLE", "testjobs.nope:run"))
+    simple = scheduler.launch_app(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:fail"))
+    flow = scheduler.launch_app(test_app, task_data(tmp_path, "DATAFLOW", "testjobs.flow:Broken"))
+    script = scheduler.launch_app(test_app, task_data(tmp_path, "SCRIPT", script="scripts/fail.sh"))
+    bad_class = scheduler.launch_app(test_app, task_data(tmp_path, "SIMPLE", "testjobs.nope:run"))
     failed = {
-        task_id: framework.wait_terminal(task_id) for task_id in (simple, flow, script, bad_class)
+        task_id: scheduler.wait_terminal(task_id) for task_id in (simple, flow, script, bad_class)
     }
     assert {s.state for s in failed.values()} == {"TASK_FAILED"}
     assert failed[simple].message.startswith("ValueError: bad shard 0 (at testjobs/simple.py:")
@@ -83,32 +84,32 @@ def test_failing_jobs_report_task_failed_with_the_reason(
 
 
 def test_a_hanging_job_is_killed_and_reported_only_after_it_stopped(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     data = task_data(tmp_path, "SIMPLE", "testjobs.simple:hang")
-    task_id = framework.launch(test_app, data)
+    task_id = scheduler.launch_app(test_app, data)
     pid = read_pid(tmp_path / f"{data.sharding.job_name}-0.pid")
-    framework.wait_state(task_id, "TASK_RUNNING")
+    scheduler.wait_state(task_id, "TASK_RUNNING")
     framework.kill(task_id)
-    killed = framework.wait_terminal(task_id)
+    killed = scheduler.wait_terminal(task_id)
     # The executor reports KILLED after reaping the worker: by now it must be gone.
     assert killed.state == "TASK_KILLED"
-    assert not pid_alive(pid) and not process_group_alive(pid)
+    assert not pid_alive(pid) and not group_alive(pid)
     assert (tmp_path / f"{data.sharding.job_name}-0.stopped").exists()  # SIGTERM first
 
 
 def test_a_daemon_job_reports_begin_and_complete_for_each_fire(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     data = task_data(tmp_path, "SIMPLE", "testjobs.simple:count", execution="DAEMON")
-    task_id = framework.launch(test_app, data)
+    task_id = scheduler.launch_app(test_app, data)
     wait_for(
-        lambda: len(framework.with_message(task_id, "COMPLETE")) >= 3,
+        lambda: len(scheduler.with_message(task_id, "COMPLETE")) >= 3,
         20.0,
         message="three daemon runs",
     )
-    begins = framework.with_message(task_id, "BEGIN")
-    completes = framework.with_message(task_id, "COMPLETE")
+    begins = scheduler.with_message(task_id, "BEGIN")
+    completes = scheduler.with_message(task_id, "COMPLETE")
     assert len(begins) >= 3
     assert [s.state for s in begins + completes] == ["TASK_RUNNING"] * len(begins + completes)
     assert [c.record.id for c in completes[:3] if c.record] == [
@@ -116,140 +117,148 @@ def test_a_daemon_job_reports_begin_and_complete_for_each_fire(
     ]
     assert all(c.record is not None and c.record.is_success for c in completes)
     framework.kill(task_id)
-    assert framework.wait_terminal(task_id).state == "TASK_KILLED"
+    assert scheduler.wait_terminal(task_id).state == "TASK_KILLED"
 
 
 def test_one_failing_task_leaves_the_other_tasks_of_the_app_running(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:hang")
-    hang_id = framework.launch(test_app, hang)
-    crash_id = framework.launch(
+    hang_id = scheduler.launch_app(test_app, hang)
+    crash_id = scheduler.launch_app(
         test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:exit_hard")
     )
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
-    assert framework.wait_terminal(crash_id).state == "TASK_FAILED"
+    assert scheduler.wait_terminal(crash_id).state == "TASK_FAILED"
     # The same executor still runs the other task and takes new ones.
     assert pid_alive(pid)
-    assert framework.states(hang_id) == ["TASK_STARTING", "TASK_RUNNING"]
-    later = framework.launch(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
-    assert framework.wait_terminal(later).state == "TASK_FINISHED"
-    assert framework.lost_executors() == []
+    assert scheduler.states(hang_id) == ["TASK_STARTING", "TASK_RUNNING"]
+    later = scheduler.launch_app(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
+    assert scheduler.wait_terminal(later).state == "TASK_FINISHED"
+    assert scheduler.lost_executors() == []
     framework.kill(hang_id)
-    assert framework.wait_terminal(hang_id).state == "TASK_KILLED"
+    assert scheduler.wait_terminal(hang_id).state == "TASK_KILLED"
 
 
 def test_bad_task_data_is_a_task_error_and_the_executor_keeps_serving(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
-    not_json = framework.launch(test_app, base64.b64encode(b"{not json").decode())
+    not_json = scheduler.launch_app(test_app, base64.b64encode(b"{not json").decode())
     bad_type = task_data(tmp_path, "SIMPLE", "testjobs.simple:ok").to_json()
     bad_type["jobConfig"]["jobType"] = "JAVA"
-    bad = framework.launch(
+    bad = scheduler.launch_app(
         test_app, base64.b64encode(json.dumps(bad_type).encode()).decode(), task_id="bad@-@0"
     )
-    error = framework.wait_terminal(not_json)
+    error = scheduler.wait_terminal(not_json)
     assert error.state == "TASK_ERROR"
     assert "not base64 of UTF-8 JSON" in error.message
-    error = framework.wait_terminal(bad)
+    error = scheduler.wait_terminal(bad)
     assert error.state == "TASK_ERROR"
     assert "jobConfig.jobType: 'JAVA'" in error.message
-    good = framework.launch(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
-    assert framework.wait_terminal(good).state == "TASK_FINISHED"
+    good = scheduler.launch_app(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
+    assert scheduler.wait_terminal(good).state == "TASK_FINISHED"
 
 
 def test_the_stop_message_stops_every_task_and_the_executor_exits_0(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:hang")
-    hang_id = framework.launch(test_app, hang)
-    daemon_id = framework.launch(
+    hang_id = scheduler.launch_app(test_app, hang)
+    daemon_id = scheduler.launch_app(
         test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:count", execution="DAEMON")
     )
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
-    framework.wait_state(daemon_id, "TASK_RUNNING")
-    framework.send_message(test_app, only_agent(framework), "STOP")
-    killed = framework.wait_terminal(hang_id)
+    scheduler.wait_state(daemon_id, "TASK_RUNNING")
+    agent = only_agent(scheduler)
+    framework.send_message(test_app.executor_id(agent), agent, "STOP")
+    killed = scheduler.wait_terminal(hang_id)
     assert (killed.state, killed.message) == ("TASK_KILLED", "the scheduler sent STOP")
-    assert framework.wait_terminal(daemon_id).state == "TASK_KILLED"
+    assert scheduler.wait_terminal(daemon_id).state == "TASK_KILLED"
     assert not pid_alive(pid)
-    lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
-    assert lost == [(f"testapp@-@{only_agent(framework)}", 0)]
+    lost = wait_for(scheduler.lost_executors, 20.0, message="the executor to exit")
+    assert lost == [(f"testapp@-@{only_agent(scheduler)}", 0)]
 
 
 def test_an_agent_shutdown_stops_every_task_and_the_executor_exits_0(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:stubborn")
-    hang_id = framework.launch(test_app, hang)
+    hang_id = scheduler.launch_app(test_app, hang)
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
-    framework.wait_state(hang_id, "TASK_RUNNING")
-    framework.shutdown_executor(test_app, only_agent(framework))
+    scheduler.wait_state(hang_id, "TASK_RUNNING")
+    agent = only_agent(scheduler)
+    framework.shutdown_executor(test_app.executor_id(agent), agent)
     # SIGTERM is ignored by this job: SIGKILL within the shutdown grace period ends it.
-    killed = framework.wait_terminal(hang_id)
+    killed = scheduler.wait_terminal(hang_id)
     assert (killed.state, killed.message) == ("TASK_KILLED", "the agent shut the executor down")
     assert not pid_alive(pid)
-    lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
-    assert lost == [(f"testapp@-@{only_agent(framework)}", 0)]
+    lost = wait_for(scheduler.lost_executors, 20.0, message="the executor to exit")
+    assert lost == [(f"testapp@-@{only_agent(scheduler)}", 0)]
 
 
 def test_sigterm_stops_every_task_and_the_executor_exits_0(
-    framework: TestFramework, test_app: App, tmp_path: Path
+    framework: Framework, scheduler: RecordingScheduler, test_app: App, tmp_path: Path
 ) -> None:
     hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:hang")
-    hang_id = framework.launch(test_app, hang)
+    hang_id = scheduler.launch_app(test_app, hang)
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
-    framework.wait_state(hang_id, "TASK_RUNNING")
-    agent = only_agent(framework)
-    executor = executor_pid(framework.driver.framework_id, executor_id("testapp", agent))
+    scheduler.wait_state(hang_id, "TASK_RUNNING")
+    agent = only_agent(scheduler)
+    executor = executor_pid(framework.id, executor_id("testapp", agent))
     assert executor is not None
     os.kill(executor, signal.SIGTERM)
-    assert framework.wait_terminal(hang_id).state == "TASK_KILLED"
+    assert scheduler.wait_terminal(hang_id).state == "TASK_KILLED"
     assert not pid_alive(pid)
-    lost = wait_for(framework.lost_executors, 20.0, message="the executor to exit")
+    lost = wait_for(scheduler.lost_executors, 20.0, message="the executor to exit")
     assert lost == [(f"testapp@-@{agent}", 0)]
 
 
 def test_a_crashed_executor_takes_its_job_processes_with_it(
-    framework: TestFramework, test_app: App, mesos: LocalMesos, tmp_path: Path
+    framework: Framework,
+    scheduler: RecordingScheduler,
+    test_app: App,
+    mesos: LocalMesos,
+    tmp_path: Path,
 ) -> None:
     hang = task_data(tmp_path, "SIMPLE", "testjobs.simple:stubborn")
-    hang_id = framework.launch(test_app, hang)
+    hang_id = scheduler.launch_app(test_app, hang)
     pid = read_pid(tmp_path / f"{hang.sharding.job_name}-0.pid")
-    framework.wait_state(hang_id, "TASK_RUNNING")
-    agent = only_agent(framework)
-    assert mesos.kill_executor(framework.driver.framework_id, executor_id("testapp", agent))
-    failed = framework.wait_terminal(hang_id)
+    scheduler.wait_state(hang_id, "TASK_RUNNING")
+    agent = only_agent(scheduler)
+    assert mesos.kill_executor(framework.id, executor_id("testapp", agent))
+    failed = scheduler.wait_terminal(hang_id)
     assert (failed.state, failed.reason) == ("TASK_FAILED", "REASON_EXECUTOR_TERMINATED")
-    wait_for(lambda: not process_group_alive(pid), 10.0, message="the orphaned job to die")
+    wait_for(lambda: not group_alive(pid), 10.0, message="the orphaned job to die")
 
 
 def test_an_archive_with_the_executor_bundled_runs_that_executor(
-    framework: TestFramework, app_archives: dict[str, Path], mesos: LocalMesos, tmp_path: Path
+    scheduler: RecordingScheduler, app_archives: dict[str, Path], mesos: LocalMesos, tmp_path: Path
 ) -> None:
     app = App("bundled", app_archives["bundled"], environment={"EJC_PYTHON": sys.executable})
-    task_id = framework.launch(app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
-    assert framework.wait_terminal(task_id).state == "TASK_FINISHED"
-    (sandbox,) = sandboxes(mesos.work_dir, executor_id("bundled", only_agent(framework)))
+    task_id = scheduler.launch_app(app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
+    assert scheduler.wait_terminal(task_id).state == "TASK_FINISHED"
+    (sandbox,) = sandboxes(mesos.work_dir, executor_id("bundled", only_agent(scheduler)))
     assert (sandbox / "executor" / "__main__.py").is_file()
     assert (sandbox / "testapp-bundled.tar.gz").is_file()  # fetched, then extracted
     assert f"executor package {sandbox / 'executor'}" in (sandbox / "stderr").read_text()
 
 
 def test_the_demo_app_runs_its_three_jobs(
-    framework: TestFramework, app_archives: dict[str, Path], mesos: LocalMesos, tmp_path: Path
+    scheduler: RecordingScheduler, app_archives: dict[str, Path], mesos: LocalMesos, tmp_path: Path
 ) -> None:
     app = App("demo", app_archives["demo"], environment={"EJC_PYTHON": sys.executable})
     ids = [
-        framework.launch(app, task_data(tmp_path, "SIMPLE", "demo.jobs:hello", item=1, total=2)),
-        framework.launch(
+        scheduler.launch_app(
+            app, task_data(tmp_path, "SIMPLE", "demo.jobs:hello", item=1, total=2)
+        ),
+        scheduler.launch_app(
             app, task_data(tmp_path, "DATAFLOW", "demo.jobs:NumberSquares", job_parameter="12")
         ),
-        framework.launch(app, task_data(tmp_path, "SCRIPT", script="scripts/hello.sh")),
+        scheduler.launch_app(app, task_data(tmp_path, "SCRIPT", script="scripts/hello.sh")),
     ]
     for task_id in ids:
-        assert framework.wait_terminal(task_id).state == "TASK_FINISHED"
-    (sandbox,) = sandboxes(mesos.work_dir, executor_id("demo", only_agent(framework)))
+        assert scheduler.wait_terminal(task_id).state == "TASK_FINISHED"
+    (sandbox,) = sandboxes(mesos.work_dir, executor_id("demo", only_agent(scheduler)))
     # Each task's output is in files of its own, named in its TASK_RUNNING message.
     hello, squares, script = (
         (sandbox / task_output_dir(task_id) / "stdout").read_text() for task_id in ids
@@ -257,7 +266,7 @@ def test_the_demo_app_runs_its_three_jobs(
     assert "hello from " in hello and "shard 1/2" in hello
     assert "shard 0: [0, 1, 4]" in squares and "hello from " not in squares
     assert script and "shard 0: [0, 1, 4]" not in script
-    running = framework.statuses(ids[0])[1]
+    running = scheduler.of(ids[0])[1]
     assert running.state == "TASK_RUNNING"
     assert parse_output_message(running.message) == {
         "stdout": f"{task_output_dir(ids[0])}/stdout",

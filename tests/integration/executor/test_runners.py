@@ -19,16 +19,11 @@ from executor.records import parse_output_message, task_output_dir
 from executor.service import worker_environment
 from executor.taskdata import TaskData
 from executor.tasks import DaemonTask, RunEnvironment, TaskRunner, new_runner
+from tests.support.processes import group_alive, pid_alive
+from tests.support.updates import Recorder
 from tests.support.waiting import wait_for
 
-from .helpers import (
-    TEST_APP,
-    Recorder,
-    pid_alive,
-    process_group_alive,
-    read_pid,
-    task_data,
-)
+from .helpers import TEST_APP, read_pid, task_data
 
 GRACE_S = 0.5
 
@@ -246,7 +241,7 @@ def test_a_killed_job_stops_before_killed_is_reported(
 
     def check_then_report(task_id: str, state: str, *args: object, **kwargs: object) -> None:
         if state == "TASK_KILLED":
-            alive_at_report.append(pid_alive(pid) or process_group_alive(pid))
+            alive_at_report.append(pid_alive(pid) or group_alive(pid))
         original(task_id, state, *args, **kwargs)  # type: ignore[arg-type]
 
     recorder.report = check_then_report  # type: ignore[method-assign]
@@ -286,7 +281,7 @@ def test_killing_a_script_stops_its_whole_process_group(
     assert not pid_alive(shell_pid)
     # The background `sleep` got the group's signals too; it is gone (or being reaped by init).
     wait_for(lambda: not pid_alive(sleep_pid), 5.0, message="the script's child to go")
-    assert not process_group_alive(pgid)
+    assert not group_alive(pgid)
 
 
 def test_a_task_killed_before_it_started_never_runs(
@@ -308,7 +303,7 @@ def test_a_daemon_reports_begin_and_complete_around_each_run(
     data = task_data(tmp_path, "SIMPLE", "testjobs.simple:count", execution="DAEMON")
     task_id = data.sharding.task_id
     runner = run(data)
-    wait_for(lambda: len(recorder.messages(task_id, "COMPLETE")) >= 3, 20.0, message="3 runs")
+    wait_for(lambda: len(recorder.with_message(task_id, "COMPLETE")) >= 3, 20.0, message="3 runs")
     runner.request_kill()
     assert recorder.wait_terminal(task_id).state == "TASK_KILLED"
     assert runner.join(10.0)
@@ -332,13 +327,15 @@ def test_a_daemon_reports_only_every_nth_run_when_sampling(
     task_id = data.sharding.task_id
     runner = run(data)
     assert isinstance(runner, DaemonTask)
-    wait_for(lambda: len(recorder.messages(task_id, "COMPLETE")) >= 2, 20.0, message="2 reports")
+    wait_for(
+        lambda: len(recorder.with_message(task_id, "COMPLETE")) >= 2, 20.0, message="2 reports"
+    )
     runner.request_kill()
     assert recorder.wait_terminal(task_id).state == "TASK_KILLED"
     assert runner.join(10.0)
     runs = runner.runs
     assert runs >= 4
-    assert len(recorder.messages(task_id, "BEGIN")) == runs // 2
+    assert len(recorder.with_message(task_id, "BEGIN")) == runs // 2
 
 
 def test_a_failing_daemon_run_is_reported_and_the_daemon_keeps_running(
@@ -356,13 +353,13 @@ def test_a_failing_daemon_run_is_reported_and_the_daemon_keeps_running(
     runner = run(data)
 
     def completes() -> list[bool | None]:
-        return [u.record.is_success for u in recorder.messages(task_id, "COMPLETE") if u.record]
+        return [u.record.is_success for u in recorder.with_message(task_id, "COMPLETE") if u.record]
 
     wait_for(lambda: len(completes()) >= 3, 30.0, message="runs 2, 3 and 4 reported")
     assert completes()[:3] == [False, True, False]
-    failed = recorder.messages(task_id, "COMPLETE")[0].record
+    failed = recorder.with_message(task_id, "COMPLETE")[0].record
     assert failed is not None and "RuntimeError: even run fails" in failed.failure_cause
-    assert len(recorder.messages(task_id, "BEGIN")) == 1  # only run 3 was sampled
+    assert len(recorder.with_message(task_id, "BEGIN")) == 1  # only run 3 was sampled
     assert not [u for u in recorder.of(task_id) if u.state != "TASK_RUNNING"][1:]
     runner.request_kill()
     assert recorder.wait_terminal(task_id).state == "TASK_KILLED"
@@ -380,10 +377,10 @@ def test_killing_a_daemon_mid_run_stops_the_run_first(
     assert update.state == "TASK_KILLED"
     assert not pid_alive(pid)
     # The cut-short run's record comes back complete with the KILLED update.
-    begin = recorder.messages(task_id, "BEGIN")[0].record
+    begin = recorder.with_message(task_id, "BEGIN")[0].record
     assert begin is not None and update.record is not None
     assert update.record.id == begin.id and update.record.is_success is False
-    assert not recorder.messages(task_id, "COMPLETE")
+    assert not recorder.with_message(task_id, "COMPLETE")
 
 
 def test_a_daemon_with_an_invalid_cron_is_a_task_error(
@@ -433,4 +430,4 @@ def test_a_worker_does_not_outlive_its_executor(tmp_path: Path) -> None:
         parent.wait()
         if parent.stdout is not None:
             parent.stdout.close()
-    wait_for(lambda: not process_group_alive(worker_pid), 10.0, message="the orphan to die")
+    wait_for(lambda: not group_alive(worker_pid), 10.0, message="the orphan to die")

@@ -16,9 +16,11 @@ import pytest
 from executor.service import worker_environment
 from executor.taskdata import TaskData
 from executor.tasks import RunEnvironment, TaskRunner, new_runner
+from tests.support.processes import pid_alive
+from tests.support.updates import Recorder
 from tests.support.waiting import wait_for
 
-from .helpers import TEST_APP, Recorder, pid_alive, read_pid, task_data
+from .helpers import TEST_APP, read_pid, task_data
 
 GRACE_S = 0.5
 
@@ -106,7 +108,7 @@ def test_a_daemon_run_that_hangs_is_reported_timed_out_and_the_daemon_goes_on(
     def timed_out() -> list[str]:
         return [
             u.record.failure_cause
-            for u in recorder.messages(task_id, "COMPLETE")
+            for u in recorder.with_message(task_id, "COMPLETE")
             if u.record is not None and u.record.is_success is False
         ]
 

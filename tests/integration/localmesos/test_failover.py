@@ -22,10 +22,9 @@ from tests.support.mesosfw import (
     command_task,
     executor_info,
     executor_task,
-    process_alive,
     wait_for,
-    wait_gone,
 )
+from tests.support.processes import pid_alive, wait_reaped
 
 FIXTURE_FRAMEWORK = Path(__file__).with_name("fixture_framework.py")
 
@@ -96,7 +95,7 @@ def test_a_restarted_scheduler_keeps_its_tasks_and_receives_missed_updates(
     executor_id = standin.framework_state(framework_id)["executors"][0]["executor_id"]  # type: ignore[index]
     directory = standin.sandboxes(framework_id)[executor_id]
     executor_pid = int((directory / "executor.pid").read_text())
-    assert process_alive(executor_pid)
+    assert pid_alive(executor_pid)
 
     # This update happens while no scheduler is connected: the agent must hold it.
     finish_file.touch()
@@ -130,7 +129,7 @@ def test_a_restarted_scheduler_keeps_its_tasks_and_receives_missed_updates(
     assert framework is not None and framework["connected"]
     assert [t["id"] for t in framework["tasks"]] == ["keep"]
     assert int((directory / "executor.pid").read_text()) == executor_pid
-    assert process_alive(executor_pid)
+    assert pid_alive(executor_pid)
 
 
 def test_failover_timeout_expiry_kills_tasks_and_removes_the_framework(
@@ -158,7 +157,7 @@ def test_failover_timeout_expiry_kills_tasks_and_removes_the_framework(
         "runner": "TASK_KILLED",
         "sleeper": "TASK_KILLED",
     }
-    wait_gone(executor_pid)
+    wait_reaped(executor_pid)
 
     subscribe = {
         "type": "SUBSCRIBE",
@@ -192,7 +191,7 @@ def test_teardown_shuts_the_executors_down_at_once(
 
     framework.stop()  # pymesos sends TEARDOWN
 
-    wait_gone(executor_pid)
+    wait_reaped(executor_pid)
     state = standin.state()
     assert [f["id"] for f in state["completed_frameworks"]] == [framework.id]
     assert state["frameworks"] == []

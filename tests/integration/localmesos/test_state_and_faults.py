@@ -20,8 +20,8 @@ from tests.support.mesosfw import (
     executor_info,
     executor_task,
     wait_for,
-    wait_gone,
 )
+from tests.support.processes import wait_reaped
 
 
 def _running_pair(scheduler: RecordingScheduler) -> None:
@@ -141,7 +141,7 @@ def test_removing_an_agent_rescinds_its_offers_and_loses_its_tasks(
         assert lost.status["reason"] == "REASON_AGENT_REMOVED"
         wait_for(lambda: offer_id in scheduler.rescinded, 10, message="RESCIND of the offer")
         wait_for(lambda: (None, agent_id, None) in scheduler.failures, 10, message="agent lost")
-        wait_gone(pid)
+        wait_reaped(pid)
         assert [s["id"] for s in standin.state()["slaves"]] != [agent_id]
         assert len(standin.state()["slaves"]) == 1
         assert standin.post_json("/faults/remove_agent", {"agent_id": agent_id})[0] == 404
@@ -178,8 +178,8 @@ def test_sigterm_stops_the_stand_in_and_kills_its_executors(
         )
         cmd_pid = int(wait_for(lambda: (cmd_dir / "cmd.pid").read_text(), 5))
         assert standin.stop() == 0
-        wait_gone(executor_pid, 5)
-        wait_gone(cmd_pid, 5)
+        wait_reaped(executor_pid, 5)
+        wait_reaped(cmd_pid, 5)
     finally:
         framework.stop(failover=True)
 

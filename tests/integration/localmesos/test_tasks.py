@@ -15,10 +15,9 @@ from tests.support.mesosfw import (
     command_task,
     executor_info,
     executor_task,
-    process_alive,
     wait_for,
-    wait_gone,
 )
+from tests.support.processes import pid_alive, wait_reaped
 
 
 def _assert_agent_update(status: dict[str, object]) -> None:
@@ -74,7 +73,7 @@ def test_a_custom_executor_runs_several_tasks_and_acknowledgements_complete_them
     assert state is not None
     assert [e["executor_id"] for e in state["executors"]] == ["app@-@one"]  # one process for all
     directory = _executor_directory(standin, framework.id, "app@-@one")
-    assert process_alive(int((directory / "executor.pid").read_text()))
+    assert pid_alive(int((directory / "executor.pid").read_text()))
 
     agent_id = scheduler.offers[0]["agent_id"]
     framework.driver.sendFrameworkMessage({"value": "app@-@one"}, agent_id, encode_data(b"ping"))
@@ -138,7 +137,7 @@ def test_kill_reaches_executor_tasks_and_command_tasks(
     assert killed.status["source"] == "SOURCE_EXECUTOR"
     scheduler.wait_state("sleeper", "TASK_KILLED")
     assert "TASK_KILLING" in scheduler.states("sleeper")
-    wait_gone(sleeper_pid)
+    wait_reaped(sleeper_pid)
 
     # Killing an unknown task answers like reconciliation.
     framework.driver.killTask({"value": "ghost"})
@@ -174,7 +173,7 @@ def test_an_executor_that_exits_fails_its_tasks_and_reports_failure(
     scheduler.wait_state("victim", "TASK_FAILED")
     wait_for(lambda: len(scheduler.failures) == 2, 10, message="second FAILURE")
     assert scheduler.failures[1][0] == "app@-@victim" and scheduler.failures[1][2] == 9
-    wait_gone(pid)
+    wait_reaped(pid)
     assert (
         standin.post_json(
             "/faults/kill_executor", {"framework_id": framework.id, "executor_id": "nope"}
@@ -284,6 +283,6 @@ def test_a_shutdown_call_stops_the_executor_and_fails_its_tasks(
         "POST", "/api/v1/scheduler", shutdown, {"Mesos-Stream-Id": framework.driver.stream_id}
     )
     assert (status, body) == (202, b"")
-    wait_gone(pid)
+    wait_reaped(pid)
     failed = scheduler.wait_state("held", "TASK_FAILED")
     assert failed.status["reason"] == "REASON_EXECUTOR_TERMINATED"
