@@ -541,17 +541,20 @@ class PendingReads:
 
     def wait(self) -> dict[str, tuple[bytes, int] | None]:
         """(data, version) of each path, None for a missing one; RegistryError as `get_many`."""
-        out: dict[str, tuple[bytes, int] | None] = {}
+        return dict(self.each())
+
+    def each(self) -> Iterator[tuple[str, tuple[bytes, int] | None]]:
+        """`wait`'s pairs in the order sent, each as soon as its answer is in (so the caller
+        works on the first answers while the last ones are still on their way)."""
         for path, result in self._pending:
             try:
                 data, stat = self._registry._answer(
                     f"get {path}", partial(result.get, timeout=self._timeout_s)
                 )
             except NotFound:
-                out[path] = None
+                yield path, None
                 continue
-            out[path] = (data or b""), int(stat.version)
-        return out
+            yield path, ((data or b""), int(stat.version))
 
 
 class FencedWriter:
