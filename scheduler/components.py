@@ -87,6 +87,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
             driver.kill(task.task_id)
 
     producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size, view)
+    launcher.next_fire = producer.next_fire_at
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
     webhooks = WebhookNotifier(settings.notify_webhook_url)
     event_counts = JobEventCounts()

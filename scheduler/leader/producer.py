@@ -124,6 +124,15 @@ class Producer(LeaderComponent):
         if self._sched is not None:
             self._sched.resume()
 
+    def next_fire_at(self) -> float | None:
+        """Epoch seconds of the next cron fire of any scheduled job (None: none); any
+        thread."""
+        sched = self._sched
+        if sched is None:
+            return None
+        times = [j.next_run_time for j in sched.get_jobs() if j.next_run_time is not None]
+        return min(times).timestamp() if times else None
+
     @property
     def scheduled(self) -> set[str]:
         with self._lock:

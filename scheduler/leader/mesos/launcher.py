@@ -64,6 +64,12 @@ AGENTS_RETRY_S = 30.0
 AGENTS_REFRESH_S = 300.0
 AGENTS_TIMEOUT_S = 5.0
 REPLACE_RESEND_S = 10.0
+# Offers are revived this long before the next cron fire and held until this long after it
+# (its runs are queued by then), so that they launch at once instead of waiting for a revive
+# and an offer.
+FIRE_AHEAD_S = 1.0
+FIRE_GRACE_S = 1.0
+_QUIET_LOG_S = 60.0
 ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
 
 
@@ -240,6 +246,13 @@ class Launcher(ThreadedComponent):
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
         self.launch_listeners: list[Callable[[str, str, str], None]] = []
+        # When the next cron fire is due (epoch seconds; None: none), from the producer. Any
+        # thread may call it; it must not block.
+        self.next_fire: Callable[[], float | None] | None = None
+        self._next_fire_at: float | None = None
+        self._next_fire_read = -1e18
+        self._hold_until = 0.0
+        self._quiet_until = -1e18
         self.capacity = AgentCapacity()
         # Jobs with a pending run that can never be placed; replaced, never mutated, so that
         # other threads read it without a lock.
@@ -325,9 +338,46 @@ class Launcher(ThreadedComponent):
     def _interrupt(self) -> None:
         self._wake.set()
 
+    def _next_fire(self) -> float | None:
+        """The next cron fire (epoch seconds), asked of the producer at most 4 times a
+        second."""
+        source = self.next_fire
+        if source is None:
+            return None
+        now = time.monotonic()
+        due = self._next_fire_at is not None and self._next_fire_at <= time.time()
+        if due or now - self._next_fire_read >= 0.25:
+            try:
+                self._next_fire_at = source()
+            except Exception:
+                log.exception("launcher: cannot tell when the next fire is")
+                self._next_fire_at = None
+            self._next_fire_read = now
+        return self._next_fire_at
+
+    def _holding(self) -> bool:
+        """Whether offers are held now: a cron fire is due within `FIRE_AHEAD_S`, or was due
+        less than `FIRE_GRACE_S` ago."""
+        now = time.time()
+        when = self._next_fire()
+        if when is not None and when - now <= FIRE_AHEAD_S:
+            self._hold_until = max(self._hold_until, when + FIRE_GRACE_S)
+        return now < self._hold_until
+
+    def _idle_wait_s(self) -> float:
+        """How long the thread sleeps without a wake: a second, or less to revive in time
+        for the next fire or to decline what it held once the fire has passed."""
+        now = time.time()
+        if now < self._hold_until:
+            return min(1.0, max(0.01, self._hold_until - now))
+        when = self._next_fire()
+        if when is None:
+            return 1.0
+        return min(1.0, max(0.01, when - FIRE_AHEAD_S - now))
+
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._wake.wait(1.0)
+            self._wake.wait(self._idle_wait_s())
             self._wake.clear()
             if self._stopping.is_set():
                 return
@@ -372,13 +422,27 @@ class Launcher(ThreadedComponent):
             if unit.kind is TaskType.READY and self._never_fits(unit) is not None
         }
         if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
+            if self._holding():
+                # Hold what is offered for the coming fire (briefly: declined once it passed).
+                if (self._suppressed or self._revive_needed) and driver.revive():
+                    self._suppressed = self._revive_needed = False
+                    log.debug("launcher: offers revived for the next fire")
+                return
             offers = self._take_offers()
             if offers:
                 if driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S):
                     self.declined += len(offers)
             if not self._suppressed and driver.suppress():
                 self._suppressed = True
-                log.info("launcher: no pending work that can be placed; offers suppressed")
+                # At INFO once a minute at most: with frequent fires this follows each one.
+                now = time.monotonic()
+                loud = now >= self._quiet_until
+                if loud:
+                    self._quiet_until = now + _QUIET_LOG_S
+                log.log(
+                    logging.INFO if loud else logging.DEBUG,
+                    "launcher: no pending work that can be placed; offers suppressed",
+                )
             return
         if self._suppressed or self._revive_needed:
             if driver.revive():

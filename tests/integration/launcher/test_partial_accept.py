@@ -4,37 +4,17 @@ from __future__ import annotations
 
 import json
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-from kazoo.client import KazooClient
 
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
-from scheduler.model.settings import Settings, load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.facade import StateFacade
-from scheduler.storage.registry import Fence, Registry
+from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
-
-
-class _Acting:
-    acting = True
-
-
-class _FrameworkIds:
-    def __init__(self) -> None:
-        self.framework_id: str | None = None
-
-    def save(self, framework_id: str) -> None:
-        self.framework_id = framework_id
-
-    def clear(self) -> None:
-        self.framework_id = None
 
 
 class _SecondAcceptFails(MesosDriver):
@@ -55,31 +35,6 @@ class _SecondAcceptFails(MesosDriver):
         if ok:
             self.accepted.append(ids)
         return ok
-
-
-@pytest.fixture
-def standin(tmp_path: Path) -> Iterator[StandIn]:
-    # Two agents of 1 cpu; a run of 4 shards of 0.5 cpu needs both, so one round places it
-    # on the two and sends two ACCEPTs.
-    mesos = StandIn(
-        tmp_path / "mesos",
-        *("--agents", "2", "--resources", "cpus:1;mem:1024;disk:1024;ports:[31000-31100]"),
-        *("--allocation-interval-seconds", "0.1"),
-    ).start()
-    yield mesos
-    mesos.stop()
-
-
-@pytest.fixture
-def facade(zk_client: KazooClient, zk_namespace: str) -> StateFacade:
-    registry = Registry(zk_client, zk_namespace)
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 10_000)
-
-
-def _settings(standin: StandIn, zk_namespace: str) -> Settings:
-    return load_settings({}, {}, {"mesos_url": standin.address, "zk_namespace": zk_namespace})
 
 
 def _store_job(facade: StateFacade, tmp_path: Path) -> None:
@@ -108,8 +63,8 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     standin: StandIn, facade: StateFacade, zk_namespace: str, tmp_path: Path
 ) -> None:
     _store_job(facade, tmp_path)
-    driver = _SecondAcceptFails(_settings(standin, zk_namespace), _FrameworkIds())
-    launcher = Launcher(facade, _Acting(), driver)
+    driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = Launcher(facade, Acting(), driver)
     status = StatusHandler(facade, driver.kill, launcher.wake)
     driver.bind(
         DriverHandlers(
