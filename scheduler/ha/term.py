@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scheduler.storage.registry import Fence
 
 if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
     from scheduler.ha.metrics import SchedulerMetrics
     from scheduler.model.settings import Settings
     from scheduler.storage.registry import Registry
@@ -79,7 +82,8 @@ class LeaderContext:
     settings: Settings
     registry: Registry
     term: Term
-    mount_api: Any  # Callable[[WSGIApplication | None], None]: serve /api/* from this app
+    # Serves /api/* from this app on the replica's HTTP port (None: takes it down).
+    mount_api: Callable[[WSGIApplication | None], None]
     # Live figures for /health and /metrics while the term lasts: name -> Callable[[], value].
     info: dict[str, Any] = field(default_factory=dict)
     # The replica's scheduling metrics (they outlive the term); None where nothing counts.
