@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from .service import ExecutorService, ExecutorSettings
+from .supervisor import ExecutorSettings, TaskSupervisor
 
 log = logging.getLogger("executor")
 
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     reporter = DriverReporter()
-    service = ExecutorService(settings, reporter)
+    supervisor = TaskSupervisor(settings, reporter)
     # pymesos retries an unreachable agent for a day by default; give up after the agent's
     # recovery timeout instead (exit 1), as a Mesos executor would.
     try:
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (AssertionError, TypeError, ValueError):  # pymesos asserts on a bad duration
         connect_timeout_s = _DEFAULT_RECOVERY_TIMEOUT_S
     driver = MesosExecutorDriver(
-        MesosExecutor(service), use_addict=False, timeout=connect_timeout_s
+        MesosExecutor(supervisor), use_addict=False, timeout=connect_timeout_s
     )
     reporter.attach(driver)
 
@@ -113,11 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.python,
         Path(__file__).resolve().parent,
     )
-    service.start()
+    supervisor.start()
     driver.start()
     code = 0
     try:
-        while not service.exit_requested.wait(_EXIT_POLL_S):
+        while not supervisor.exit_requested.wait(_EXIT_POLL_S):
             if signalled:
                 log.info("executor: got signal %d, stopping", signalled[0])
                 break
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     finally:
         # Stop order: tasks first (their TASK_KILLED still goes out), then the driver.
-        if not service.stop(_STOP_TIMEOUT_S):
+        if not supervisor.stop(_STOP_TIMEOUT_S):
             log.error("executor: some tasks did not stop in %.0fs", _STOP_TIMEOUT_S)
         reporter.close()
         driver.stop()

@@ -1,7 +1,7 @@
 """The pymesos edge: `MesosExecutor` (driver callbacks) and `DriverReporter` (status updates).
 
 pymesos is untyped; its `Any` stays in this module. Callbacks run on pymesos's IO thread and
-only hand work to `ExecutorService` — except `shutdown`, see there.
+only hand work to `TaskSupervisor` — except `shutdown`, see there.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from pymesos import Executor
 
 from .records import ExecutionRecord, encode_status_data
-from .service import ExecutorService
+from .supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,8 @@ class DriverReporter:
 class MesosExecutor(Executor):  # type: ignore[misc]  # pymesos is untyped
     """The pymesos `Executor` callbacks of the app executor."""
 
-    def __init__(self, service: ExecutorService) -> None:
-        self._service = service
+    def __init__(self, supervisor: TaskSupervisor) -> None:
+        self._supervisor = supervisor
         self._shutdown_once = threading.Lock()
         self._shut_down = False
 
@@ -90,7 +90,7 @@ class MesosExecutor(Executor):  # type: ignore[misc]  # pymesos is untyped
             (agent_info.get("id") or {}).get("value"),
             hostname,
         )
-        self._service.registered(hostname)
+        self._supervisor.registered(hostname)
 
     def reregistered(self, driver: Any, agent_info: Any) -> None:
         log.info("executor: re-registered with the agent")
@@ -99,17 +99,17 @@ class MesosExecutor(Executor):  # type: ignore[misc]  # pymesos is untyped
         log.warning("executor: disconnected from the agent")
 
     def launchTask(self, driver: Any, task: Any) -> None:  # pymesos API name
-        self._service.launch(task)
+        self._supervisor.launch(task)
 
     def launchTaskGroup(self, driver: Any, tasks: Any) -> None:  # pymesos API name
         for task in tasks:
-            self._service.launch(task)
+            self._supervisor.launch(task)
 
     def killTask(self, driver: Any, task_id: Any) -> None:  # pymesos API name
-        self._service.kill(str(task_id["value"]))
+        self._supervisor.kill(str(task_id["value"]))
 
     def frameworkMessage(self, driver: Any, message: Any) -> None:  # pymesos API name
-        self._service.message(str(message))
+        self._supervisor.message(str(message))
 
     def error(self, driver: Any, message: Any) -> None:
         log.error("executor: error from the agent: %s", message)
@@ -131,7 +131,7 @@ class MesosExecutor(Executor):  # type: ignore[misc]  # pymesos is untyped
         budget_s = max(0.5, grace_s - _SHUTDOWN_MARGIN_S) if grace_s else 0.5
         log.info("executor: shutdown requested, stopping tasks within %.1fs", budget_s)
         started = time.monotonic()
-        if not self._service.stop_tasks(budget_s, "the agent shut the executor down"):
+        if not self._supervisor.stop_tasks(budget_s, "the agent shut the executor down"):
             log.error("executor: tasks still running %.1fs into shutdown", budget_s)
         log.info("executor: tasks stopped in %.2fs", time.monotonic() - started)
-        self._service.request_exit()
+        self._supervisor.request_exit()

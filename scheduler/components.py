@@ -21,10 +21,10 @@ from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.leader.lifecycle import LeaderComponent
-from scheduler.leader.mesos.actions import MesosActions, SchedulingActions
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.operator_actions import MesosActions, OperatorActions
 from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.leader.producer import Producer
@@ -48,7 +48,7 @@ class RestApi(LeaderComponent):
         self,
         ctx: LeaderContext,
         facade: StateFacade,
-        actions: SchedulingActions,
+        actions: OperatorActions,
         statistics: Statistics | None = None,
         capacity: AgentCapacity | None = None,
     ) -> None:

@@ -20,17 +20,17 @@ from scheduler.api import (
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
-from scheduler.api.services import ApiServices
+from scheduler.api.term_access import TermAccess
 from scheduler.ha.term import LeaderContext
-from scheduler.leader.mesos.actions import SchedulingActions
 from scheduler.leader.mesos.capacity import AgentCapacity
+from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.facade import StateFacade
 
 
 def create_app(
     ctx: LeaderContext,
-    actions: SchedulingActions,
+    actions: OperatorActions,
     facade: StateFacade | None = None,
     statistics: Any = None,
     capacity: AgentCapacity | None = None,
@@ -50,7 +50,7 @@ def create_app(
             resolve_time_zone(ctx.settings.time_zone),
             ctx.settings.job_state_queue_size,
         )
-    app.extensions["ejc_services"] = ApiServices.build(facade, actions, statistics, capacity)
+    app.extensions["ejc_term_access"] = TermAccess.build(facade, actions, statistics, capacity)
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

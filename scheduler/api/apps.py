@@ -7,7 +7,7 @@ import logging
 from flask import Blueprint, Response, jsonify
 
 from scheduler.api.bodies import json_body
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.model.config.app import AppConfig
 from scheduler.model.errors import Conflict
 
@@ -23,10 +23,10 @@ def _no_content() -> Response:
 @bp.post("")
 def register_app() -> Response:
     app = AppConfig.from_json(json_body())
-    svc = services()
-    if svc.config.app_exists(app.app_name):
+    access = term_access()
+    if access.config.app_exists(app.app_name):
         raise Conflict(f"app '{app.app_name}' already exists")
-    svc.config.add_app(app)
+    access.config.add_app(app)
     log.info("api: app %s registered", app.app_name)
     return _no_content()
 
@@ -34,44 +34,44 @@ def register_app() -> Response:
 @bp.put("")
 def update_app() -> Response:
     body = json_body()
-    svc = services()
+    access = term_access()
     # Name, field names and strings are checked before the stored app is read; the rest on
     # the merged whole.
-    existing = svc.config.require_app(AppConfig.check_patch(body))
+    existing = access.config.require_app(AppConfig.check_patch(body))
     updated = existing.merged(body)
-    svc.config.update_app(updated)
+    access.config.update_app(updated)
     log.info("api: app %s updated", updated.app_name)
     return _no_content()
 
 
 @bp.get("/list")
 def list_apps() -> Response:
-    return jsonify([a.to_json() for a in services().config.apps()])
+    return jsonify([a.to_json() for a in term_access().config.apps()])
 
 
 @bp.get("/<app_name>")
 def get_app(app_name: str) -> Response:
-    return jsonify(services().config.require_app(app_name).to_json())
+    return jsonify(term_access().config.require_app(app_name).to_json())
 
 
 @bp.get("/<app_name>/disable")
 def is_app_disabled(app_name: str) -> Response:
-    svc = services()
-    svc.config.require_app(app_name)
-    return jsonify(svc.disabled.is_app_disabled(app_name))
+    access = term_access()
+    access.config.require_app(app_name)
+    return jsonify(access.disabled.is_app_disabled(app_name))
 
 
 @bp.post("/<app_name>/disable")
 def disable_app(app_name: str) -> Response:
-    svc = services()
-    svc.config.require_app(app_name)
-    if not svc.disabled.disable_app(app_name):
+    access = term_access()
+    access.config.require_app(app_name)
+    if not access.disabled.disable_app(app_name):
         raise Conflict("the disabled-app list is full (job_state_queue_size)")
     # Pending runs and failover relaunches of its jobs are dropped: enabling later brings no
     # burst of stale runs.
-    for job in svc.config.jobs(app_name):
-        svc.ready.remove(job.job_name)
-        svc.failover.remove_job(job.job_name)
+    for job in access.config.jobs(app_name):
+        access.ready.remove(job.job_name)
+        access.failover.remove_job(job.job_name)
     log.info("api: app %s disabled", app_name)
     return _no_content()
 
@@ -79,22 +79,22 @@ def disable_app(app_name: str) -> Response:
 @bp.delete("/<app_name>/disable")
 @bp.post("/<app_name>/enable")
 def enable_app(app_name: str) -> Response:
-    svc = services()
-    svc.config.require_app(app_name)
-    svc.disabled.enable_app(app_name)
+    access = term_access()
+    access.config.require_app(app_name)
+    access.disabled.enable_app(app_name)
     log.info("api: app %s enabled", app_name)
     return _no_content()
 
 
 @bp.delete("/<app_name>")
 def delete_app(app_name: str) -> Response:
-    svc = services()
-    svc.config.require_app(app_name)
-    for job in svc.config.jobs(app_name):
+    access = term_access()
+    access.config.require_app(app_name)
+    for job in access.config.jobs(app_name):
         remove_job_everywhere(job.job_name)
-    svc.disabled.enable_app(app_name)
-    svc.config.delete_app(app_name)
-    svc.actions.stop_app_executors(app_name)
+    access.disabled.enable_app(app_name)
+    access.config.delete_app(app_name)
+    access.actions.stop_app_executors(app_name)
     log.info("api: app %s deleted with its jobs", app_name)
     return _no_content()
 
@@ -102,8 +102,8 @@ def delete_app(app_name: str) -> Response:
 def remove_job_everywhere(job_name: str) -> None:
     """Delete a job's configuration and its pending state (running tasks are killed by the
     scheduling pipeline when it sees the configuration go)."""
-    svc = services()
-    svc.config.delete_job(job_name)
-    svc.disabled.enable_job(job_name)
-    svc.ready.remove(job_name)
-    svc.failover.remove_job(job_name)
+    access = term_access()
+    access.config.delete_job(job_name)
+    access.disabled.enable_job(job_name)
+    access.ready.remove(job_name)
+    access.failover.remove_job(job_name)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, Response, jsonify, request
 
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.model.config import CRON_MAX_BYTES, CronSpec, parse_cron, shown
 from scheduler.model.errors import Conflict, InvalidRequest
 
@@ -43,7 +43,7 @@ def _answer(spec: CronSpec, count: int) -> Response:
 @bp.get("/job/<job_name>/next-fire-times")
 def job_next_fire_times(job_name: str) -> Response:
     count = _count()
-    job = services().config.require_job(job_name)
+    job = term_access().config.require_job(job_name)
     try:
         spec = job.cron_spec
     except InvalidRequest as exc:  # stored by another tool with a cron we cannot schedule
@@ -62,7 +62,7 @@ def cron_next_fire_times() -> Response:
     if len(cron.encode("utf-8", "surrogatepass")) > CRON_MAX_BYTES:
         problem = f"must be at most {CRON_MAX_BYTES} bytes"
         raise InvalidRequest(f"cron {problem}", {"cron": problem})
-    zone = request.args.get("timeZone", "").strip() or services().config.default_time_zone
+    zone = request.args.get("timeZone", "").strip() or term_access().config.default_time_zone
     if len(zone) > _ZONE_MAX_LENGTH:
         problem = f"must be at most {_ZONE_MAX_LENGTH} characters"
         raise InvalidRequest(f"timeZone {problem}", {"timeZone": problem})

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import DBAPIError
 
 from scheduler.api.errors import error_response
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.leader.statistics import queries
 from scheduler.leader.statistics.writer import unreachable
 from scheduler.model.config import shown
@@ -43,7 +43,7 @@ _PERIODS = ("online", "lastWeek", "lastHour", "lastMinute")
 
 
 def _engine() -> Any:
-    return services().trace_engine
+    return term_access().trace_engine
 
 
 @bp.get("/events/executions")
@@ -106,7 +106,7 @@ def jobs_register() -> Response:
 
 @bp.get("/statistics/jobs/type")
 def jobs_type() -> Response:
-    jobs = services().config.jobs()
+    jobs = term_access().config.jobs()
     return jsonify(
         {
             "scriptJobCount": sum(j.job_type is JobType.SCRIPT for j in jobs),
@@ -118,7 +118,7 @@ def jobs_type() -> Response:
 
 @bp.get("/statistics/jobs/executionType")
 def jobs_execution_type() -> Response:
-    jobs = services().config.jobs()
+    jobs = term_access().config.jobs()
     return jsonify(
         {
             "transientJobCount": sum(j.execution_type is JobExecutionType.TRANSIENT for j in jobs),

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
 from scheduler.api.placement import refuse_unplaceable
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.model.config import OverlapPolicy
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import Conflict
@@ -25,32 +25,32 @@ def _no_content() -> Response:
 
 @bp.post("/register")
 def register_job() -> Response:
-    svc = services()
+    access = term_access()
     job = JobConfig.from_json(
         json_body(),
-        default_time_zone=svc.config.default_time_zone,
-        app_exists=svc.config.app_exists,
+        default_time_zone=access.config.default_time_zone,
+        app_exists=access.config.app_exists,
     )
-    if svc.config.job(job.job_name) is not None:
+    if access.config.job(job.job_name) is not None:
         raise Conflict(f"job '{job.job_name}' already exists")
-    if svc.disabled.is_app_disabled(job.app_name):
+    if access.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"app '{job.app_name}' is disabled; enable it before registering jobs")
     refuse_unplaceable(job)
-    svc.disabled.enable_job(job.job_name)  # a stale disable node must not hide the new job
-    svc.config.add_job(job)
+    access.disabled.enable_job(job.job_name)  # a stale disable node must not hide the new job
+    access.config.add_job(job)
     log.info("api: job %s registered", job.job_name)
     return _no_content()
 
 
 @bp.put("/update")
 def update_job() -> Response:
-    svc = services()
+    access = term_access()
     body = json_body()
     # Name, field names and strings are checked before the stored job is read.
-    existing = svc.config.require_job(JobConfig.check_patch(body))
-    updated = existing.merged(body, app_exists=svc.config.app_exists)
+    existing = access.config.require_job(JobConfig.check_patch(body))
+    updated = existing.merged(body, app_exists=access.config.app_exists)
     refuse_unplaceable(updated)
-    svc.config.update_job(updated)
+    access.config.update_job(updated)
     log.info("api: job %s updated", updated.job_name)
     return _no_content()
 
@@ -66,7 +66,7 @@ def deregister_job_by_path(job_name: str) -> Response:
 
 
 def _deregister(job_name: str) -> Response:
-    services().config.require_job(job_name)
+    term_access().config.require_job(job_name)
     remove_job_everywhere(job_name)
     log.info("api: job %s deregistered", job_name)
     return _no_content()
@@ -74,30 +74,32 @@ def _deregister(job_name: str) -> Response:
 
 @bp.get("/jobs")
 def list_jobs() -> Response:
-    return jsonify([j.to_json() for j in services().config.jobs()])
+    return jsonify([j.to_json() for j in term_access().config.jobs()])
 
 
 @bp.get("/jobs/<job_name>")
 def get_job(job_name: str) -> Response:
-    return jsonify(services().config.require_job(job_name).to_json())
+    return jsonify(term_access().config.require_job(job_name).to_json())
 
 
 @bp.get("/<job_name>/disable")
 def is_job_disabled(job_name: str) -> Response:
-    svc = services()
-    job = svc.config.require_job(job_name)
-    disabled = svc.disabled.is_job_disabled(job_name) or svc.disabled.is_app_disabled(job.app_name)
+    access = term_access()
+    job = access.config.require_job(job_name)
+    disabled = access.disabled.is_job_disabled(job_name) or access.disabled.is_app_disabled(
+        job.app_name
+    )
     return jsonify(disabled)
 
 
 @bp.post("/<job_name>/disable")
 def disable_job(job_name: str) -> Response:
-    svc = services()
-    svc.config.require_job(job_name)
-    if not svc.disabled.disable_job(job_name):
+    access = term_access()
+    access.config.require_job(job_name)
+    if not access.disabled.disable_job(job_name):
         raise Conflict("the disabled-job list is full (job_state_queue_size)")
-    svc.ready.remove(job_name)  # no burst of stale runs on enable (the original's #367)
-    svc.failover.remove_job(job_name)  # nor stale failover relaunches
+    access.ready.remove(job_name)  # no burst of stale runs on enable (the original's #367)
+    access.failover.remove_job(job_name)  # nor stale failover relaunches
     log.info("api: job %s disabled", job_name)
     return _no_content()
 
@@ -105,29 +107,29 @@ def disable_job(job_name: str) -> Response:
 @bp.delete("/<job_name>/disable")
 @bp.post("/<job_name>/enable")
 def enable_job(job_name: str) -> Response:
-    svc = services()
-    svc.config.require_job(job_name)
-    svc.disabled.enable_job(job_name)
+    access = term_access()
+    access.config.require_job(job_name)
+    access.disabled.enable_job(job_name)
     log.info("api: job %s enabled", job_name)
     return _no_content()
 
 
 @bp.post("/trigger")
 def trigger_job() -> Response:
-    svc = services()
+    access = term_access()
     job_name = name_body()
-    job = svc.config.require_job(job_name)
+    job = access.config.require_job(job_name)
     if job.execution_type is JobExecutionType.DAEMON:
         raise Conflict(f"daemon job '{job_name}' cannot be triggered")
-    if svc.disabled.is_job_disabled(job_name) or svc.disabled.is_app_disabled(job.app_name):
+    if access.disabled.is_job_disabled(job_name) or access.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"job '{job_name}' is disabled; enable it first")
-    if not job.misfire and job.overlap is OverlapPolicy.FORBID and svc.running.tasks(job_name):
+    if not job.misfire and job.overlap is OverlapPolicy.FORBID and access.running.tasks(job_name):
         # As a cron fire would be: with misfire off a run does not wait for the one in progress.
         raise Conflict(
             f"job '{job_name}' is running; with overlapPolicy FORBID and misfire off a trigger "
             "does not wait for it (turn misfire on to queue runs, or use ALLOW or REPLACE)"
         )
-    if not svc.ready.add_transient(job_name, job.misfire):
+    if not access.ready.add_transient(job_name, job.misfire):
         raise Conflict("the ready queue is full (job_state_queue_size)")
     log.info("api: job %s triggered", job_name)
     return _no_content()
@@ -135,12 +137,12 @@ def trigger_job() -> Response:
 
 @bp.get("/tasks/running")
 def running_tasks() -> Response:
-    return jsonify([t.to_json() for t in services().running.tasks()])
+    return jsonify([t.to_json() for t in term_access().running.tasks()])
 
 
 @bp.get("/tasks/ready")
 def ready_tasks() -> Response:
-    counts = services().ready.counts()
+    counts = term_access().ready.counts()
     return jsonify([{"jobName": job, "times": str(n)} for job, n in sorted(counts.items())])
 
 
@@ -149,6 +151,6 @@ def failover_tasks() -> Response:
     return jsonify(
         [
             {"taskInfo": {"jobName": job, "shardingItems": [item]}, "originalTaskId": original}
-            for job, item, original in services().failover.entries()
+            for job, item, original in term_access().failover.entries()
         ]
     )

@@ -14,8 +14,8 @@ import logging
 from flask import Blueprint, Response, jsonify
 
 from scheduler.api.inputs import reference_problem
-from scheduler.api.services import ApiServices, services
-from scheduler.leader.mesos.actions import MesosUnavailable
+from scheduler.api.term_access import TermAccess, term_access
+from scheduler.leader.mesos.operator_actions import MesosUnavailable
 from scheduler.model.config import shown
 from scheduler.model.errors import InvalidRequest, NotFound
 from scheduler.model.task_id import InvalidTaskId, TaskId
@@ -28,14 +28,14 @@ bp = Blueprint("kill", __name__, url_prefix="/api/job")
 _TASK_ID_MAX_LENGTH = 1024
 
 
-def _kill(svc: ApiServices, task_ids: list[str]) -> list[str]:
-    if task_ids and not svc.actions.can_kill():
+def _kill(access: TermAccess, task_ids: list[str]) -> list[str]:
+    if task_ids and not access.actions.can_kill():
         raise MesosUnavailable("not connected to Mesos; no kill was sent, try again")
     sent = []
     for task_id in task_ids:
-        if not svc.running.mark_killed(task_id, KILLED_BY_USER):
+        if not access.running.mark_killed(task_id, KILLED_BY_USER):
             continue  # it ended meanwhile
-        svc.actions.kill_task(task_id)
+        access.actions.kill_task(task_id)
         sent.append(task_id)
     return sent
 
@@ -48,9 +48,9 @@ def _accepted(task_ids: list[str]) -> Response:
 
 @bp.post("/<job_name>/kill")
 def kill_job(job_name: str) -> Response:
-    svc = services()
-    svc.config.require_job(job_name)
-    sent = _kill(svc, [t.task_id for t in svc.running.tasks(job_name)])
+    access = term_access()
+    access.config.require_job(job_name)
+    sent = _kill(access, [t.task_id for t in access.running.tasks(job_name)])
     log.info("api: job %s: kill sent to %s tasks", job_name, len(sent))
     return _accepted(sent)
 
@@ -67,10 +67,10 @@ def kill_task(taskId: str) -> Response:  # the path parameter keeps its wire nam
         raise InvalidRequest(f"taskId: {problem}", {"taskId": problem}) from None
     if (why := reference_problem(tid.job_name)) is not None:
         raise InvalidRequest(f"taskId: its job name {why}", {"taskId": f"its job name {why}"})
-    svc = services()
-    if taskId not in {t.task_id for t in svc.running.tasks(tid.job_name)}:
+    access = term_access()
+    if taskId not in {t.task_id for t in access.running.tasks(tid.job_name)}:
         raise NotFound(f"task '{taskId}' is not running")
-    sent = _kill(svc, [taskId])
+    sent = _kill(access, [taskId])
     if not sent:
         raise NotFound(f"task '{taskId}' is not running")
     log.info("api: task %s: kill sent", taskId)

@@ -14,15 +14,15 @@ from flask import Blueprint, Response, jsonify, request
 
 from scheduler.api.errors import error_response
 from scheduler.api.inputs import reference_name
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.model.errors import InvalidRequest
 
 bp = Blueprint("operate", __name__, url_prefix="/api/operate")
 
 
 def _reconcile(explicit: bool) -> Response:
-    svc = services()
-    wait_s = svc.reconcile_throttle.try_acquire()
+    access = term_access()
+    wait_s = access.reconcile_throttle.try_acquire()
     if wait_s > 0:
         # The original answered 500 "Repeat explicitReconcile"; this says when to come back.
         response = error_response(
@@ -30,7 +30,7 @@ def _reconcile(explicit: bool) -> Response:
         )
         response.headers["Retry-After"] = str(math.ceil(wait_s))
         return response
-    svc.actions.reconcile(explicit)
+    access.actions.reconcile(explicit)
     return Response(status=204)
 
 
@@ -50,7 +50,7 @@ def sandbox() -> Response:
     if not app_name:
         raise InvalidRequest("the query parameter appName is required", {"appName": "missing"})
     reference_name(app_name, "appName")
-    svc = services()
-    svc.config.require_app(app_name)
-    jobs = [job.job_name for job in svc.config.jobs(app_name)]
-    return jsonify(svc.actions.sandboxes(app_name, jobs))
+    access = term_access()
+    access.config.require_app(app_name)
+    jobs = [job.job_name for job in access.config.jobs(app_name)]
+    return jsonify(access.actions.sandboxes(app_name, jobs))

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from scheduler.api.services import services
+from scheduler.api.term_access import term_access
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import InvalidRequest
 
@@ -22,21 +22,21 @@ bp = Blueprint("placement", __name__, url_prefix="/api/job")
 def refuse_unplaceable(job: JobConfig) -> None:
     """Raise InvalidRequest (400, naming `cpuCount`, `memoryMB` or `shardingTotalCount`) when
     the known agents could never run one of `job`'s runs; nothing when no agent is known."""
-    svc = services()
-    app = svc.config.app(job.app_name)
-    if svc.capacity is None or app is None:
+    access = term_access()
+    app = access.config.app(job.app_name)
+    if access.capacity is None or app is None:
         return
-    found = svc.capacity.check(job, app)
+    found = access.capacity.check(job, app)
     if found is not None:
         raise InvalidRequest(found.reason, found.fields)
 
 
 @bp.get("/<job_name>/placement")
 def job_placement(job_name: str) -> Response:
-    svc = services()
-    job = svc.config.require_job(job_name)
-    app = svc.config.app(job.app_name)
-    capacity = svc.capacity
+    access = term_access()
+    job = access.config.require_job(job_name)
+    app = access.config.app(job.app_name)
+    capacity = access.capacity
     agents = capacity.agents() if capacity is not None and capacity.settled else []
     body: dict[str, Any] = {
         "jobName": job_name,

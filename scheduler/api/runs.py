@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 from executor.records import OUTPUT_STREAMS, task_output_dir
 from scheduler.api.errors import error_response
 from scheduler.api.inputs import reference_problem
-from scheduler.api.services import ApiServices, services
+from scheduler.api.term_access import TermAccess, term_access
 from scheduler.leader.mesos.taskinfo import runs_as_command_task
 from scheduler.leader.statistics import runs as trace_runs
 from scheduler.leader.statistics.writer import unreachable
@@ -118,7 +118,7 @@ def _time(text: str) -> datetime | None:
 
 
 def _before(
-    svc: ApiServices, job_name: str, problems: dict[str, str]
+    access: TermAccess, job_name: str, problems: dict[str, str]
 ) -> tuple[datetime, str] | None:
     text = request.args.get("before", "").strip()
     if not text:
@@ -132,7 +132,7 @@ def _before(
         except InvalidTaskId:
             problems["before"] = "not a task id of the job, nor a time"
             return None
-        engine = svc.trace_engine
+        engine = access.trace_engine
         launched = None
         if tid.job_name == job_name and engine is not None:
             launched = trace_runs.launch_of(engine, job_name, text)
@@ -158,25 +158,25 @@ def _checked(problems: dict[str, str]) -> None:
 
 @bp.get("/<job_name>/runs")
 def job_runs(job_name: str) -> Response:
-    svc = services()
+    access = term_access()
     problems: dict[str, str] = {}
     limit = _integer("limit", DEFAULT_RUNS, 1, MAX_RUNS, problems)
-    before = _before(svc, job_name, problems)
+    before = _before(access, job_name, problems)
     _checked(problems)
-    svc.config.require_job(job_name)
-    engine = svc.trace_engine
+    access.config.require_job(job_name)
+    engine = access.trace_engine
     if engine is None:
-        return jsonify({"runs": _running(svc, job_name)[:limit], "next": None})
+        return jsonify({"runs": _running(access, job_name)[:limit], "next": None})
     found, cursor = trace_runs.runs(engine, job_name, limit, before)
     return jsonify(
         {"runs": [run.to_json() for run in found], "next": cursor[1] if cursor else None}
     )
 
 
-def _running(svc: ApiServices, job_name: str) -> list[dict[str, Any]]:
+def _running(access: TermAccess, job_name: str) -> list[dict[str, Any]]:
     """The job's running tasks as runs (no event trace to read history from)."""
     out = []
-    for task in sorted(svc.running.tasks(job_name), key=lambda t: -t.launched_at):
+    for task in sorted(access.running.tasks(job_name), key=lambda t: -t.launched_at):
         try:
             tid = task.parsed
         except ValueError:
@@ -220,10 +220,10 @@ def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps
     length = _integer("length", MAX_LOG_BYTES, 0, MAX_LOG_BYTES, problems)
     _checked(problems)
     tid = _task_id(taskId, job_name)
-    svc = services()
-    job = svc.config.require_job(job_name)
-    agent_id, path = _where(svc, tid, stream, command_task=runs_as_command_task(job))
-    chunk = svc.actions.read_run_file(taskId, agent_id, path, offset, length)
+    access = term_access()
+    job = access.config.require_job(job_name)
+    agent_id, path = _where(access, tid, stream, command_task=runs_as_command_task(job))
+    chunk = access.actions.read_run_file(taskId, agent_id, path, offset, length)
     if offset == -1:
         return jsonify({"data": "", "offset": chunk.offset, "nextOffset": chunk.offset})
     whole = _whole_characters(chunk.data)
@@ -231,18 +231,18 @@ def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps
     return jsonify({"data": data, "offset": chunk.offset, "nextOffset": chunk.offset + whole})
 
 
-def _where(svc: ApiServices, tid: TaskId, stream: str, *, command_task: bool) -> tuple[str, str]:
+def _where(access: TermAccess, tid: TaskId, stream: str, *, command_task: bool) -> tuple[str, str]:
     """(agent id, file path in the sandbox) of the run's `stream`; NotFound for a run that
     neither the trace nor the running tasks know."""
     task_id = str(tid)
-    engine = svc.trace_engine
+    engine = access.trace_engine
     run = trace_runs.run_of(engine, tid.job_name, task_id) if engine is not None else None
     if run is not None:
         if run.output is not None:
             return run.agent_id, run.output[stream]
         agent_id = run.agent_id
     else:
-        running = {t.task_id: t for t in svc.running.tasks(tid.job_name)}
+        running = {t.task_id: t for t in access.running.tasks(tid.job_name)}
         task = running.get(task_id)
         if task is None and engine is not None:
             raise NotFound(f"job '{tid.job_name}' has no run '{task_id}'")

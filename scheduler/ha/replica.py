@@ -48,7 +48,7 @@ from scheduler.authenticator import authenticator_for
 from scheduler.ha.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.http import ReplicaHttp, http_limits
-from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, SchedulerService
+from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError
 from scheduler.model.settings import Settings
 from scheduler.storage.registry import Registry, digest_acl, make_client
@@ -354,8 +354,8 @@ class Replica:
         )
         self._ctx = ctx
         try:
-            service = SchedulerService(self._factory(ctx))
-            service.start()
+            components = TermComponents(self._factory(ctx))
+            components.start()
         except ComponentStartError as exc:
             return self._give_up(term, str(exc))
         except Exception as exc:
@@ -366,11 +366,11 @@ class Replica:
         self._leader_changed.set()
         reason = "?"
         try:
-            reason = self._hold(term, service, lost_before)
+            reason = self._hold(term, components, lost_before)
         finally:
             term.end()  # fence first, so nothing acts while the components stop
             self._service_up = False
-            service.stop()
+            components.stop()
             self._term = None
             self.last_term = term.describe() | {"endReason": reason}
             log.info("leader: term %s ended (%s); components stopped", term.number, reason)
@@ -440,7 +440,7 @@ class Replica:
         )
         return True
 
-    def _hold(self, term: Term, service: SchedulerService, lost_before: int) -> str:
+    def _hold(self, term: Term, components: TermComponents, lost_before: int) -> str:
         """Block while the term lasts; returns why it ended."""
         timeout_s = self.settings.zk_session_timeout_seconds
         while True:
@@ -457,9 +457,9 @@ class Replica:
             state = self._zk_state
             if state == KazooState.SUSPENDED:
                 term.stop_acting()
-                if not service.paused:
+                if not components.paused:
                     log.warning("leader: term %s paused, ZooKeeper session suspended", term.number)
-                    service.pause()
+                    components.pause()
                 since = self._suspended_since
                 if since is not None and time.monotonic() - since >= timeout_s:
                     return f"suspended for {timeout_s:g}s"
@@ -468,7 +468,7 @@ class Replica:
                 if client_id is None or client_id[0] != term.session_id:
                     return "new ZooKeeper session"
                 term.resume_acting()
-                service.resume()
+                components.resume()
                 log.info("leader: term %s resumed, same ZooKeeper session is back", term.number)
 
     # -- leader tracking ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The leader's lifecycle: the contract every leader component keeps, the base of those that own
-a thread, and the service that starts a term's components in order and stops them in reverse.
+a thread, and `TermComponents`, which starts a term's components in order and stops them in
+reverse.
 
-A `SchedulerService` lives for one leadership term. Components are built fresh for every term
+A `TermComponents` lives for one leadership term. Components are built fresh for every term
 (nothing is carried over in memory from an earlier term: peers doubled runs that way).
 """
 
@@ -168,7 +169,7 @@ class ComponentStartError(SchedulerError):
         self.component = component
 
 
-class SchedulerService:
+class TermComponents:
     """Starts components in the given order and stops the started ones in reverse.
 
     Called from the leader thread only.

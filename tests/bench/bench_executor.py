@@ -24,7 +24,7 @@ from pathlib import Path
 from deploy.localmesos import LocalMesos
 from executor.package import build_app_archive
 from executor.process import WorkerProcess
-from executor.service import worker_environment
+from executor.supervisor import worker_environment
 from tests.integration.executor.helpers import TEST_APP, task_data
 from tests.support.mesosfw import App, Framework, RecordingScheduler
 

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from scheduler.api import create_app
 from scheduler.ha.term import LeaderContext, Term
-from scheduler.leader.mesos.actions import RecordedActions
+from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.model.settings import load_settings
 from scheduler.storage.registry import Registry
 

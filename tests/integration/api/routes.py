@@ -192,8 +192,8 @@ def live_api(hosts: str, trace_dir: Path) -> Iterator[Api]:
     try:
         upgrade_to_head(engine)
         api = make_api(client, f"t-live-{uuid.uuid4().hex[:12]}")
-        services = api.client.application.extensions["ejc_services"]
-        services.statistics = SimpleNamespace(engine=engine)
+        access = api.client.application.extensions["ejc_term_access"]
+        access.statistics = SimpleNamespace(engine=engine)
         ensure_demo(api)
         yield api
     finally:

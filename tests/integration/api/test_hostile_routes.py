@@ -188,8 +188,8 @@ def test_event_queries_refuse_bad_parameters_on_every_database(
     try:
         upgrade_to_head(engine)
         api = make_api(zk_client, zk_namespace)
-        services = api.client.application.extensions["ejc_services"]
-        services.statistics = SimpleNamespace(engine=engine)
+        access = api.client.application.extensions["ejc_term_access"]
+        access.statistics = SimpleNamespace(engine=engine)
         answer = api.call("GET", f"{path}?{query}")
         assert answer.status_code == 400, (query, answer.data[:300])
         assert answer.json["fields"], answer.json

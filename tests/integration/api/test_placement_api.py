@@ -20,7 +20,7 @@ def with_agents(api: Api, totals: dict[str, tuple[float, float]] | None) -> Agen
     capacity = AgentCapacity()
     if totals is not None:
         capacity.set_reported(totals)
-    api.client.application.extensions["ejc_services"].capacity = capacity
+    api.client.application.extensions["ejc_term_access"].capacity = capacity
     return capacity
 
 

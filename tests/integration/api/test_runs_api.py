@@ -29,7 +29,7 @@ def traced(zk_client: KazooClient, zk_namespace: str, tmp_path: Path) -> Iterato
     engine = create_trace_engine(f"sqlite:///{tmp_path}/trace.db")
     upgrade_to_head(engine)
     api = make_api(zk_client, zk_namespace)
-    api.client.application.extensions["ejc_services"].statistics = SimpleNamespace(engine=engine)
+    api.client.application.extensions["ejc_term_access"].statistics = SimpleNamespace(engine=engine)
     assert api.call("POST", "/api/app", APP).status_code == 204
     assert api.call("POST", "/api/job/register", JOB).status_code == 204
     yield api
@@ -37,7 +37,7 @@ def traced(zk_client: KazooClient, zk_namespace: str, tmp_path: Path) -> Iterato
 
 
 def _trace(api: Api, rows: list[tuple[str, str, str, datetime]]) -> None:
-    engine = api.client.application.extensions["ejc_services"].statistics.engine
+    engine = api.client.application.extensions["ejc_term_access"].statistics.engine
     writer = TraceWriter(engine, idle_wait_s=0.05, linger_s=0.0)
     writer.start()
     try:
@@ -131,8 +131,8 @@ def test_without_the_trace_the_runs_are_the_running_tasks(api: Api) -> None:
     assert api.call("POST", "/api/app", APP).status_code == 204
     assert api.call("POST", "/api/job/register", JOB).status_code == 204
     running = str(TaskId.new("demo_job", 1, TaskType.READY, "S0"))
-    services = api.client.application.extensions["ejc_services"]
-    services.running.add(RunningTask(running, "S0", state="TASK_RUNNING", launched_at=1.7e9))
+    access = api.client.application.extensions["ejc_term_access"]
+    access.running.add(RunningTask(running, "S0", state="TASK_RUNNING", launched_at=1.7e9))
     answer = api.call("GET", "/api/job/demo_job/runs")
     assert answer.status_code == 200
     (run,) = answer.json["runs"]

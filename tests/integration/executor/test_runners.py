@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from executor.records import parse_output_message, task_output_dir
-from executor.service import worker_environment
+from executor.supervisor import worker_environment
 from executor.taskdata import TaskData
 from executor.tasks import DaemonTask, RunEnvironment, TaskRunner, new_runner
 from tests.support.processes import group_alive, pid_alive
@@ -403,7 +403,7 @@ _ORPHAN_PARENT = """
 import sys, threading
 from pathlib import Path
 from executor.process import WorkerProcess
-from executor.service import worker_environment
+from executor.supervisor import worker_environment
 import os
 app = Path(sys.argv[1])
 worker = WorkerProcess.spawn("orphan", task_data=sys.argv[2], app_dir=app,

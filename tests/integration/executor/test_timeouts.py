@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.service import worker_environment
+from executor.supervisor import worker_environment
 from executor.taskdata import TaskData
 from executor.tasks import RunEnvironment, TaskRunner, new_runner
 from tests.support.processes import pid_alive

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.service import (
+from executor.supervisor import (
     DEFAULT_KILL_GRACE_S,
     ExecutorSettings,
     _kill_grace_s,

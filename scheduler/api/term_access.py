@@ -1,4 +1,9 @@
-"""What the API handlers of one term work with, kept in the Flask app's extensions."""
+"""`TermAccess`: what the API handlers of one term work with, kept in the Flask app's extensions.
+
+The term's stores (configuration, ready, running, failover, disable), the operator actions that
+need Mesos, the reconcile throttle, the statistics component and the agents' capacity; a handler
+gets them with `term_access()`.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,8 @@ from typing import Any
 
 from flask import current_app
 
-from scheduler.leader.mesos.actions import SchedulingActions, Throttle
 from scheduler.leader.mesos.capacity import AgentCapacity
+from scheduler.leader.mesos.operator_actions import OperatorActions, Throttle
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.facade import StateFacade
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
@@ -17,13 +22,15 @@ RECONCILE_THROTTLE_S = 10.0
 
 
 @dataclass
-class ApiServices:
+class TermAccess:
+    """One term's stores and actions, as the API handlers of that term reach them."""
+
     config: ConfigStore
     ready: ReadyQueue
     running: RunningStore
     failover: FailoverQueue
     disabled: DisableStore
-    actions: SchedulingActions
+    actions: OperatorActions
     reconcile_throttle: Throttle = field(default_factory=lambda: Throttle(RECONCILE_THROTTLE_S))
     # The term's statistics component (its `engine` is None while the trace is off).
     statistics: Any = None
@@ -38,10 +45,10 @@ class ApiServices:
     def build(
         cls,
         facade: StateFacade,
-        actions: SchedulingActions,
+        actions: OperatorActions,
         statistics: Any = None,
         capacity: AgentCapacity | None = None,
-    ) -> ApiServices:
+    ) -> TermAccess:
         return cls(
             config=facade.config,
             ready=facade.ready,
@@ -54,6 +61,6 @@ class ApiServices:
         )
 
 
-def services() -> ApiServices:
-    found: ApiServices = current_app.extensions["ejc_services"]
+def term_access() -> TermAccess:
+    found: TermAccess = current_app.extensions["ejc_term_access"]
     return found

@@ -4,7 +4,7 @@ Scheduling itself (schedule, reschedule, unschedule, kill on disable or delete) 
 configuration in ZooKeeper through the config listener, so a change takes effect exactly once
 whether it came through the API or straight into ZooKeeper. What is left are requests that need
 Mesos: reconciliation, stopping an app's executors, finding sandboxes, reading a run's output
-files from its agent and killing tasks (`SchedulingActions`). Sandboxes are found as on real
+files from its agent and killing tasks (`OperatorActions`). Sandboxes are found as on real
 Mesos (`sandbox.py`): the agent through the master, the directory in the agent's own `/state`.
 `MesosActions` does them through the term's driver; `RecordedActions` only records them, for an
 API that runs without a Mesos driver.
@@ -42,7 +42,7 @@ AGENTS_REREAD_S = 5.0
 _DIRECTORIES_KEPT = 1000
 
 
-class SchedulingActions(Protocol):
+class OperatorActions(Protocol):
     def reconcile(self, explicit: bool) -> None:
         """Ask Mesos for task states (explicit: the tasks we track; implicit: all)."""
 
@@ -76,7 +76,7 @@ class MesosUnavailable(SchedulerError):
 
 
 class MesosActions:
-    """`SchedulingActions` through the term's Mesos driver (any API thread)."""
+    """`OperatorActions` through the term's Mesos driver (any API thread)."""
 
     def __init__(
         self,

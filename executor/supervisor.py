@@ -1,4 +1,4 @@
-"""`ExecutorService`: the app's executor on one agent — it owns every task runner of the app.
+"""`TaskSupervisor`: the app's executor on one agent — it owns every task runner of the app.
 
 pymesos callbacks only put work on a queue (`launch`, `kill`, `message`, `registered`); the
 `exec-control` thread takes it from there: decoding task data (bad data is TASK_ERROR for that
@@ -28,7 +28,7 @@ from .tasks import RunEnvironment, StatusReporter, TaskRunner, new_runner
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STOP_MESSAGE", "ExecutorService", "ExecutorSettings", "worker_environment"]
+__all__ = ["STOP_MESSAGE", "ExecutorSettings", "TaskSupervisor", "worker_environment"]
 
 STOP_MESSAGE = "STOP"
 DEFAULT_KILL_GRACE_S = 3.0
@@ -103,7 +103,7 @@ def local_ip(environ: Mapping[str, str]) -> str:
         return ""
 
 
-class ExecutorService:
+class TaskSupervisor:
     """Runs the tasks Mesos gives this executor. Thread-safe entry points; see module doc."""
 
     def __init__(
