@@ -1,571 +1,452 @@
-"""The OpenAPI 3 document of `/api` (served at `/api/openapi.json`)."""
+"""The OpenAPI 3 document of `/api` (served at `/api/openapi.json`).
+
+The document is data: the schemas named once under `components` (`SCHEMAS`), one row per
+operation (`ROUTES`) and the error answers every operation shares. A few small functions assemble
+it; a path's `{name}` parameters are read from the path itself, so a row lists only its queries.
+The API serves the document with its keys in the order written here (its JSON is not sorted).
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
 bp = Blueprint("openapi", __name__, url_prefix="/api")
 
-_NAME = {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "maxLength": 100}
-_NUMBER = {"oneOf": [{"type": "number"}, {"type": "string", "maxLength": 64}]}
-_CPUS = {
-    "oneOf": [{"type": "number", "minimum": 0.001, "maximum": 1024}, _NUMBER["oneOf"][1]],
-    "description": "CPUs, 0.001-1024",
-}
-_MEMORY = {
-    "oneOf": [{"type": "number", "minimum": 1, "maximum": 16777216}, _NUMBER["oneOf"][1]],
-    "description": "MB, 1-16777216 (16 TiB)",
-}
+Schema = dict[str, Any]
 
 
-def _text(max_bytes: int, description: str = "") -> dict[str, Any]:
+def _schema(kind: str, about: str | None = None, **keywords: Any) -> Schema:
+    """A schema of `kind` with `keywords` (enum, format, items, nullable...), then `about`."""
+    found: Schema = {"type": kind, **keywords}
+    if about is not None:
+        found["description"] = about
+    return found
+
+
+def _object(properties: Schema, **keywords: Any) -> Schema:
+    """An object schema: its `keywords` (description, required...) before its properties."""
+    return {"type": "object", **keywords, "properties": properties}
+
+
+def _array(items: Schema, about: str | None = None) -> Schema:
+    return _schema("array", about, items=items)
+
+
+def _text(max_bytes: int, description: str = "") -> Schema:
     """A string field; maxLength is in characters, the server's bound is UTF-8 bytes."""
     about = f"at most {max_bytes} bytes in UTF-8" + (f"; {description}" if description else "")
     return {"type": "string", "maxLength": max_bytes, "description": about}
 
 
-_FLAG = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"]}]}
-_NUMBER_TEXT = {"type": "string", "maxLength": 64}
-_INT = {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+def _legacy_text(max_bytes: int) -> Schema:
+    """A field the original took on jobs before 2.0.5: still accepted, then ignored."""
+    return {**_text(max_bytes, "accepted and ignored (before 2.0.5)"), "deprecated": True}
 
-_SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error", "type"],
-        "properties": {
-            "error": {"type": "string", "description": "what is wrong, naming the field or object"},
-            "type": {"type": "string"},
-            "fields": {"type": "object", "additionalProperties": {"type": "string"}},
-        },
+
+_STRING = _schema("string")
+_INTEGER = _schema("integer")
+_BOOLEAN = _schema("boolean")
+_OBJECT = _schema("object")
+_OBJECTS = _array(_OBJECT)
+_STRING_MAP = _schema("object", additionalProperties=_STRING)
+_NAME = _schema("string", pattern="^[A-Za-z0-9_][A-Za-z0-9_.-]*$", maxLength=100)
+_NUMBER_TEXT = _schema("string", maxLength=64)
+_FLAG = {"oneOf": [_BOOLEAN, _schema("string", enum=["true", "false"])]}
+_INT = {"oneOf": [_INTEGER, _STRING]}
+_TIME = _schema("string", format="date-time", nullable=True)
+_TASK_TYPE = _schema("string", enum=["READY", "FAILOVER"])
+
+
+def _bounded(kind: str, low: float, high: float, about: str) -> Schema:
+    """A number within [low, high], or the same number written as text."""
+    return {"oneOf": [_schema(kind, minimum=low, maximum=high), _NUMBER_TEXT], "description": about}
+
+
+def _refusing(what: str, required: str, properties: Schema) -> Schema:
+    """A request body that refuses unknown fields; `required` names fields, space-separated."""
+    about = f"unknown fields are refused; the whole {what} is at most 256 KiB stored"
+    closed = {"additionalProperties": False, "required": required.split()}
+    return _object(properties, description=about, **closed)
+
+
+_CPUS = _bounded("number", 0.001, 1024, "CPUs, 0.001-1024")
+_MEMORY = _bounded("number", 1, 16777216, "MB, 1-16777216 (16 TiB)")
+
+_APP = _refusing(
+    "app",
+    "appName appURL bootstrapScript",
+    {
+        "appName": _NAME,
+        "appURL": _text(4096),
+        "bootstrapScript": _text(16384),
+        "cpuCount": _CPUS,
+        "memoryMB": _MEMORY,
+        "appCacheEnable": _FLAG,
+        "eventTraceSamplingCount": _INT,
     },
-    "App": {
-        "type": "object",
-        "description": "unknown fields are refused; the whole app is at most 256 KiB stored",
-        "additionalProperties": False,
-        "required": ["appName", "appURL", "bootstrapScript"],
-        "properties": {
-            "appName": _NAME,
-            "appURL": _text(4096),
-            "bootstrapScript": _text(16384),
-            "cpuCount": _CPUS,
-            "memoryMB": _MEMORY,
-            "appCacheEnable": _FLAG,
-            "eventTraceSamplingCount": _INT,
-        },
+)
+_JOB_CLASS = "package.module:callable or package.module.Class"
+_TIMEOUT = (
+    "a run still going this long after it started is stopped (SIGTERM, then SIGKILL after the "
+    "grace) and fails, 'timed out after N s'; absent: no limit"
+)
+_RETRIES = (
+    "relaunches of a failed shard per fire (with failover, or a daemon job); absent: unlimited, "
+    "with back-off"
+)
+_OVERLAP = (
+    "a fire (or trigger) while the job runs: FORBID (default) waits with misfire on and is "
+    "skipped without; ALLOW runs beside; REPLACE kills the running tasks first. TRANSIENT jobs only"
+)
+_WEBHOOK = (
+    "http(s) URL the leader POSTs this job's failure events to (run_failed, run_timed_out, "
+    "fire_skipped, fire_capped); overrides the notify_webhook_url setting. No credentials "
+    "(user:password@), no #fragment"
+)
+_JOB = _refusing(
+    "job",
+    "jobName cron shardingTotalCount jobType appName cpuCount memoryMB jobExecutionType",
+    {
+        "jobName": _NAME,
+        "jobClass": _schema("string", _JOB_CLASS, maxLength=255),
+        "jobType": _schema("string", enum=["SIMPLE", "DATAFLOW", "SCRIPT"]),
+        "cron": _text(256, "Quartz (with seconds) or 5-field crontab"),
+        "timeZone": _text(255, "IANA zone; default: time_zone setting"),
+        "shardingTotalCount": _INT,
+        "shardingItemParameters": {**_text(65536), "example": "0=a,1=b"},
+        "jobParameter": _text(65536),
+        "failover": _FLAG,
+        "misfire": _FLAG,
+        "description": _text(16384),
+        "jobProperties": _object(
+            {"job_exception_handler": _text(4096), "executor_service_handler": _text(4096)},
+            additionalProperties=False,
+        ),
+        "streamingProcess": _FLAG,
+        "scriptCommandLine": _text(16384),
+        "appName": _NAME,
+        "cpuCount": _CPUS,
+        "memoryMB": _MEMORY,
+        "jobExecutionType": _schema("string", enum=["TRANSIENT", "DAEMON"]),
+        "beanName": _text(4096),
+        "applicationContext": _text(4096),
+        "appURL": _legacy_text(4096),
+        "bootstrapScript": _legacy_text(16384),
+        "timeoutSeconds": _bounded("integer", 1, 604800, _TIMEOUT),
+        "maxRetries": _bounded("integer", 0, 1000, _RETRIES),
+        "overlapPolicy": _schema("string", _OVERLAP, enum=["FORBID", "ALLOW", "REPLACE"]),
+        "notifyWebhookUrl": _schema("string", _WEBHOOK, maxLength=2048),
     },
-    "Job": {
-        "type": "object",
-        "description": "unknown fields are refused; the whole job is at most 256 KiB stored",
-        "additionalProperties": False,
-        "required": [
-            "jobName",
-            "cron",
-            "shardingTotalCount",
-            "jobType",
-            "appName",
-            "cpuCount",
-            "memoryMB",
-            "jobExecutionType",
-        ],
-        "properties": {
-            "jobName": _NAME,
-            "jobClass": {
-                "type": "string",
-                "maxLength": 255,
-                "description": "package.module:callable or package.module.Class",
-            },
-            "jobType": {"type": "string", "enum": ["SIMPLE", "DATAFLOW", "SCRIPT"]},
-            "cron": _text(256, "Quartz (with seconds) or 5-field crontab"),
-            "timeZone": _text(255, "IANA zone; default: time_zone setting"),
-            "shardingTotalCount": _INT,
-            "shardingItemParameters": {**_text(65536), "example": "0=a,1=b"},
-            "jobParameter": _text(65536),
-            "failover": _FLAG,
-            "misfire": _FLAG,
-            "description": _text(16384),
-            "jobProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "job_exception_handler": _text(4096),
-                    "executor_service_handler": _text(4096),
-                },
-            },
-            "streamingProcess": _FLAG,
-            "scriptCommandLine": _text(16384),
-            "appName": _NAME,
-            "cpuCount": _CPUS,
-            "memoryMB": _MEMORY,
-            "jobExecutionType": {"type": "string", "enum": ["TRANSIENT", "DAEMON"]},
-            "beanName": _text(4096),
-            "applicationContext": _text(4096),
-            "appURL": {**_text(4096, "accepted and ignored (before 2.0.5)"), "deprecated": True},
-            "bootstrapScript": {
-                **_text(16384, "accepted and ignored (before 2.0.5)"),
-                "deprecated": True,
-            },
-            "timeoutSeconds": {
-                "oneOf": [{"type": "integer", "minimum": 1, "maximum": 604800}, _NUMBER_TEXT],
-                "description": "a run still going this long after it started is stopped "
-                "(SIGTERM, then SIGKILL after the grace) and fails, 'timed out after N s'; "
-                "absent: no limit",
-            },
-            "maxRetries": {
-                "oneOf": [{"type": "integer", "minimum": 0, "maximum": 1000}, _NUMBER_TEXT],
-                "description": "relaunches of a failed shard per fire (with failover, or a "
-                "daemon job); absent: unlimited, with back-off",
-            },
-            "overlapPolicy": {
-                "type": "string",
-                "enum": ["FORBID", "ALLOW", "REPLACE"],
-                "description": "a fire (or trigger) while the job runs: FORBID (default) waits "
-                "with misfire on and is skipped without; ALLOW runs beside; REPLACE kills the "
-                "running tasks first. TRANSIENT jobs only",
-            },
-            "notifyWebhookUrl": {
-                "type": "string",
-                "maxLength": 2048,
-                "description": "http(s) URL the leader POSTs this job's failure events to "
-                "(run_failed, run_timed_out, fire_skipped, fire_capped); overrides the "
-                "notify_webhook_url setting. No credentials (user:password@), no #fragment",
-            },
-        },
+)
+_KILL_REASON = (
+    "present once the scheduler sent a kill: by a user, or by overlapPolicy REPLACE (neither is "
+    "a failure)"
+)
+_TASK_CONTEXT = _object(
+    {
+        "id": _STRING,
+        "metaInfo": _object({"jobName": _STRING, "shardingItems": _array(_INTEGER)}),
+        "type": _TASK_TYPE,
+        "slaveId": _STRING,
+        "idle": _BOOLEAN,
+        "hostname": _STRING,
+        "state": _STRING,
+        "launchedAt": _schema("number", "epoch seconds"),
+        "killReason": _schema("string", _KILL_REASON, enum=["user", "replace"]),
+    }
+)
+_FIRE_TIMES = {
+    **_array(
+        _schema("string", format="date-time"),
+        "ISO 8601 to the second, with the offset of the cron's zone",
+    ),
+    "example": ["2026-11-22T10:00:10+01:00", "2026-11-22T10:00:20+01:00"],
+}
+_PLACEMENT = _object(
+    {
+        "jobName": _STRING,
+        "placeable": _schema(
+            "boolean",
+            "null while no Mesos agent is known (or the app is missing)",
+            nullable=True,
+        ),
+        "reason": _schema("string", nullable=True),
+        "fields": _STRING_MAP,
+        "agentsKnown": _INTEGER,
+        "largestAgentCpus": _schema("number", nullable=True),
+        "largestAgentMemoryMB": _schema("number", nullable=True),
+    }
+)
+_RUN = _object(
+    {
+        "taskId": _STRING,
+        "jobName": _STRING,
+        "shardingItem": _INTEGER,
+        "type": _TASK_TYPE,
+        "agentId": _STRING,
+        "launchTime": _TIME,
+        "fireTime": {**_TIME, "description": "the cron fire it runs for, when known"},
+        "startTime": _TIME,
+        "endTime": _TIME,
+        "state": _schema("string", "the latest Mesos task state"),
+        "result": _schema("string", enum=["running", "success", "failure", "killed"]),
+        "reason": _schema("string", "why it did not succeed", nullable=True),
+        "message": _schema("string", "the last status message"),
+        "exitStatus": _schema("integer", nullable=True),
     },
-    "TaskContext": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "metaInfo": {
-                "type": "object",
-                "properties": {
-                    "jobName": {"type": "string"},
-                    "shardingItems": {"type": "array", "items": {"type": "integer"}},
-                },
-            },
-            "type": {"type": "string", "enum": ["READY", "FAILOVER"]},
-            "slaveId": {"type": "string"},
-            "idle": {"type": "boolean"},
-            "hostname": {"type": "string"},
-            "state": {"type": "string"},
-            "launchedAt": {"type": "number", "description": "epoch seconds"},
-            "killReason": {
-                "type": "string",
-                "enum": ["user", "replace"],
-                "description": "present once the scheduler sent a kill: by a user, or by "
-                "overlapPolicy REPLACE (neither is a failure)",
-            },
-        },
+    description="one task: a shard of a fire (a daemon job's task is one run of many)",
+)
+_RUN_LOG = _object(
+    {
+        "data": _schema("string", "UTF-8 text (U+FFFD for other bytes)"),
+        "offset": _schema("integer", "where data starts (bytes); the size"),
+        "nextOffset": _schema("integer", "where the next read starts"),
+    }
+)
+_ERROR = _object(
+    {
+        "error": _schema("string", "what is wrong, naming the field or object"),
+        "type": _STRING,
+        "fields": _STRING_MAP,
     },
-    "NextFireTimes": {
-        "type": "object",
-        "properties": {
-            "nextFireTimes": {
-                "type": "array",
-                "items": {"type": "string", "format": "date-time"},
-                "description": "ISO 8601 to the second, with the offset of the cron's zone",
-                "example": ["2026-11-22T10:00:10+01:00", "2026-11-22T10:00:20+01:00"],
-            }
-        },
-    },
-    "Killed": {
-        "type": "object",
-        "properties": {
-            "taskIds": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "the tasks a kill was sent to",
-            }
-        },
-    },
-    "Placement": {
-        "type": "object",
-        "properties": {
-            "jobName": {"type": "string"},
-            "placeable": {
-                "type": "boolean",
-                "nullable": True,
-                "description": "null while no Mesos agent is known (or the app is missing)",
-            },
-            "reason": {"type": "string", "nullable": True},
-            "fields": {"type": "object", "additionalProperties": {"type": "string"}},
-            "agentsKnown": {"type": "integer"},
-            "largestAgentCpus": {"type": "number", "nullable": True},
-            "largestAgentMemoryMB": {"type": "number", "nullable": True},
-        },
-    },
+    required=["error", "type"],
+)
+SCHEMAS: dict[str, Schema] = {
+    "Error": _ERROR,
+    "App": _APP,
+    "Job": _JOB,
+    "TaskContext": _TASK_CONTEXT,
+    "NextFireTimes": _object({"nextFireTimes": _FIRE_TIMES}),
+    "Killed": _object({"taskIds": _array(_STRING, "the tasks a kill was sent to")}),
+    "Placement": _PLACEMENT,
+    "Run": _RUN,
+    "RunLog": _RUN_LOG,
 }
 
 
-_NULLABLE_TIME = {"type": "string", "format": "date-time", "nullable": True}
-_SCHEMAS["Run"] = {
-    "type": "object",
-    "description": "one task: a shard of a fire (a daemon job's task is one run of many)",
-    "properties": {
-        "taskId": {"type": "string"},
-        "jobName": {"type": "string"},
-        "shardingItem": {"type": "integer"},
-        "type": {"type": "string", "enum": ["READY", "FAILOVER"]},
-        "agentId": {"type": "string"},
-        "launchTime": _NULLABLE_TIME,
-        "fireTime": {**_NULLABLE_TIME, "description": "the cron fire it runs for, when known"},
-        "startTime": _NULLABLE_TIME,
-        "endTime": _NULLABLE_TIME,
-        "state": {"type": "string", "description": "the latest Mesos task state"},
-        "result": {
-            "type": "string",
-            "enum": ["running", "success", "failure", "killed"],
-        },
-        "reason": {"type": "string", "nullable": True, "description": "why it did not succeed"},
-        "message": {"type": "string", "description": "the last status message"},
-        "exitStatus": {"type": "integer", "nullable": True},
-    },
-}
-_SCHEMAS["RunLog"] = {
-    "type": "object",
-    "properties": {
-        "data": {"type": "string", "description": "UTF-8 text (U+FFFD for other bytes)"},
-        "offset": {"type": "integer", "description": "where data starts (bytes); the size"},
-        "nextOffset": {"type": "integer", "description": "where the next read starts"},
-    },
-}
-
-
-def _ref(name: str) -> dict[str, Any]:
+def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
+def _json(schema: Schema) -> Schema:
     return {"content": {"application/json": {"schema": schema}}}
 
 
+def _error(description: str) -> Schema:
+    return {"description": description, **_json(_ref("Error"))}
+
+
 _ERRORS = {
-    str(code): {"description": why, **_json(_ref("Error"))}
-    for code, why in (
-        (400, "invalid input"),
-        (401, "authentication required"),
-        (403, "read-only user, or a write from another web origin (Origin header)"),
-        (404, "unknown app or job"),
-        (409, "conflict: exists, disabled, or not allowed for the job"),
-        (415, "a write whose body or Content-Type is not JSON (forms and text are refused)"),
-        (503, "not the leader, or ZooKeeper unavailable"),
-    )
+    "400": _error("invalid input"),
+    "401": _error("authentication required"),
+    "403": _error("read-only user, or a write from another web origin (Origin header)"),
+    "404": _error("unknown app or job"),
+    "409": _error("conflict: exists, disabled, or not allowed for the job"),
+    "415": _error("a write whose body or Content-Type is not JSON (forms and text are refused)"),
+    "503": _error("not the leader, or ZooKeeper unavailable"),
 }
+# The answer an operation that reads a Mesos agent may also give.
+_AGENT_ERROR = {"502": _error("the Mesos agent cannot be reached, or answered as no agent does")}
+
+_APP_BODY = {"required": True, **_json(_ref("App"))}
+_JOB_BODY = {"required": True, **_json(_ref("Job"))}
 _NAME_BODY = {
     "required": True,
     "description": (
         "the job name with Content-Type: application/json, as the raw name (foo_job, as the "
         'original documents it), a JSON string ("foo_job") or {"jobName": "foo_job"}'
     ),
-    "content": {
-        "application/json": {
-            "schema": {
-                "oneOf": [
-                    {"type": "string"},
-                    {"type": "object", "properties": {"jobName": {"type": "string"}}},
-                ]
-            }
-        },
-    },
+    **_json({"oneOf": [_STRING, _object({"jobName": _STRING})]}),
 }
 
 
-def _op(
-    summary: str,
-    ok: dict[str, Any] | None = None,
-    body: Any = None,
-    params: list[Any] | None = None,
-) -> dict[str, Any]:
-    responses: dict[str, Any] = dict(_ERRORS)
-    responses.update(ok or {"204": {"description": "done"}})
-    op: dict[str, Any] = {"summary": summary, "responses": responses}
-    if body is not None:
-        op["requestBody"] = body
-    if params:
-        op["parameters"] = params
-    return op
+def _query(
+    name: str, about: str | None = None, schema: Schema = _STRING, required: bool = False
+) -> Schema:
+    found: Schema = {"name": name, "in": "query", "required": required, "schema": schema}
+    if about is not None:
+        found["description"] = about
+    return found
 
 
-def _path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+def _queries(names: str) -> tuple[Schema, ...]:
+    """Optional string queries without a description; `names` space-separated."""
+    return tuple(_query(name) for name in names.split())
 
 
-def _query(name: str, required: bool = False, kind: str = "string") -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+_COUNT = _query("count", schema=_schema("integer", minimum=1, maximum=100, default=5))
+_SINCE = _queries("since")
+_PAGE = _queries("per_page page sort order startTime endTime jobName taskId")
+_EXECUTION_QUERIES = _PAGE + _queries("ip isSuccess")
+_TRACE_QUERIES = _PAGE + _queries("slaveId source executionType state")
+_CRON_QUERIES = (
+    _query("cron", "Quartz (6-7 fields) or crontab (5)", required=True),
+    _query("timeZone", "IANA zone; default: time_zone"),
+    _COUNT,
+)
+_BEFORE = (
+    "next of the previous page, or a time (ISO 8601 or yyyy-MM-dd HH:mm:ss UTC): runs launched "
+    "before it"
+)
+_RUNS_QUERIES = (_query("limit", "1-1000, default 20", _INTEGER), _query("before", _BEFORE))
+_LOG_QUERIES = (
+    _query("stream", "stdout (default) or stderr"),
+    _query("offset", "bytes from the start (default 0); -1: the size", _INTEGER),
+    _query("length", "0-1048576 bytes (default 1048576)", _INTEGER),
+)
+_SANDBOX_QUERIES = (_query("appName", required=True),)
 
 
-def _agent_read(summary: str, ok: dict[str, Any], params: list[Any]) -> dict[str, Any]:
-    """An operation that reads a Mesos agent: it may also answer 502."""
-    op = _op(summary, ok, params=params)
-    op["responses"]["502"] = {
-        "description": "the Mesos agent cannot be reached, or answered as no agent does",
-        **_json(_ref("Error")),
-    }
-    return op
+@dataclass(frozen=True)
+class Reply:
+    """The answer of an operation that succeeds: its status, and what it returns if anything."""
+
+    status: str
+    description: str
+    schema: Schema | None = None
+
+    def responses(self) -> Schema:
+        answer = {"description": self.description}
+        return {self.status: {**answer, **_json(self.schema)} if self.schema else answer}
 
 
-def _ok(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"200": {"description": "ok", **_json(schema)}}
+_DONE = Reply("204", "done")
+_KILLED = Reply("202", "kills sent", _ref("Killed"))
+_FIRES = _ref("NextFireTimes")
+_PENDING = _array(_object({"jobName": _STRING, "times": _STRING}))
+_NEXT_PAGE = _schema("string", "before of the next page", nullable=True)
+_RUNS_PAGE = _object({"runs": _array(_ref("Run")), "next": _NEXT_PAGE})
+_SANDBOXES = _array(_object({"hostname": _STRING, "path": _STRING, "executorId": _STRING}))
+_ROWS = _object({"total": _INTEGER, "rows": _OBJECTS})
 
 
-def document() -> dict[str, Any]:
-    app_body = {"required": True, **_json(_ref("App"))}
-    job_body = {"required": True, **_json(_ref("Job"))}
-    app_p, job_p = [_path_param("appName")], [_path_param("jobName")]
-    count = {
-        "name": "count",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5},
-    }
-    accepted = {"202": {"description": "kills sent", **_json(_ref("Killed"))}}
-    page = [
-        _query(n)
-        for n in ("per_page", "page", "sort", "order", "startTime", "endTime", "jobName", "taskId")
+@dataclass(frozen=True)
+class Route:
+    """One operation of `/api`, a row of the table the document is built from.
+
+    `endpoint` is the method and the path ("GET /api/app/{appName}"); `returns` is the schema of
+    a 200 answer, another `Reply`, or None for a bare 204; `agent`: the operation reads a Mesos
+    agent, so it may also answer 502.
+    """
+
+    endpoint: str
+    summary: str
+    returns: Schema | Reply | None = None
+    queries: tuple[Schema, ...] = ()
+    body: Schema | None = None
+    agent: bool = False
+
+    def reply(self) -> Reply:
+        if isinstance(self.returns, Reply):
+            return self.returns
+        return _DONE if self.returns is None else Reply("200", "ok", self.returns)
+
+
+# The summaries too long for a row of the table.
+_JOB_DISABLE = "disable the job (drops its pending runs and failover relaunches)"
+_PLACEABLE = "can the job's runs ever be placed on the known Mesos agents"
+_JOB_FIRES = "the job's next fire times (its cron and zone; also while disabled)"
+_CRON_FIRES = "preview a cron expression's next fire times before registering it"
+_KILL = "(no failover relaunch: not a failure)"
+_RUNS = (
+    "the job's runs from the event trace, newest first (its running tasks when the trace is off)"
+)
+_LOG = "a run's stdout or stderr, read through its Mesos agent's /files/read"
+_TRIGGER = (
+    "run a transient job once now (name as body); 409 while it runs with overlapPolicy FORBID "
+    "and misfire off"
+)
+_RESULTS_24H = "task results per minute, last 24 h"
+_RESULTS_OF = "task results of a period (online, lastWeek, lastHour, lastMinute)"
+_SANDBOX = (
+    "the app's sandboxes (its executors', its running command tasks'), path below the agent's "
+    "work directory, from each agent's /state"
+)
+_RECONCILE = "(at most every 10 s; 429 otherwise)"
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST /api/app", "register an app", body=_APP_BODY),
+    Route("PUT /api/app", "update an app (omitted fields are kept)", body=_APP_BODY),
+    Route("GET /api/app/list", "list apps", _array(_ref("App"))),
+    Route("GET /api/app/{appName}", "one app", _ref("App")),
+    Route("DELETE /api/app/{appName}", "delete an app with its jobs; its executors get STOP"),
+    Route("GET /api/app/{appName}/disable", "is the app disabled", _BOOLEAN),
+    Route("POST /api/app/{appName}/disable", "disable the app"),
+    Route("DELETE /api/app/{appName}/disable", "enable the app"),
+    Route("POST /api/app/{appName}/enable", "enable the app"),
+    Route("POST /api/job/register", "register a job", body=_JOB_BODY),
+    Route("PUT /api/job/update", "update a job (omitted fields are kept)", body=_JOB_BODY),
+    Route("DELETE /api/job/deregister", "deregister a job (name as body)", body=_NAME_BODY),
+    Route("DELETE /api/job/{jobName}/deregister", "deregister a job"),
+    Route("GET /api/job/jobs", "list jobs", _array(_ref("Job"))),
+    Route("GET /api/job/jobs/{jobName}", "one job", _ref("Job")),
+    Route("GET /api/job/{jobName}/disable", "is the job disabled (job or its app)", _BOOLEAN),
+    Route("POST /api/job/{jobName}/disable", _JOB_DISABLE),
+    Route("DELETE /api/job/{jobName}/disable", "enable the job"),
+    Route("POST /api/job/{jobName}/enable", "enable the job"),
+    Route("GET /api/job/{jobName}/placement", _PLACEABLE, _ref("Placement")),
+    Route("GET /api/job/{jobName}/next-fire-times", _JOB_FIRES, _FIRES, (_COUNT,)),
+    Route("GET /api/cron/next-fire-times", _CRON_FIRES, _FIRES, _CRON_QUERIES),
+    Route("POST /api/job/{jobName}/kill", f"kill every running task of the job {_KILL}", _KILLED),
+    Route("GET /api/job/{jobName}/runs", _RUNS, _RUNS_PAGE, _RUNS_QUERIES),
+    Route(
+        "GET /api/job/{jobName}/runs/{taskId}/log", _LOG, _ref("RunLog"), _LOG_QUERIES, agent=True
+    ),
+    Route("POST /api/job/tasks/{taskId}/kill", f"kill one running task {_KILL}", _KILLED),
+    Route("POST /api/job/trigger", _TRIGGER, body=_NAME_BODY),
+    Route("GET /api/job/tasks/running", "running tasks", _array(_ref("TaskContext"))),
+    Route("GET /api/job/tasks/ready", "pending runs", _PENDING),
+    Route("GET /api/job/tasks/failover", "shards waiting to fail over", _OBJECTS),
+    Route("GET /api/job/events/executions", "execution history", _ROWS, _EXECUTION_QUERIES),
+    Route("GET /api/job/events/statusTraces", "task state history", _ROWS, _TRACE_QUERIES),
+    Route("GET /api/job/statistics/tasks/results", _RESULTS_24H, _OBJECTS, _SINCE),
+    Route("GET /api/job/statistics/tasks/results/{period}", _RESULTS_OF, _OBJECT),
+    Route("GET /api/job/statistics/tasks/running", "running tasks over time", _OBJECTS, _SINCE),
+    Route("GET /api/job/statistics/jobs/running", "running jobs over time", _OBJECTS, _SINCE),
+    Route("GET /api/job/statistics/jobs/register", "registered jobs over time", _OBJECTS),
+    Route("GET /api/job/statistics/jobs/type", "job counts by type", _OBJECT),
+    Route("GET /api/job/statistics/jobs/executionType", "job counts by execution type", _OBJECT),
+    Route("POST /api/operate/reconcile/explicit", f"reconcile the tracked tasks {_RECONCILE}"),
+    Route("POST /api/operate/reconcile/implicit", f"reconcile all tasks {_RECONCILE}"),
+    Route("GET /api/operate/sandbox", _SANDBOX, _SANDBOXES, _SANDBOX_QUERIES, agent=True),
+    Route("GET /api/openapi.json", "this document", _OBJECT),
+)
+
+_PATH_PARAMETER = re.compile(r"\{(\w+)\}")
+
+
+def _operation(route: Route, path: str) -> Schema:
+    """One operation: its summary, answers (the shared errors too), body, then parameters (the
+    path's, in the order they stand in it, before the route's queries)."""
+    agent_error = _AGENT_ERROR if route.agent else {}
+    responses = {**_ERRORS, **route.reply().responses(), **agent_error}
+    found: Schema = {"summary": route.summary, "responses": responses}
+    if route.body is not None:
+        found["requestBody"] = route.body
+    in_path = [
+        {"name": name, "in": "path", "required": True, "schema": _STRING}
+        for name in _PATH_PARAMETER.findall(path)
     ]
-    rows = {
-        "type": "object",
-        "properties": {
-            "total": {"type": "integer"},
-            "rows": {"type": "array", "items": {"type": "object"}},
-        },
-    }
-    paths: dict[str, Any] = {
-        "/api/app": {
-            "post": _op("register an app", body=app_body),
-            "put": _op("update an app (omitted fields are kept)", body=app_body),
-        },
-        "/api/app/list": {"get": _op("list apps", _ok({"type": "array", "items": _ref("App")}))},
-        "/api/app/{appName}": {
-            "get": _op("one app", _ok(_ref("App")), params=app_p),
-            "delete": _op("delete an app with its jobs; its executors get STOP", params=app_p),
-        },
-        "/api/app/{appName}/disable": {
-            "get": _op("is the app disabled", _ok({"type": "boolean"}), params=app_p),
-            "post": _op("disable the app", params=app_p),
-            "delete": _op("enable the app", params=app_p),
-        },
-        "/api/app/{appName}/enable": {"post": _op("enable the app", params=app_p)},
-        "/api/job/register": {"post": _op("register a job", body=job_body)},
-        "/api/job/update": {"put": _op("update a job (omitted fields are kept)", body=job_body)},
-        "/api/job/deregister": {"delete": _op("deregister a job (name as body)", body=_NAME_BODY)},
-        "/api/job/{jobName}/deregister": {"delete": _op("deregister a job", params=job_p)},
-        "/api/job/jobs": {"get": _op("list jobs", _ok({"type": "array", "items": _ref("Job")}))},
-        "/api/job/jobs/{jobName}": {"get": _op("one job", _ok(_ref("Job")), params=job_p)},
-        "/api/job/{jobName}/disable": {
-            "get": _op(
-                "is the job disabled (job or its app)", _ok({"type": "boolean"}), params=job_p
-            ),
-            "post": _op(
-                "disable the job (drops its pending runs and failover relaunches)", params=job_p
-            ),
-            "delete": _op("enable the job", params=job_p),
-        },
-        "/api/job/{jobName}/enable": {"post": _op("enable the job", params=job_p)},
-        "/api/job/{jobName}/placement": {
-            "get": _op(
-                "can the job's runs ever be placed on the known Mesos agents",
-                _ok(_ref("Placement")),
-                params=job_p,
-            )
-        },
-        "/api/job/{jobName}/next-fire-times": {
-            "get": _op(
-                "the job's next fire times (its cron and zone; also while disabled)",
-                _ok(_ref("NextFireTimes")),
-                params=[*job_p, count],
-            )
-        },
-        "/api/cron/next-fire-times": {
-            "get": _op(
-                "preview a cron expression's next fire times before registering it",
-                _ok(_ref("NextFireTimes")),
-                params=[
-                    {**_query("cron", True), "description": "Quartz (6-7 fields) or crontab (5)"},
-                    {**_query("timeZone"), "description": "IANA zone; default: time_zone"},
-                    count,
-                ],
-            )
-        },
-        "/api/job/{jobName}/kill": {
-            "post": _op(
-                "kill every running task of the job (no failover relaunch: not a failure)",
-                accepted,
-                params=job_p,
-            )
-        },
-        "/api/job/{jobName}/runs": {
-            "get": _op(
-                "the job's runs from the event trace, newest first (its running tasks when the "
-                "trace is off)",
-                _ok(
-                    {
-                        "type": "object",
-                        "properties": {
-                            "runs": {"type": "array", "items": _ref("Run")},
-                            "next": {
-                                "type": "string",
-                                "nullable": True,
-                                "description": "before of the next page",
-                            },
-                        },
-                    }
-                ),
-                params=[
-                    *job_p,
-                    {**_query("limit", kind="integer"), "description": "1-1000, default 20"},
-                    {
-                        **_query("before"),
-                        "description": "next of the previous page, or a time (ISO 8601 or "
-                        "yyyy-MM-dd HH:mm:ss UTC): runs launched before it",
-                    },
-                ],
-            )
-        },
-        "/api/job/{jobName}/runs/{taskId}/log": {
-            "get": _agent_read(
-                "a run's stdout or stderr, read through its Mesos agent's /files/read",
-                _ok(_ref("RunLog")),
-                params=[
-                    *job_p,
-                    _path_param("taskId"),
-                    {**_query("stream"), "description": "stdout (default) or stderr"},
-                    {
-                        **_query("offset", kind="integer"),
-                        "description": "bytes from the start (default 0); -1: the size",
-                    },
-                    {
-                        **_query("length", kind="integer"),
-                        "description": "0-1048576 bytes (default 1048576)",
-                    },
-                ],
-            )
-        },
-        "/api/job/tasks/{taskId}/kill": {
-            "post": _op(
-                "kill one running task (no failover relaunch: not a failure)",
-                accepted,
-                params=[_path_param("taskId")],
-            )
-        },
-        "/api/job/trigger": {
-            "post": _op(
-                "run a transient job once now (name as body); 409 while it runs with "
-                "overlapPolicy FORBID and misfire off",
-                body=_NAME_BODY,
-            )
-        },
-        "/api/job/tasks/running": {
-            "get": _op("running tasks", _ok({"type": "array", "items": _ref("TaskContext")}))
-        },
-        "/api/job/tasks/ready": {
-            "get": _op(
-                "pending runs",
-                _ok(
-                    {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "jobName": {"type": "string"},
-                                "times": {"type": "string"},
-                            },
-                        },
-                    }
-                ),
-            )
-        },
-        "/api/job/tasks/failover": {
-            "get": _op(
-                "shards waiting to fail over", _ok({"type": "array", "items": {"type": "object"}})
-            )
-        },
-        "/api/job/events/executions": {
-            "get": _op(
-                "execution history", _ok(rows), params=[*page, _query("ip"), _query("isSuccess")]
-            )
-        },
-        "/api/job/events/statusTraces": {
-            "get": _op(
-                "task state history",
-                _ok(rows),
-                params=[
-                    *page,
-                    _query("slaveId"),
-                    _query("source"),
-                    _query("executionType"),
-                    _query("state"),
-                ],
-            )
-        },
-        "/api/job/statistics/tasks/results": {
-            "get": _op(
-                "task results per minute, last 24 h",
-                _ok({"type": "array", "items": {"type": "object"}}),
-                params=[_query("since")],
-            )
-        },
-        "/api/job/statistics/tasks/results/{period}": {
-            "get": _op(
-                "task results of a period (online, lastWeek, lastHour, lastMinute)",
-                _ok({"type": "object"}),
-                params=[_path_param("period")],
-            )
-        },
-        "/api/job/statistics/tasks/running": {
-            "get": _op(
-                "running tasks over time",
-                _ok({"type": "array", "items": {"type": "object"}}),
-                params=[_query("since")],
-            )
-        },
-        "/api/job/statistics/jobs/running": {
-            "get": _op(
-                "running jobs over time",
-                _ok({"type": "array", "items": {"type": "object"}}),
-                params=[_query("since")],
-            )
-        },
-        "/api/job/statistics/jobs/register": {
-            "get": _op(
-                "registered jobs over time", _ok({"type": "array", "items": {"type": "object"}})
-            )
-        },
-        "/api/job/statistics/jobs/type": {
-            "get": _op("job counts by type", _ok({"type": "object"}))
-        },
-        "/api/job/statistics/jobs/executionType": {
-            "get": _op("job counts by execution type", _ok({"type": "object"}))
-        },
-        "/api/operate/reconcile/explicit": {
-            "post": _op("reconcile the tracked tasks (at most every 10 s; 429 otherwise)")
-        },
-        "/api/operate/reconcile/implicit": {
-            "post": _op("reconcile all tasks (at most every 10 s; 429 otherwise)")
-        },
-        "/api/operate/sandbox": {
-            "get": _agent_read(
-                "the app's sandboxes (its executors', its running command tasks'), path below "
-                "the agent's work directory, from each agent's /state",
-                _ok(
-                    {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "hostname": {"type": "string"},
-                                "path": {"type": "string"},
-                                "executorId": {"type": "string"},
-                            },
-                        },
-                    }
-                ),
-                params=[_query("appName", True)],
-            )
-        },
-        "/api/openapi.json": {"get": _op("this document", _ok({"type": "object"}))},
-    }
+    if in_path or route.queries:
+        found["parameters"] = [*in_path, *route.queries]
+    return found
+
+
+def _paths(routes: tuple[Route, ...]) -> Schema:
+    """The routes by path, each path's operations by lower-case method, in the table's order."""
+    paths: Schema = {}
+    for route in routes:
+        method, path = route.endpoint.split(" ")
+        paths.setdefault(path, {})[method.lower()] = _operation(route, path)
+    return paths
+
+
+def document() -> Schema:
+    """The whole OpenAPI 3 document: every route of `/api`, behind HTTP basic auth."""
     return {
         "openapi": "3.0.3",
         "info": {
@@ -573,11 +454,11 @@ def document() -> dict[str, Any]:
             "version": "1",
         },
         "components": {
-            "schemas": _SCHEMAS,
+            "schemas": SCHEMAS,
             "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
         },
         "security": [{"basic": []}],
-        "paths": paths,
+        "paths": _paths(ROUTES),
     }
 
 
