@@ -61,14 +61,14 @@ def kill_task(taskId: str) -> Response:  # the path parameter keeps its wire nam
         problem = f"must be at most {_TASK_ID_MAX_LENGTH} characters"
         raise InvalidRequest(f"taskId {problem}", {"taskId": problem})
     try:
-        tid = TaskId.parse(taskId)
+        parsed = TaskId.parse(taskId)
     except InvalidTaskId as exc:
         problem = f"{shown(taskId)} is not a task id of this scheduler ({exc})"
         raise InvalidRequest(f"taskId: {problem}", {"taskId": problem}) from None
-    if (why := reference_problem(tid.job_name)) is not None:
+    if (why := reference_problem(parsed.job_name)) is not None:
         raise InvalidRequest(f"taskId: its job name {why}", {"taskId": f"its job name {why}"})
     access = term_access()
-    if taskId not in {t.task_id for t in access.running.tasks(tid.job_name)}:
+    if taskId not in {t.task_id for t in access.running.tasks(parsed.job_name)}:
         raise NotFound(f"task '{taskId}' is not running")
     sent = _kill(access, [taskId])
     if not sent:

@@ -89,15 +89,15 @@ def _task_id(text: str, job_name: str) -> TaskId:
         problem = f"must be at most {_TASK_ID_MAX_LENGTH} characters"
         raise InvalidRequest(f"taskId {problem}", {"taskId": problem})
     try:
-        tid = TaskId.parse(text)
+        parsed = TaskId.parse(text)
     except InvalidTaskId:
         problem = f"{shown(text)} is not a task id (job@-@item@-@READY|FAILOVER@-@agent@-@uuid)"
         raise InvalidRequest(f"taskId: {problem}", {"taskId": problem}) from None
-    if (why := reference_problem(tid.job_name)) is not None:
+    if (why := reference_problem(parsed.job_name)) is not None:
         raise InvalidRequest(f"taskId: its job name {why}", {"taskId": f"its job name {why}"})
-    if tid.job_name != job_name:
+    if parsed.job_name != job_name:
         raise NotFound(f"job '{job_name}' has no run '{text}'")
-    return tid
+    return parsed
 
 
 def _time(text: str) -> datetime | None:
@@ -128,13 +128,13 @@ def _before(
         return None
     if "@-@" in text:
         try:
-            tid = TaskId.parse(text)
+            parsed = TaskId.parse(text)
         except InvalidTaskId:
             problems["before"] = "not a task id of the job, nor a time"
             return None
         engine = access.trace_engine
         launched = None
-        if tid.job_name == job_name and engine is not None:
+        if parsed.job_name == job_name and engine is not None:
             launched = trace_runs.launch_of(engine, job_name, text)
         if launched is None:
             problems["before"] = f"no run {shown(text)} of job {shown(job_name)} in the trace"
@@ -178,7 +178,7 @@ def _running(access: TermAccess, job_name: str) -> list[dict[str, Any]]:
     out = []
     for task in sorted(access.running.tasks(job_name), key=lambda t: -t.launched_at):
         try:
-            tid = task.parsed
+            parsed = task.parsed
         except ValueError:
             continue
         launched = (
@@ -189,9 +189,9 @@ def _running(access: TermAccess, job_name: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "taskId": task.task_id,
-                "jobName": tid.job_name,
-                "shardingItem": tid.item,
-                "type": tid.type.value,
+                "jobName": parsed.job_name,
+                "shardingItem": parsed.item,
+                "type": parsed.type.value,
                 "agentId": task.agent_id,
                 "launchTime": launched,
                 "fireTime": None,
@@ -219,10 +219,10 @@ def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps
     offset = _integer("offset", 0, -1, MAX_OFFSET, problems)
     length = _integer("length", MAX_LOG_BYTES, 0, MAX_LOG_BYTES, problems)
     _checked(problems)
-    tid = _task_id(taskId, job_name)
+    parsed = _task_id(taskId, job_name)
     access = term_access()
     job = access.config.require_job(job_name)
-    agent_id, path = _where(access, tid, stream, command_task=runs_as_command_task(job))
+    agent_id, path = _where(access, parsed, stream, command_task=runs_as_command_task(job))
     chunk = access.actions.read_run_file(taskId, agent_id, path, offset, length)
     if offset == -1:
         return jsonify({"data": "", "offset": chunk.offset, "nextOffset": chunk.offset})
@@ -231,22 +231,24 @@ def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps
     return jsonify({"data": data, "offset": chunk.offset, "nextOffset": chunk.offset + whole})
 
 
-def _where(access: TermAccess, tid: TaskId, stream: str, *, command_task: bool) -> tuple[str, str]:
+def _where(
+    access: TermAccess, parsed: TaskId, stream: str, *, command_task: bool
+) -> tuple[str, str]:
     """(agent id, file path in the sandbox) of the run's `stream`; NotFound for a run that
     neither the trace nor the running tasks know."""
-    task_id = str(tid)
+    task_id = str(parsed)
     engine = access.trace_engine
-    run = trace_runs.run_of(engine, tid.job_name, task_id) if engine is not None else None
+    run = trace_runs.run_of(engine, parsed.job_name, task_id) if engine is not None else None
     if run is not None:
         if run.output is not None:
             return run.agent_id, run.output[stream]
         agent_id = run.agent_id
     else:
-        running = {t.task_id: t for t in access.running.tasks(tid.job_name)}
+        running = {t.task_id: t for t in access.running.tasks(parsed.job_name)}
         task = running.get(task_id)
         if task is None and engine is not None:
-            raise NotFound(f"job '{tid.job_name}' has no run '{task_id}'")
-        agent_id = task.agent_id if task is not None else tid.agent_id
+            raise NotFound(f"job '{parsed.job_name}' has no run '{task_id}'")
+        agent_id = task.agent_id if task is not None else parsed.agent_id
     # Not named by the executor (the trace missed it, or is off): where ours writes it.
     if command_task:
         return agent_id, stream

@@ -345,9 +345,9 @@ class SchedulerMetrics:
             return
         self.fires_skipped.labels(self._job(event.job_name), outcome).inc(max(1, event.fires))
 
-    def on_status(self, status: Mapping[str, Any], tid: TaskId) -> None:
+    def on_status(self, status: Mapping[str, Any], parsed: TaskId) -> None:
         """Status handler listener (sched-mesos-events): count the run an update ends."""
-        task_id = str(tid)
+        task_id = str(parsed)
         state = str(status.get("state", ""))
         message = str(status.get("message", ""))
         try:
@@ -356,7 +356,7 @@ class SchedulerMetrics:
             record = None
         command_start = self._commands.started_ms(task_id)
         if record is None:
-            record = self._commands.record_of(status, tid)
+            record = self._commands.record_of(status, parsed)
             if record is not None and record.complete and command_start is None:
                 record = None  # its start is unknown here: a result, but no duration
         if (
@@ -380,13 +380,13 @@ class SchedulerMetrics:
                     self._daemon_tasks.pop(task_id, None)
                     return  # an idle daemon task stopped: no run was going on
                 self._daemon_tasks.pop(task_id, None)
-                self._count(tid.job_name, run_result(state, status.get("reason"), None), None)
+                self._count(parsed.job_name, run_result(state, status.get("reason"), None), None)
                 return
             self._daemon_tasks.pop(task_id, None)
         elif record is None or not record.complete:
             return
         assert record is not None
-        self._count(tid.job_name, run_result(state, status.get("reason"), record), record)
+        self._count(parsed.job_name, run_result(state, status.get("reason"), record), record)
 
     def _count(self, job_name: str, result: str, record: ExecutionRecord | None) -> None:
         job = self._job(job_name)
@@ -445,22 +445,22 @@ class FireTimes:
         """(the fire time of the run `task_id` belongs to, whether it is the run's first
         task). A FAILOVER task has none."""
         try:
-            tid = TaskId.parse(task_id)
+            parsed = TaskId.parse(task_id)
         except InvalidTaskId:
             return None, False
-        if tid.type is not TaskType.READY:
+        if parsed.type is not TaskType.READY:
             return None, False
         now = time.monotonic()
         with self._lock:
-            current = self._current.get(tid.job_name)
-            first = current is None or tid.item in current[1] or now - current[2] > _SAME_RUN_S
+            current = self._current.get(parsed.job_name)
+            first = current is None or parsed.item in current[1] or now - current[2] > _SAME_RUN_S
             if first:
-                pending = self._pending.get(tid.job_name)
+                pending = self._pending.get(parsed.job_name)
                 fire = pending.popleft() if pending else None
                 current = (fire, set(), now)
-                self._current[tid.job_name] = current
+                self._current[parsed.job_name] = current
             assert current is not None
-            current[1].add(tid.item)
+            current[1].add(parsed.item)
             self._of_task[task_id] = current[0]
             while len(self._of_task) > _ENDED_KEPT:
                 self._of_task.popitem(last=False)

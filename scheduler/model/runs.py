@@ -96,12 +96,12 @@ class CommandRuns:
         self._kept = kept
         self._started: OrderedDict[str, int] = OrderedDict()
 
-    def record_of(self, status: Mapping[str, Any], tid: TaskId) -> ExecutionRecord | None:
+    def record_of(self, status: Mapping[str, Any], parsed: TaskId) -> ExecutionRecord | None:
         """The record this update starts or completes; None for every other update (not a
         command task's, a reconciliation answer, a state that neither starts nor ends)."""
         if not is_command_update(status) or status.get("source") == "SOURCE_MASTER":
             return None
-        task_id = str(tid)
+        task_id = str(parsed)
         state = str(status.get("state", ""))
         at_ms = _millis(status.get("timestamp"))
         if state == "TASK_RUNNING":
@@ -109,24 +109,24 @@ class CommandRuns:
             self._started.move_to_end(task_id)
             while len(self._started) > self._kept:
                 self._started.popitem(last=False)
-            return self._record(tid, at_ms)
+            return self._record(parsed, at_ms)
         if state not in TERMINAL_STATES:
             return None
         started = self._started.pop(task_id, at_ms)
         message = str(status.get("message") or status.get("reason") or state)
         failure = None if state == "TASK_FINISHED" else message
-        return self._record(tid, started).finished(at_ms, failure)
+        return self._record(parsed, started).finished(at_ms, failure)
 
     def started_ms(self, task_id: str) -> int | None:
         return self._started.get(task_id)
 
     @staticmethod
-    def _record(tid: TaskId, start_ms: int) -> ExecutionRecord:
+    def _record(parsed: TaskId, start_ms: int) -> ExecutionRecord:
         return ExecutionRecord(
-            id=uuid.uuid5(_RUN_ID_NAMESPACE, str(tid)).hex,
-            job_name=tid.job_name,
-            task_id=str(tid),
-            sharding_item=tid.item,
+            id=uuid.uuid5(_RUN_ID_NAMESPACE, str(parsed)).hex,
+            job_name=parsed.job_name,
+            task_id=str(parsed),
+            sharding_item=parsed.item,
             hostname="",
             ip="",
             start_time_ms=start_ms,

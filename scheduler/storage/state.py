@@ -46,7 +46,7 @@ class _Store:
         self._cap = cap
 
     @property
-    def _w(self) -> FencedWriter:
+    def _writer(self) -> FencedWriter:
         if self._fence is None:
             raise RuntimeError("this store was built read-only (no fence)")
         return self._registry.fenced(self._fence)
@@ -57,7 +57,7 @@ class _Store:
         if self._registry.children(path):
             return
         try:
-            self._w.delete(path, recursive=False)
+            self._writer.delete(path, recursive=False)
         except Conflict:
             pass  # an entry was added meanwhile
 
@@ -76,7 +76,7 @@ class ReadyQueue(_Store):
         """One more pending run (misfire) or exactly one (no misfire). False when full."""
         if self._full(READY, job):
             return False
-        self._w.compare_and_set(
+        self._writer.compare_and_set(
             f"{READY}/{job}", lambda old: str(_count(old) + 1 if misfire else 1).encode()
         )
         return True
@@ -85,7 +85,7 @@ class ReadyQueue(_Store):
         """Queue a daemon job once (a no-op when already queued)."""
         if self._full(READY, job):
             return False
-        self._w.compare_and_set(f"{READY}/{job}", lambda old: b"1")
+        self._writer.compare_and_set(f"{READY}/{job}", lambda old: b"1")
         return True
 
     def take(self, job: str) -> None:
@@ -95,11 +95,11 @@ class ReadyQueue(_Store):
             left = _count(old) - 1
             return str(left).encode() if left > 0 else None
 
-        self._w.compare_and_set(f"{READY}/{job}", dec)
+        self._writer.compare_and_set(f"{READY}/{job}", dec)
 
     def remove(self, job: str) -> None:
         """Drop every pending run of `job` (disable, delete)."""
-        self._w.delete(f"{READY}/{job}")
+        self._writer.delete(f"{READY}/{job}")
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -117,7 +117,7 @@ class DisableStore(_Store):
         return self._disable(DISABLE_APP, app)
 
     def enable_app(self, app: str) -> None:
-        self._w.delete(f"{DISABLE_APP}/{app}")
+        self._writer.delete(f"{DISABLE_APP}/{app}")
 
     def is_app_disabled(self, app: str) -> bool:
         return self._registry.exists(f"{DISABLE_APP}/{app}")
@@ -126,7 +126,7 @@ class DisableStore(_Store):
         return self._disable(DISABLE_JOB, job)
 
     def enable_job(self, job: str) -> None:
-        self._w.delete(f"{DISABLE_JOB}/{job}")
+        self._writer.delete(f"{DISABLE_JOB}/{job}")
 
     def is_job_disabled(self, job: str) -> bool:
         return self._registry.exists(f"{DISABLE_JOB}/{job}")
@@ -136,7 +136,7 @@ class DisableStore(_Store):
             return True
         if self._full(base, name):
             return False
-        self._w.put(f"{base}/{name}", name.encode())
+        self._writer.put(f"{base}/{name}", name.encode())
         return True
 
 
@@ -159,11 +159,11 @@ class RunningTask:
         return TaskId.parse(self.task_id)
 
     def to_json(self) -> dict[str, Any]:
-        tid = self.parsed
+        parsed = self.parsed
         return {
             "id": self.task_id,
-            "metaInfo": {"jobName": tid.job_name, "shardingItems": [tid.item]},
-            "type": tid.type.value,
+            "metaInfo": {"jobName": parsed.job_name, "shardingItems": [parsed.item]},
+            "type": parsed.type.value,
             "slaveId": self.agent_id,
             "idle": self.idle,
             "hostname": self.hostname,
@@ -190,7 +190,7 @@ class RunningStore(_Store):
 
     def add(self, task: RunningTask) -> None:
         job = task.parsed.job_name
-        self._w.put(f"{RUNNING}/{job}/{task.task_id}", json.dumps(task.to_json()).encode())
+        self._writer.put(f"{RUNNING}/{job}/{task.task_id}", json.dumps(task.to_json()).encode())
 
     def update(self, task: RunningTask, also: list[Op] | None = None) -> None:
         """Write the task's node; with `also`, in one transaction with those ops."""
@@ -205,7 +205,7 @@ class RunningStore(_Store):
         else:
             self._registry.ensure(f"{RUNNING}/{job}")
             first = Op("create", path, data)
-        self._w.commit(f"update {path}", [first, *also])
+        self._writer.commit(f"update {path}", [first, *also])
 
     def remove(self, task_id: str, also: list[Op] | None = None) -> None:
         """Delete the task's node; with `also`, in one transaction with those ops (NotFound
@@ -213,13 +213,13 @@ class RunningStore(_Store):
         job = TaskId.parse(task_id).job_name
         path = f"{RUNNING}/{job}/{task_id}"
         if also:
-            self._w.commit(f"remove {path}", [Op("delete", path), *also])
+            self._writer.commit(f"remove {path}", [Op("delete", path), *also])
         else:
-            self._w.delete(path)
+            self._writer.delete(path)
         self._drop_if_empty(f"{RUNNING}/{job}")
 
     def remove_job(self, job: str) -> None:
-        self._w.delete(f"{RUNNING}/{job}")
+        self._writer.delete(f"{RUNNING}/{job}")
 
     def mark_killed(self, task_id: str, reason: str) -> bool:
         """Record why the scheduler kills a task (before the kill is sent), so that whichever
@@ -238,7 +238,7 @@ class RunningStore(_Store):
             data["killReason"] = reason
             return json.dumps(data).encode()
 
-        return self._w.compare_and_set(f"{RUNNING}/{job}/{task_id}", mark) is not None
+        return self._writer.compare_and_set(f"{RUNNING}/{job}/{task_id}", mark) is not None
 
     def tasks(self, job: str | None = None) -> list[RunningTask]:
         jobs = [job] if job is not None else self._registry.children(RUNNING)
@@ -296,19 +296,19 @@ class FailoverQueue(_Store):
     """
 
     def add(self, task_id: str) -> bool:
-        tid = TaskId.parse(task_id)
-        path = f"{FAILOVER}/{tid.job_name}/{tid.shard_key}"
+        parsed = TaskId.parse(task_id)
+        path = f"{FAILOVER}/{parsed.job_name}/{parsed.shard_key}"
         if self._registry.exists(path):
             return True
-        if self._full(f"{FAILOVER}/{tid.job_name}", tid.shard_key):
+        if self._full(f"{FAILOVER}/{parsed.job_name}", parsed.shard_key):
             return False
-        failures = self._count_failure(tid.job_name, tid.item)
-        self._w.put(path, task_id.encode())
+        failures = self._count_failure(parsed.job_name, parsed.item)
+        self._writer.put(path, task_id.encode())
         if failures > 1:
             log.warning(
                 "state: shard %s of %s failed %d times in a row; relaunch in %.0f s",
-                tid.item,
-                tid.job_name,
+                parsed.item,
+                parsed.job_name,
                 failures,
                 failover_delay(failures),
             )
@@ -319,19 +319,19 @@ class FailoverQueue(_Store):
         made since the shard last succeeded (None: no limit). Returns what happened and the
         failures in a row counted so far; once exhausted the count is forgotten, so the next
         fire's run has its own retries."""
-        tid = TaskId.parse(task_id)
+        parsed = TaskId.parse(task_id)
         if max_retries is None:
             return (Retry.QUEUED if self.add(task_id) else Retry.FULL), 0
-        path = f"{FAILOVER}/{tid.job_name}/{tid.shard_key}"
+        path = f"{FAILOVER}/{parsed.job_name}/{parsed.shard_key}"
         if self._registry.exists(path):
             return Retry.QUEUED, 0
-        if self._full(f"{FAILOVER}/{tid.job_name}", tid.shard_key):
+        if self._full(f"{FAILOVER}/{parsed.job_name}", parsed.shard_key):
             return Retry.FULL, 0
-        failures = self._count_failure(tid.job_name, tid.item)
+        failures = self._count_failure(parsed.job_name, parsed.item)
         if failures > max_retries:
-            self.succeeded(tid.job_name, tid.item)  # forgets the count
+            self.succeeded(parsed.job_name, parsed.item)  # forgets the count
             return Retry.EXHAUSTED, failures
-        self._w.put(path, task_id.encode())
+        self._writer.put(path, task_id.encode())
         return Retry.QUEUED, failures
 
     def _count_failure(self, job: str, item: int) -> int:
@@ -343,7 +343,7 @@ class FailoverQueue(_Store):
                 {"failures": failures, "notBefore": now + failover_delay(failures)}
             ).encode()
 
-        return _backoff(self._w.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
+        return _backoff(self._writer.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
 
     def not_before(self, job: str, item: int) -> float:
         """Epoch seconds before which the shard is not relaunched (0: now)."""
@@ -353,16 +353,16 @@ class FailoverQueue(_Store):
         """A run of the shard succeeded: forget its failures."""
         path = f"{FAILOVER_BACKOFF}/{job}/{item}"
         if self._registry.exists(path):
-            self._w.delete(path)
+            self._writer.delete(path)
             self._drop_if_empty(f"{FAILOVER_BACKOFF}/{job}")
 
     def remove(self, job: str, item: int) -> None:
-        self._w.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
+        self._writer.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
         self._drop_if_empty(f"{FAILOVER}/{job}")
 
     def remove_job(self, job: str) -> None:
-        self._w.delete(f"{FAILOVER}/{job}")
-        self._w.delete(f"{FAILOVER_BACKOFF}/{job}")
+        self._writer.delete(f"{FAILOVER}/{job}")
+        self._writer.delete(f"{FAILOVER_BACKOFF}/{job}")
 
     def entries(self) -> list[tuple[str, int, str]]:
         """(job, item, original task id) of every queued shard."""

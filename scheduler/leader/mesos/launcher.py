@@ -119,13 +119,15 @@ class OfferDriver(Protocol):
 
 
 @dataclass
-class _Unit:
-    """Work for one job this round: a READY run (all its shards), or its failover shards."""
+class _PlacementUnit:
+    """What the launcher places as one: one job's shards this round, either a READY run (all
+    its shards, placed whole or not at all) or its failover shards (each where it fits)."""
 
     kind: TaskType
     job: JobConfig
     app: AppConfig
     items: list[int]
+    """The shard items to place."""
     ready: tuple[int, int] | None = None
     """(pending runs, node version) of a READY unit's job, as the view read it."""
     failover: dict[int, FailoverEntry] = field(default_factory=dict)
@@ -135,7 +137,7 @@ class _Unit:
 class _Gathered:
     """What a round found to do (gather: read only)."""
 
-    units: list[_Unit]
+    units: list[_PlacementUnit]
     pending: set[str]
     """Jobs with pending runs."""
     ready_runs: int
@@ -149,7 +151,7 @@ class _Gathered:
 
 
 @dataclass
-class _Placed:
+class _PlacedUnit:
     """A unit placed this round: its bookkeeping and, per task, the agent and TaskInfo."""
 
     launch: Launch
@@ -181,7 +183,7 @@ def _slots(offers: list[dict[str, Any]]) -> dict[str, OfferSlot]:
     return slots
 
 
-def _choose(unit: _Unit, slots: list[OfferSlot]) -> dict[int, OfferSlot] | None:
+def _choose(unit: _PlacementUnit, slots: list[OfferSlot]) -> dict[int, OfferSlot] | None:
     """Item -> slot for `unit` (pure; the slots' free resources are updated): a READY run
     whole or not at all, failover shards each where it fits. None when nothing was placed."""
     executors = {s.agent_id: executor_id(unit.app.app_name, s.agent_id) for s in slots}
@@ -469,12 +471,12 @@ class Launcher(ThreadedComponent):
                 self.declined += len(unused)
 
     def _place(
-        self, work: list[_Unit], unplaceable: set[str], slots: list[OfferSlot]
-    ) -> tuple[list[_Placed], bool]:
+        self, work: list[_PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
+    ) -> tuple[list[_PlacedUnit], bool]:
         """Place the round's units on `slots` (no I/O): failover shards one by one, READY
         runs whole, the starvation guard holding younger runs back. Returns the units placed,
         with their bookkeeping and TaskInfos, and whether some work was left over."""
-        placed: list[_Placed] = []
+        placed: list[_PlacedUnit] = []
         left_over = False
         now = time.monotonic()
         framework_id = self._framework_id()
@@ -504,19 +506,21 @@ class Launcher(ThreadedComponent):
             placed.append(self._unit_placed(unit, chosen, framework_id))
         return placed, left_over
 
-    def _unit_placed(self, unit: _Unit, chosen: dict[int, OfferSlot], framework_id: str) -> _Placed:
+    def _unit_placed(
+        self, unit: _PlacementUnit, chosen: dict[int, OfferSlot], framework_id: str
+    ) -> _PlacedUnit:
         job, app = unit.job, unit.app
         wall = time.time()
         tasks: list[RunningTask] = []
         infos: list[tuple[str, dict[str, Any]]] = []
         originals: dict[str, str] = {}
         for item, slot in sorted(chosen.items()):
-            tid = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
-            task_id = str(tid)
+            parsed = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
+            task_id = str(parsed)
             tasks.append(
                 RunningTask(task_id, slot.agent_id, hostname=slot.hostname, launched_at=wall)
             )
-            infos.append((slot.agent_id, build_task_info(job, app, tid, framework_id)))
+            infos.append((slot.agent_id, build_task_info(job, app, parsed, framework_id)))
             entry = unit.failover.get(item)
             originals[task_id] = (entry.original if entry is not None else "") or task_id
         launch = Launch(
@@ -526,9 +530,9 @@ class Launcher(ThreadedComponent):
             failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
             creates_folder=not self._cache.has_running_folder(job.job_name),
         )
-        return _Placed(launch, infos, originals)
+        return _PlacedUnit(launch, infos, originals)
 
-    def _commit(self, placed: list[_Placed]) -> list[_Placed]:
+    def _commit(self, placed: list[_PlacedUnit]) -> list[_PlacedUnit]:
         """Write the placed units' bookkeeping; returns those written (the others wait for
         the next round). Raises NotLeader: then nothing is launched."""
         if not placed:
@@ -537,7 +541,7 @@ class Launcher(ThreadedComponent):
         return [p for p in placed if id(p.launch) in written]
 
     def _accept(
-        self, driver: OfferDriver, placed: list[_Placed], slots: dict[str, OfferSlot]
+        self, driver: OfferDriver, placed: list[_PlacedUnit], slots: dict[str, OfferSlot]
     ) -> set[str]:
         """One ACCEPT per agent for the units written; the bookkeeping of the tasks of an
         agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
@@ -587,7 +591,7 @@ class Launcher(ThreadedComponent):
 
     # -- runs that can never be placed -------------------------------------------------------
 
-    def _never_fits(self, unit: _Unit) -> Unplaceable | None:
+    def _never_fits(self, unit: _PlacementUnit) -> Unplaceable | None:
         """Whether `unit`'s run can never be placed on the known agents; reports it once."""
         job, app = unit.job, unit.app
         key = (
@@ -750,7 +754,7 @@ class Launcher(ThreadedComponent):
                 running[name] = cache.running_tasks(name)
             return running[name]
 
-        failover: dict[str, _Unit] = {}
+        failover: dict[str, _PlacementUnit] = {}
         held_back: set[str] = set()
         wall = time.time()
         for entry in entries:
@@ -772,11 +776,11 @@ class Launcher(ThreadedComponent):
                 continue
             unit = failover.get(job_name)
             if unit is None:
-                unit = failover[job_name] = _Unit(TaskType.FAILOVER, job, app, [])
+                unit = failover[job_name] = _PlacementUnit(TaskType.FAILOVER, job, app, [])
                 gathered.units.append(unit)
             unit.items.append(item)
             unit.failover[item] = entry
-        waiting: list[tuple[float, _Unit]] = []
+        waiting: list[tuple[float, _PlacementUnit]] = []
         now = time.monotonic()
         for job_name, counted in ready.items():
             job = jobs.get(job_name)
@@ -796,7 +800,7 @@ class Launcher(ThreadedComponent):
             if app is None:
                 continue
             items = list(range(job.sharding_total_count))
-            unit = _Unit(TaskType.READY, job, app, items, ready=counted)
+            unit = _PlacementUnit(TaskType.READY, job, app, items, ready=counted)
             waiting.append((self._guard.waiting_since(job_name, now), unit))
         waiting.sort(key=lambda pair: pair[0])
         gathered.units.extend(unit for _, unit in waiting)

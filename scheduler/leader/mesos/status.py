@@ -81,7 +81,7 @@ KIND_OF_STATE: Mapping[str, UpdateKind] = MappingProxyType(
 class TaskUpdate:
     """One status update as a handler reads it."""
 
-    tid: TaskId
+    parsed: TaskId
     task_id: str
     state: str
     message: str
@@ -127,14 +127,14 @@ class StatusHandler:
         task_id = str(status.get("task_id", {}).get("value", ""))
         state = str(status.get("state", ""))
         try:
-            tid = TaskId.parse(task_id)
+            parsed = TaskId.parse(task_id)
         except InvalidTaskId:
             log.warning(
                 "status: %s for a task this scheduler did not launch (%s); ignored", state, task_id
             )
             return True
         try:
-            self._apply(tid, task_id, state, status)
+            self._apply(parsed, task_id, state, status)
         except NotLeader:
             return False  # not acked: Mesos resends it to the next (or resumed) leader
         except SchedulerError as exc:
@@ -143,12 +143,12 @@ class StatusHandler:
         self.counts[state] = self.counts.get(state, 0) + 1
         for listener in self.listeners:
             try:
-                listener(status, tid)
+                listener(status, parsed)
             except Exception:
                 log.exception("status: listener failed on %s", task_id)
         return True
 
-    def _apply(self, tid: TaskId, task_id: str, state: str, status: dict[str, Any]) -> None:
+    def _apply(self, parsed: TaskId, task_id: str, state: str, status: dict[str, Any]) -> None:
         """Look the state up in the table and hand the update to its kind's handler."""
         kind = KIND_OF_STATE.get(state)
         if kind is None:
@@ -160,11 +160,11 @@ class StatusHandler:
             )
             return
         facade = self._facade
-        known = {t.task_id: t for t in facade.running.tasks(tid.job_name)}
-        job = facade.config.job(tid.job_name)
+        known = {t.task_id: t for t in facade.running.tasks(parsed.job_name)}
+        job = facade.config.job(parsed.job_name)
         message = str(status.get("message", ""))
         self.handlers[kind](
-            TaskUpdate(tid, task_id, state, message, status, known.get(task_id), job)
+            TaskUpdate(parsed, task_id, state, message, status, known.get(task_id), job)
         )
 
     # -- the task lives ---------------------------------------------------------------------
@@ -173,7 +173,7 @@ class StatusHandler:
         """Record the state (and a daemon's idle flag), adopting a running task this leader
         does not follow; kill the task when its job is gone."""
         if update.job is None:
-            log.info("status: job %s is gone; killing %s", update.tid.job_name, update.task_id)
+            log.info("status: job %s is gone; killing %s", update.parsed.job_name, update.task_id)
             self._kill(update.task_id)
             return
         task = update.task
@@ -182,9 +182,9 @@ class StatusHandler:
                 log.info("status: stale %s of ended task %s; ignored", update.state, update.task_id)
                 return
             # Running but unknown here (e.g. launched just before a crash): adopt it.
-            task = RunningTask(update.task_id, update.tid.agent_id)
+            task = RunningTask(update.task_id, update.parsed.agent_id)
         if update.message == "COMPLETE":
-            cause = _failed_daemon_run(update.tid, update.status)
+            cause = _failed_daemon_run(update.parsed, update.status)
             if cause is not None:
                 self._daemon_run_failed(update, cause)
         self._record_active(task, update)
@@ -207,7 +207,7 @@ class StatusHandler:
             True if completed else None, lambda ops: self._facade.running.update(task, ops)
         )
         if completed:
-            self._reset_backoff(update.tid)
+            self._reset_backoff(update.parsed)
 
     def _on_unreachable(self, update: TaskUpdate) -> None:
         """Keep the task, marked unreachable, until Mesos says more."""
@@ -227,7 +227,7 @@ class StatusHandler:
         self._note_ended(update.task_id)
         self._remove(update, True)
         log.info("status: %s finished", update.task_id)
-        self._reset_backoff(update.tid)
+        self._reset_backoff(update.parsed)
         self._wake()
 
     def _on_killed(self, update: TaskUpdate) -> None:
@@ -290,10 +290,10 @@ class StatusHandler:
         if update.task is not None:  # else already handled (a resent update) or never ours
             if timed_out:
                 self._emit(
-                    JobEventKind.RUN_TIMED_OUT, update.tid, update.task_id, update.job, timed_out
+                    JobEventKind.RUN_TIMED_OUT, update.parsed, update.task_id, update.job, timed_out
                 )
             why = timed_out or update.message or update.state
-            self._failed(update.tid, update.task_id, update.job, why)
+            self._failed(update.parsed, update.task_id, update.job, why)
         self._wake()
 
     def _note_ended(self, task_id: str) -> None:
@@ -309,49 +309,49 @@ class StatusHandler:
             task_id = update.task_id
             self._with_result(success, lambda ops: self._facade.running.remove(task_id, ops))
 
-    def _failed(self, tid: TaskId, task_id: str, job: JobConfig | None, why: str) -> None:
-        """A run of shard `tid.item` failed: relaunch it (failover) or report it failed."""
+    def _failed(self, parsed: TaskId, task_id: str, job: JobConfig | None, why: str) -> None:
+        """A run of shard `parsed.item` failed: relaunch it (failover) or report it failed."""
         facade = self._facade
         if job is None or facade.is_disabled(job):
             return  # deleted or disabled: nothing is relaunched, nothing more is expected
         if not (job.failover or job.execution_type is JobExecutionType.DAEMON):
-            self._emit(JobEventKind.RUN_FAILED, tid, task_id, job, f"{why}; failover is off")
+            self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"{why}; failover is off")
             return
         outcome, failures = facade.failover.retry(task_id, job.max_retries)
         if outcome is Retry.QUEUED:
-            log.info("status: shard %s of %s queued for failover", tid.item, tid.job_name)
+            log.info("status: shard %s of %s queued for failover", parsed.item, parsed.job_name)
             return
         if outcome is Retry.EXHAUSTED:
             log.warning(
                 "status: shard %s of %s failed %s times in a row; not relaunched (maxRetries %s)",
-                tid.item,
-                tid.job_name,
+                parsed.item,
+                parsed.job_name,
                 failures,
                 job.max_retries,
             )
             why += f"; not relaunched: failed {failures} times, maxRetries is {job.max_retries}"
         else:
             why += "; not relaunched: the failover queue is full (job_state_queue_size)"
-        self._emit(JobEventKind.RUN_FAILED, tid, task_id, job, why)
+        self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, why)
 
     def _daemon_run_failed(self, update: TaskUpdate, cause: str) -> None:
         """A daemon run failed (it is not run again: the next comes on the cron)."""
-        tid, task_id, job = update.tid, update.task_id, update.job
+        parsed, task_id, job = update.parsed, update.task_id, update.job
         if cause.startswith(TIMED_OUT_PREFIX):
-            self._emit(JobEventKind.RUN_TIMED_OUT, tid, task_id, job, cause)
-        self._emit(JobEventKind.RUN_FAILED, tid, task_id, job, f"daemon run failed: {cause}")
+            self._emit(JobEventKind.RUN_TIMED_OUT, parsed, task_id, job, cause)
+        self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"daemon run failed: {cause}")
 
     def _emit(
-        self, kind: JobEventKind, tid: TaskId, task_id: str, job: JobConfig | None, reason: str
+        self, kind: JobEventKind, parsed: TaskId, task_id: str, job: JobConfig | None, reason: str
     ) -> None:
         event = JobEvent(
             kind,
-            tid.job_name,
+            parsed.job_name,
             time.time(),
             reason[:_REASON_MAX_CHARS],
-            sharding_item=tid.item,
+            sharding_item=parsed.item,
             task_id=task_id,
-            execution_type=tid.type.value,
+            execution_type=parsed.type.value,
             webhook_url=None if job is None else job.notify_webhook_url,
         )
         for listener in self.event_listeners:
@@ -360,12 +360,12 @@ class StatusHandler:
             except Exception:
                 log.exception("status: event listener failed on %s", task_id)
 
-    def _reset_backoff(self, tid: TaskId) -> None:
+    def _reset_backoff(self, parsed: TaskId) -> None:
         """A run succeeded: forget its shard's failures. Only a FAILOVER task can follow
         failures (the job's other runs wait while its shard is queued), so READY successes,
         the common case, cost no ZooKeeper read here."""
-        if tid.type is TaskType.FAILOVER:
-            self._facade.failover.succeeded(tid.job_name, tid.item)
+        if parsed.type is TaskType.FAILOVER:
+            self._facade.failover.succeeded(parsed.job_name, parsed.item)
 
     def _with_result(self, success: bool | None, write: Callable[[list[Op]], None]) -> None:
         """Run `write` with the journal op of a result (success True/False; None: no result),
@@ -396,7 +396,7 @@ def _timed_out(status: dict[str, Any], job: JobConfig | None) -> str:
     return ""
 
 
-def _failed_daemon_run(tid: TaskId, status: dict[str, Any]) -> str | None:
+def _failed_daemon_run(parsed: TaskId, status: dict[str, Any]) -> str | None:
     """A daemon task reports each run's end as TASK_RUNNING "COMPLETE", a failure only in the
     execution record it carries: log that failure, as a failed transient task is logged, and
     return its cause (None when the run succeeded or the record is unreadable)."""
@@ -407,7 +407,7 @@ def _failed_daemon_run(tid: TaskId, status: dict[str, Any]) -> str | None:
     if record is not None and record.is_success is False:
         lines = record.failure_cause.strip().splitlines() or ["no cause given"]
         log.warning(
-            "status: daemon run of %s shard %s failed: %s", tid.job_name, tid.item, lines[-1]
+            "status: daemon run of %s shard %s failed: %s", parsed.job_name, parsed.item, lines[-1]
         )
         return lines[-1]
     return None

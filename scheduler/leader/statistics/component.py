@@ -118,7 +118,7 @@ class Statistics(ThreadedComponent):
             original_task_id,
         )
 
-    def on_status(self, status: dict[str, Any], tid: TaskId) -> None:
+    def on_status(self, status: dict[str, Any], parsed: TaskId) -> None:
         """StatusHandler listener (sched-mesos-events): queue only."""
         writer = self._writer
         if writer is None:
@@ -130,15 +130,15 @@ class Statistics(ThreadedComponent):
                 original = self._originals.pop(task_id, task_id)
             else:
                 original = self._originals.get(task_id, task_id)
-        agent_id = str(status.get("agent_id", {}).get("value", tid.agent_id))
-        _trace(writer, tid, task_id, state, agent_id, str(status.get("message", "")), original)
+        agent_id = str(status.get("agent_id", {}).get("value", parsed.agent_id))
+        _trace(writer, parsed, task_id, state, agent_id, str(status.get("message", "")), original)
         try:
             record = decode_status_data(status.get("data"))
         except RecordError as exc:
             log.warning("statistics: unreadable execution record in %s: %s", state, exc)
             record = None
         if record is None:
-            record = self._commands.record_of(status, tid)
+            record = self._commands.record_of(status, parsed)
         if record is not None:
             writer.record_execution(record)
 
@@ -235,7 +235,7 @@ class Statistics(ThreadedComponent):
 
 def _trace(
     writer: TraceWriter,
-    tid: TaskId,
+    parsed: TaskId,
     task_id: str,
     state: str,
     agent_id: str,
@@ -244,13 +244,13 @@ def _trace(
 ) -> None:
     """One JOB_STATUS_TRACE_LOG row as the scheduler records it."""
     writer.record_status(
-        job_name=tid.job_name,
+        job_name=parsed.job_name,
         task_id=task_id,
         state=state,
         slave_id=agent_id,
         source="CLOUD_SCHEDULER",
-        execution_type=tid.type.value,
-        sharding_item=f"[{tid.item}]",
+        execution_type=parsed.type.value,
+        sharding_item=f"[{parsed.item}]",
         message=message,
         original_task_id=original,
     )

@@ -152,7 +152,7 @@ def _summary(task_id: str, trail: list[StatusTraceLog]) -> Run | None:
     if not trail:
         return None
     try:
-        tid = TaskId.parse(task_id)
+        parsed = TaskId.parse(task_id)
     except InvalidTaskId:
         return None
     trail = sorted(trail, key=lambda r: (r.creation_time, _RANK.get(r.state, 9)))
@@ -169,10 +169,10 @@ def _summary(task_id: str, trail: list[StatusTraceLog]) -> Run | None:
     message = (terminal.message or "") if terminal is not None else ""
     return Run(
         task_id=task_id,
-        job_name=tid.job_name,
-        sharding_item=tid.item,
-        task_type=tid.type.value,
-        agent_id=last.slave_id or tid.agent_id,
+        job_name=parsed.job_name,
+        sharding_item=parsed.item,
+        task_type=parsed.type.value,
+        agent_id=last.slave_id or parsed.agent_id,
         launch_time=(staging or trail[0]).creation_time,
         fire_time=fire_time_of(staging.message) if staging is not None else None,
         start_time=first_running.creation_time if first_running is not None else None,
