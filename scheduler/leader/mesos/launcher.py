@@ -7,7 +7,8 @@ the starvation guard and what is known of the agents:
 
 1. gather (read only, from the view): failover shards first, then READY runs oldest first; only
    jobs with pending work are looked at, so a round costs nothing per idle job;
-2. place (pure, `placement`): failover shards one by one, READY runs all-or-nothing. A READY run
+2. place (pure, `launch_round` and `placement`): a job's failover shards, or its READY run,
+   are one unit; failover shards are placed one by one, READY runs all-or-nothing. A READY run
    that does not fit is skipped; once the oldest one has waited `STARVATION_S`, younger READY
    runs stop being placed so that freed resources accumulate for it (no starvation of big jobs
    by small ones). A run that could not be placed even with every known agent's resources free
@@ -36,23 +37,30 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from http.client import HTTPException
 from typing import Any, Protocol
 
-from executor.taskdata import executor_id
 from scheduler.leader.lifecycle import TermView, ThreadedComponent
-from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable, shards_for
-from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard, place
+from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable
+from scheduler.leader.mesos.launch_round import (
+    Gathered,
+    PlacedUnit,
+    PlacementUnit,
+    choose,
+    items_of,
+    offer_slots,
+    overlap_of,
+    scalar,
+)
+from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard
 from scheduler.leader.mesos.taskinfo import build_task_info
-from scheduler.model.config.app import AppConfig
-from scheduler.model.config.job import JobConfig, JobExecutionType
+from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.facade import StateFacade
 from scheduler.storage.launch_book import Launch, LaunchBook
-from scheduler.storage.queue_cache import FailoverEntry, QueueCache
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
 
 log = logging.getLogger(__name__)
@@ -71,13 +79,6 @@ FIRE_AHEAD_S = 1.0
 FIRE_GRACE_S = 1.0
 _QUIET_LOG_S = 60.0
 ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
-
-
-def _overlap(job: JobConfig) -> OverlapPolicy:
-    """The job's overlap policy; a daemon job's runs never overlap, whatever was stored."""
-    if job.execution_type is not JobExecutionType.TRANSIENT:
-        return OverlapPolicy.FORBID
-    return job.overlap
 
 
 class OfferDriver(Protocol):
@@ -116,96 +117,6 @@ class OfferDriver(Protocol):
     def agent_totals(self, timeout_s: float = 5.0) -> dict[str, tuple[float, float]]:
         """Each agent's total (cpus, mem MB) from the master; raises OSError or ValueError."""
         ...
-
-
-@dataclass
-class _PlacementUnit:
-    """What the launcher places as one: one job's shards this round, either a READY run (all
-    its shards, placed whole or not at all) or its failover shards (each where it fits)."""
-
-    kind: TaskType
-    job: JobConfig
-    app: AppConfig
-    items: list[int]
-    """The shard items to place."""
-    ready: tuple[int, int] | None = None
-    """(pending runs, node version) of a READY unit's job, as the view read it."""
-    failover: dict[int, FailoverEntry] = field(default_factory=dict)
-
-
-@dataclass
-class _Gathered:
-    """What a round found to do (gather: read only)."""
-
-    units: list[_PlacementUnit]
-    pending: set[str]
-    """Jobs with pending runs."""
-    ready_runs: int
-    failover_shards: int
-    tidy_failover: list[tuple[str, int | None]] = field(default_factory=list)
-    """Failover entries to drop: (job, item), item None for all of the job's."""
-    tidy_ready: list[str] = field(default_factory=list)
-    """Jobs whose pending runs are dropped (deleted, unreadable or disabled)."""
-    replace: dict[str, list[str]] = field(default_factory=dict)
-    """Jobs whose running tasks a pending run replaces (overlapPolicy REPLACE): task ids."""
-
-
-@dataclass
-class _PlacedUnit:
-    """A unit placed this round: its bookkeeping and, per task, the agent and TaskInfo."""
-
-    launch: Launch
-    infos: list[tuple[str, dict[str, Any]]]
-    originals: dict[str, str]
-    """Task id -> the task it relaunches (failover), else itself."""
-
-
-def _scalar(offer: dict[str, Any], name: str) -> float:
-    total = 0.0
-    for res in offer.get("resources", []):
-        if res.get("name") == name and res.get("type", "SCALAR") == "SCALAR":
-            total += float(res.get("scalar", {}).get("value", 0.0))
-    return total
-
-
-def _slots(offers: list[dict[str, Any]]) -> dict[str, OfferSlot]:
-    """The offers of a round, one slot per agent."""
-    slots: dict[str, OfferSlot] = {}
-    for offer in offers:
-        agent = offer["agent_id"]["value"]
-        slot = slots.get(agent)
-        if slot is None:
-            slot = slots[agent] = OfferSlot(agent, offer.get("hostname", ""), [], 0.0, 0.0)
-        slot.offer_ids.append(offer["id"]["value"])
-        slot.cpus += _scalar(offer, "cpus")
-        slot.mem_mb += _scalar(offer, "mem")
-        slot.executor_ids.update(e["value"] for e in offer.get("executor_ids", []))
-    return slots
-
-
-def _choose(unit: _PlacementUnit, slots: list[OfferSlot]) -> dict[int, OfferSlot] | None:
-    """Item -> slot for `unit` (pure; the slots' free resources are updated): a READY run
-    whole or not at all, failover shards each where it fits. None when nothing was placed."""
-    executors = {s.agent_id: executor_id(unit.app.app_name, s.agent_id) for s in slots}
-    shards = shards_for(unit.job, unit.app, unit.items)
-    if unit.kind is TaskType.READY:
-        return place(slots, shards, executors)
-    chosen: dict[int, OfferSlot] = {}
-    for shard in shards:
-        one = place(slots, [shard], executors)
-        if one is not None:
-            chosen.update(one)
-    return chosen or None
-
-
-def _items_of(task_ids: list[str]) -> set[int]:
-    items = set()
-    for task_id in task_ids:
-        try:
-            items.add(TaskId.parse(task_id).item)
-        except ValueError:
-            continue
-    return items
 
 
 class Launcher(ThreadedComponent):
@@ -310,8 +221,8 @@ class Launcher(ThreadedComponent):
                 self._offers[offer["id"]["value"]] = offer
                 cpus, mem = offered.get(offer["agent_id"]["value"], (0.0, 0.0))
                 offered[offer["agent_id"]["value"]] = (
-                    cpus + _scalar(offer, "cpus"),
-                    mem + _scalar(offer, "mem"),
+                    cpus + scalar(offer, "cpus"),
+                    mem + scalar(offer, "mem"),
                 )
         for agent, (cpus, mem) in offered.items():
             self.capacity.observe_offer(agent, cpus, mem)
@@ -453,7 +364,7 @@ class Launcher(ThreadedComponent):
         offers = self._take_offers()
         if not offers:
             return
-        slots = _slots(offers)
+        slots = offer_slots(offers)
         for slot in slots.values():
             self.capacity.observe_offer(slot.agent_id, slot.cpus, slot.mem_mb)
         placed, left_over = self._place(work, unplaceable, list(slots.values()))
@@ -471,12 +382,12 @@ class Launcher(ThreadedComponent):
                 self.declined += len(unused)
 
     def _place(
-        self, work: list[_PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
-    ) -> tuple[list[_PlacedUnit], bool]:
+        self, work: list[PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
+    ) -> tuple[list[PlacedUnit], bool]:
         """Place the round's units on `slots` (no I/O): failover shards one by one, READY
         runs whole, the starvation guard holding younger runs back. Returns the units placed,
         with their bookkeeping and TaskInfos, and whether some work was left over."""
-        placed: list[_PlacedUnit] = []
+        placed: list[PlacedUnit] = []
         left_over = False
         now = time.monotonic()
         framework_id = self._framework_id()
@@ -484,7 +395,7 @@ class Launcher(ThreadedComponent):
             if unit.kind is TaskType.READY and unit.job.job_name in unplaceable:
                 self._guard.missed(unit.job.job_name, now, can_ever_fit=False)
                 continue  # passed over: holding the others back for it would stall them forever
-            chosen = _choose(unit, slots)
+            chosen = choose(unit, slots)
             if chosen is None:
                 left_over = True
                 if unit.kind is TaskType.READY:
@@ -507,8 +418,8 @@ class Launcher(ThreadedComponent):
         return placed, left_over
 
     def _unit_placed(
-        self, unit: _PlacementUnit, chosen: dict[int, OfferSlot], framework_id: str
-    ) -> _PlacedUnit:
+        self, unit: PlacementUnit, chosen: dict[int, OfferSlot], framework_id: str
+    ) -> PlacedUnit:
         job, app = unit.job, unit.app
         wall = time.time()
         tasks: list[RunningTask] = []
@@ -530,9 +441,9 @@ class Launcher(ThreadedComponent):
             failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
             creates_folder=not self._cache.has_running_folder(job.job_name),
         )
-        return _PlacedUnit(launch, infos, originals)
+        return PlacedUnit(launch, infos, originals)
 
-    def _commit(self, placed: list[_PlacedUnit]) -> list[_PlacedUnit]:
+    def _commit(self, placed: list[PlacedUnit]) -> list[PlacedUnit]:
         """Write the placed units' bookkeeping; returns those written (the others wait for
         the next round). Raises NotLeader: then nothing is launched."""
         if not placed:
@@ -541,7 +452,7 @@ class Launcher(ThreadedComponent):
         return [p for p in placed if id(p.launch) in written]
 
     def _accept(
-        self, driver: OfferDriver, placed: list[_PlacedUnit], slots: dict[str, OfferSlot]
+        self, driver: OfferDriver, placed: list[PlacedUnit], slots: dict[str, OfferSlot]
     ) -> set[str]:
         """One ACCEPT per agent for the units written; the bookkeeping of the tasks of an
         agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
@@ -591,7 +502,7 @@ class Launcher(ThreadedComponent):
 
     # -- runs that can never be placed -------------------------------------------------------
 
-    def _never_fits(self, unit: _PlacementUnit) -> Unplaceable | None:
+    def _never_fits(self, unit: PlacementUnit) -> Unplaceable | None:
         """Whether `unit`'s run can never be placed on the known agents; reports it once."""
         job, app = unit.job, unit.app
         key = (
@@ -699,7 +610,7 @@ class Launcher(ThreadedComponent):
                     task_id,
                 )
 
-    def _tidy(self, gathered: _Gathered) -> None:
+    def _tidy(self, gathered: Gathered) -> None:
         """Drop what gather found stale (queued work of jobs deleted, disabled or shrunk, or
         a failover shard running again) and send the kills of REPLACE runs. The view may be a
         watch behind (a failover entry seen before the removal of the task it replaces), so
@@ -724,7 +635,9 @@ class Launcher(ThreadedComponent):
             if job is None:
                 continue  # dropped whole next round
             running = {t.parsed.item for t in facade.running.tasks(job_name)}
-            if item >= job.sharding_total_count or (_overlap(job) is not ALLOW and item in running):
+            if item >= job.sharding_total_count or (
+                overlap_of(job) is not ALLOW and item in running
+            ):
                 facade.failover.remove(job_name, item)
         for job_name in gathered.tidy_ready:
             job = job_of(job_name)
@@ -735,7 +648,7 @@ class Launcher(ThreadedComponent):
         for job_name, task_ids in gathered.replace.items():
             self._replace(job_name, task_ids)
 
-    def _gather(self) -> _Gathered:
+    def _gather(self) -> Gathered:
         """What this round could launch, read from the view only (no ZooKeeper read but the
         configuration of jobs and apps seen for the first time)."""
         cache = self._cache
@@ -744,7 +657,7 @@ class Launcher(ThreadedComponent):
         names = set(ready) | {e.job_name for e in entries}
         jobs = cache.jobs(sorted(names))
         apps = cache.apps(sorted({j.app_name for j in jobs.values() if j is not None}))
-        gathered = _Gathered(
+        gathered = Gathered(
             [], set(ready), sum(count for count, _v in ready.values()), len(entries)
         )
         running: dict[str, list[str]] = {}
@@ -754,7 +667,7 @@ class Launcher(ThreadedComponent):
                 running[name] = cache.running_tasks(name)
             return running[name]
 
-        failover: dict[str, _PlacementUnit] = {}
+        failover: dict[str, PlacementUnit] = {}
         held_back: set[str] = set()
         wall = time.time()
         for entry in entries:
@@ -764,7 +677,7 @@ class Launcher(ThreadedComponent):
                 if (job_name, None) not in gathered.tidy_failover:
                     gathered.tidy_failover.append((job_name, None))
                 continue
-            relaunched = _overlap(job) is not ALLOW and item in _items_of(running_of(job_name))
+            relaunched = overlap_of(job) is not ALLOW and item in items_of(running_of(job_name))
             if relaunched or item >= job.sharding_total_count:
                 gathered.tidy_failover.append((job_name, item))
                 continue
@@ -776,11 +689,11 @@ class Launcher(ThreadedComponent):
                 continue
             unit = failover.get(job_name)
             if unit is None:
-                unit = failover[job_name] = _PlacementUnit(TaskType.FAILOVER, job, app, [])
+                unit = failover[job_name] = PlacementUnit(TaskType.FAILOVER, job, app, [])
                 gathered.units.append(unit)
             unit.items.append(item)
             unit.failover[item] = entry
-        waiting: list[tuple[float, _PlacementUnit]] = []
+        waiting: list[tuple[float, PlacementUnit]] = []
         now = time.monotonic()
         for job_name, counted in ready.items():
             job = jobs.get(job_name)
@@ -789,8 +702,8 @@ class Launcher(ThreadedComponent):
                 continue
             if job_name in failover or job_name in held_back:
                 continue  # its failover shards go first
-            if _overlap(job) is not ALLOW and running_of(job_name):
-                if _overlap(job) is REPLACE and not cache.is_disabled(job):
+            if overlap_of(job) is not ALLOW and running_of(job_name):
+                if overlap_of(job) is REPLACE and not cache.is_disabled(job):
                     gathered.replace[job_name] = running_of(job_name)
                 continue  # FORBID: a run at a time; REPLACE: once the killed tasks are gone
             if cache.is_disabled(job):
@@ -800,7 +713,7 @@ class Launcher(ThreadedComponent):
             if app is None:
                 continue
             items = list(range(job.sharding_total_count))
-            unit = _PlacementUnit(TaskType.READY, job, app, items, ready=counted)
+            unit = PlacementUnit(TaskType.READY, job, app, items, ready=counted)
             waiting.append((self._guard.waiting_since(job_name, now), unit))
         waiting.sort(key=lambda pair: pair[0])
         gathered.units.extend(unit for _, unit in waiting)
