@@ -33,8 +33,8 @@ from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts
 from scheduler.storage.config_store import resolve_time_zone
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.queue_cache import QueueCache
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,20 @@ class RestApi(LeaderComponent):
     def __init__(
         self,
         ctx: LeaderContext,
-        facade: StateFacade,
+        stores: TermStores,
         actions: OperatorActions,
         statistics: Statistics | None = None,
         capacity: AgentCapacity | None = None,
     ) -> None:
         self._ctx = ctx
-        self._facade = facade
+        self._stores = stores
         self._actions = actions
         self._statistics = statistics
         self._capacity = capacity
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
-        app = create_app(self._ctx, self._actions, self._facade, self._statistics, self._capacity)
+        app = create_app(self._ctx, self._actions, self._stores, self._statistics, self._capacity)
         self._ctx.mount_api(app)
 
     def stop(self) -> None:
@@ -69,7 +69,7 @@ class RestApi(LeaderComponent):
 
 def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     settings = ctx.settings
-    facade = StateFacade.build(
+    stores = TermStores.build(
         ctx.registry,
         ctx.term.fence,
         resolve_time_zone(settings.time_zone),
@@ -79,14 +79,14 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     # Its handlers are bound below, once the components that handle its events exist.
     driver = MesosDriver(settings, framework_ids)
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
-    view = QueueCache(facade.registry, facade.config)
-    launcher = Launcher(facade, ctx.term, driver, view)
+    view = QueueCache(stores.registry, stores.config)
+    launcher = Launcher(stores, ctx.term, driver, view)
 
     def kill_job_tasks(job_name: str) -> None:
-        for task in facade.running.tasks(job_name):
+        for task in stores.running.tasks(job_name):
             driver.kill(task.task_id)
 
-    producer = Producer(facade, ctx.term, launcher.wake, settings.job_state_queue_size, view)
+    producer = Producer(stores, ctx.term, launcher.wake, settings.job_state_queue_size, view)
     launcher.next_fire = producer.next_fire_at
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
     webhooks = WebhookNotifier(settings.notify_webhook_url)
@@ -98,8 +98,8 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         statistics.on_job_event(event)
         webhooks.notify(event)
 
-    listener = ConfigListener(facade, producer, kill_job_tasks)
-    status = StatusHandler(facade, driver.kill, launcher.wake, statistics.journal)
+    listener = ConfigListener(stores, producer, kill_job_tasks)
+    status = StatusHandler(stores, driver.kill, launcher.wake, statistics.journal)
     status.listeners.append(statistics.on_status)
     status.event_listeners.append(on_job_event)
     producer.event_listeners.append(on_job_event)
@@ -124,12 +124,12 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         status.listeners.append(metrics.on_status)
         listener.deleted_listeners.append(on_deleted)
         try:
-            metrics.retain_jobs(facade.config.job_names())
+            metrics.retain_jobs(stores.config.job_names())
         except SchedulerError as exc:
             log.warning("metrics: series of deleted jobs kept this term: %s", exc.message)
     statistics.fire_of = fires.fire_of
     launcher.launch_listeners.append(statistics.on_launched)
-    reconciler = Reconciler(facade, driver, settings.reconcile_interval_minutes)
+    reconciler = Reconciler(stores, driver, settings.reconcile_interval_minutes)
 
     def on_connected() -> None:
         launcher.on_connected()
@@ -173,7 +173,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         webhooks,
         listener,
         launcher,
-        RestApi(ctx, facade, actions, statistics, launcher.capacity),
+        RestApi(ctx, stores, actions, statistics, launcher.capacity),
         driver,
         reconciler,
     ]

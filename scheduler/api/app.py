@@ -25,13 +25,13 @@ from scheduler.ha.term import LeaderContext
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.storage.config_store import resolve_time_zone
-from scheduler.storage.facade import StateFacade
+from scheduler.storage.term_stores import TermStores
 
 
 def create_app(
     ctx: LeaderContext,
     actions: OperatorActions,
-    facade: StateFacade | None = None,
+    stores: TermStores | None = None,
     statistics: Any = None,
     capacity: AgentCapacity | None = None,
 ) -> Flask:
@@ -43,14 +43,14 @@ def create_app(
     install_error_handlers(app)
     install_input_checks(app)  # before auth: a refused request costs no password check
     install_auth(app, ctx.settings)
-    if facade is None:
-        facade = StateFacade.build(
+    if stores is None:
+        stores = TermStores.build(
             ctx.registry,
             ctx.term.fence,
             resolve_time_zone(ctx.settings.time_zone),
             ctx.settings.job_state_queue_size,
         )
-    app.extensions["ejc_term_access"] = TermAccess.build(facade, actions, statistics, capacity)
+    app.extensions["ejc_term_access"] = TermAccess.build(stores, actions, statistics, capacity)
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

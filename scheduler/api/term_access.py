@@ -15,8 +15,8 @@ from flask import current_app
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions, Throttle
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
+from scheduler.storage.term_stores import TermStores
 
 RECONCILE_THROTTLE_S = 10.0
 
@@ -44,17 +44,17 @@ class TermAccess:
     @classmethod
     def build(
         cls,
-        facade: StateFacade,
+        stores: TermStores,
         actions: OperatorActions,
         statistics: Any = None,
         capacity: AgentCapacity | None = None,
     ) -> TermAccess:
         return cls(
-            config=facade.config,
-            ready=facade.ready,
-            running=facade.running,
-            failover=facade.failover,
-            disabled=facade.disabled,
+            config=stores.config,
+            ready=stores.ready,
+            running=stores.running,
+            failover=stores.failover,
+            disabled=stores.disabled,
             actions=actions,
             statistics=statistics,
             capacity=capacity,

@@ -18,8 +18,8 @@ from scheduler.leader.lifecycle import EventLoopComponent
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.config_store import JOBS
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.state import DISABLE_APP, DISABLE_JOB
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +66,13 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
 
     def __init__(
         self,
-        facade: StateFacade,
+        stores: TermStores,
         producer: RunProducer,
         kill_job_tasks: Callable[[str], None],
     ) -> None:
         super().__init__()
-        self._facade = facade
-        self._registry = facade.registry
+        self._stores = stores
+        self._registry = stores.registry
         self._producer = producer
         self._kill = kill_job_tasks
         self._versions: dict[str, int] = {}
@@ -173,7 +173,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 )
                 self._producer.unschedule(name)
                 self._kill(name)
-                self._facade.forget_fires(name)
+                self._stores.forget_fires(name)
                 for deleted in self.deleted_listeners:
                     deleted(name)
             return
@@ -181,7 +181,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         if self._versions.get(name) == version:
             return  # already acted on this version (e.g. the watch and a re-list both fired)
         try:
-            job = self._facade.config.parse_stored_job(name, data)
+            job = self._stores.config.parse_stored_job(name, data)
         except RegistryError as exc:
             log.error("config-listener: %s", exc.message)
             self._versions[name] = version
@@ -198,7 +198,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         if previous.execution_type is JobExecutionType.DAEMON:
             # Daemon tasks run the old cron and config inside the executor: restart them.
             self._producer.unschedule(name)
-            self._facade.ready.remove(name)
+            self._stores.ready.remove(name)
             self._kill(name)
         if self._enabled(job):
             self._producer.schedule(job)
@@ -215,7 +215,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 "config-listener: job %s disabled; unscheduling and killing its tasks", job.job_name
             )
             self._producer.unschedule(job.job_name)
-            self._facade.ready.remove(job.job_name)
-            self._facade.failover.remove_job(job.job_name)  # no stale relaunch on enable
-            self._facade.forget_fires(job.job_name)
+            self._stores.ready.remove(job.job_name)
+            self._stores.failover.remove_job(job.job_name)  # no stale relaunch on enable
+            self._stores.forget_fires(job.job_name)
             self._kill(job.job_name)

@@ -36,9 +36,9 @@ from scheduler.model.fires import (
     plan_fires,
 )
 from scheduler.model.job_events import JobEvent
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.queue_cache import QueueCache
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +59,18 @@ class Producer(LeaderComponent):
 
     def __init__(
         self,
-        facade: StateFacade,
+        stores: TermStores,
         term: TermView,
         on_work: Callable[[], None],
         queue_size: int = 10_000,
         view: QueueCache | None = None,
     ) -> None:
-        self._facade = facade
+        self._stores = stores
         self._cap = queue_size
         # The term's view of the queues (shared with the launcher): the ledger reads pending
         # and running work from it, and it learns the jobs scheduled here.
         self._view = view
-        self._ledger = FireLedger(facade.registry, facade.fence, queue_size, view=view)
+        self._ledger = FireLedger(stores.registry, stores.fence, queue_size, view=view)
         # Called with each skipped or capped fire (any producer thread); must not block.
         self.event_listeners: list[Callable[[JobEvent], None]] = []
         # Called with (job name, fire time) of each fire that queued a run, in order (any
@@ -154,8 +154,8 @@ class Producer(LeaderComponent):
         if self._view is not None:
             self._view.note_job(job)
         if job.execution_type is JobExecutionType.DAEMON:
-            if not self._facade.running.tasks(job.job_name):
-                self._facade.ready.add_daemon(job.job_name)
+            if not self._stores.running.tasks(job.job_name):
+                self._stores.ready.add_daemon(job.job_name)
                 self._on_work()
             with self._lock:
                 self._jobs[job.job_name] = job

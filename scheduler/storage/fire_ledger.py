@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scheduler.model.errors import Conflict, NotFound
-from scheduler.storage.facade import LAST_FIRE
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Op, Registry
 from scheduler.storage.state import READY, RUNNING
+from scheduler.storage.term_stores import LAST_FIRE
 
 __all__ = ["FireLedger", "LedgerState", "LedgerWrite"]
 

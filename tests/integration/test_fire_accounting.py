@@ -16,9 +16,9 @@ from scheduler.model.config import JobConfig, parse_cron
 from scheduler.model.errors import NotLeader
 from scheduler.model.fires import due_fires
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.storage.facade import LAST_FIRE, StateFacade
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.term_stores import LAST_FIRE, TermStores
 
 CRON = "0/2 * * * * ?"
 
@@ -56,8 +56,8 @@ def job(**changes: Any) -> JobConfig:
 
 
 def producer(registry: Registry, fence: Fence, cap: int = 100) -> tuple[Producer, list[JobEvent]]:
-    facade = StateFacade.build(registry, fence, "UTC", cap)
-    made = Producer(facade, Acting(), lambda: None, cap)  # not started: no cron fires meanwhile
+    stores = TermStores.build(registry, fence, "UTC", cap)
+    made = Producer(stores, Acting(), lambda: None, cap)  # not started: no cron fires meanwhile
     events: list[JobEvent] = []
     made.event_listeners.append(events.append)
     return made, events

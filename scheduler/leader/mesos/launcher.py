@@ -58,10 +58,10 @@ from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class Launcher(ThreadedComponent):
 
     def __init__(
         self,
-        facade: StateFacade,
+        stores: TermStores,
         term: TermView,
         driver: OfferDriver,
         view: QueueCache | None = None,
@@ -135,14 +135,14 @@ class Launcher(ThreadedComponent):
         queues, shared with the producer (the launcher wakes on its changes and stops it); a
         view of its own when None."""
         super().__init__()
-        if facade.fence is None:
-            raise ValueError("the launcher writes: it needs a facade with the term's fence")
-        self._facade = facade
+        if stores.fence is None:
+            raise ValueError("the launcher writes: it needs term stores with the term's fence")
+        self._stores = stores
         self._term = term
         self._driver = driver
-        self._cache = view or QueueCache(facade.registry, facade.config)
+        self._cache = view or QueueCache(stores.registry, stores.config)
         self._cache.on_change = self.wake
-        self._book = LaunchBook(facade.registry, facade.fence, self._cache)
+        self._book = LaunchBook(stores.registry, stores.fence, self._cache)
         self._lock = threading.Lock()
         self._offers: dict[str, dict[str, Any]] = {}
         self._wake = threading.Event()
@@ -600,7 +600,7 @@ class Launcher(ThreadedComponent):
             sent = self._replacing.get(task_id)
             if sent is not None and now - sent < REPLACE_RESEND_S:
                 continue
-            if self._facade.running.mark_killed(task_id, KILLED_BY_REPLACE) and self._driver.kill(
+            if self._stores.running.mark_killed(task_id, KILLED_BY_REPLACE) and self._driver.kill(
                 task_id
             ):
                 self._replacing[task_id] = now
@@ -615,13 +615,13 @@ class Launcher(ThreadedComponent):
         a failover shard running again) and send the kills of REPLACE runs. The view may be a
         watch behind (a failover entry seen before the removal of the task it replaces), so
         each drop is checked against ZooKeeper first; these are rare."""
-        facade = self._facade
+        stores = self._stores
         fresh: dict[str, JobConfig | None] = {}
 
         def job_of(name: str) -> JobConfig | None:
             if name not in fresh:
                 try:
-                    fresh[name] = facade.config.job(name)
+                    fresh[name] = stores.config.job(name)
                 except SchedulerError:
                     fresh[name] = None  # unreadable: logged by the view
             return fresh[name]
@@ -630,19 +630,19 @@ class Launcher(ThreadedComponent):
             job = job_of(job_name)
             if item is None:
                 if job is None:
-                    facade.failover.remove_job(job_name)
+                    stores.failover.remove_job(job_name)
                 continue
             if job is None:
                 continue  # dropped whole next round
-            running = {t.parsed.item for t in facade.running.tasks(job_name)}
+            running = {t.parsed.item for t in stores.running.tasks(job_name)}
             if item >= job.sharding_total_count or (
                 overlap_of(job) is not ALLOW and item in running
             ):
-                facade.failover.remove(job_name, item)
+                stores.failover.remove(job_name, item)
         for job_name in gathered.tidy_ready:
             job = job_of(job_name)
-            if job is None or facade.is_disabled(job):
-                facade.ready.remove(job_name)
+            if job is None or stores.is_disabled(job):
+                stores.ready.remove(job_name)
         alive = {t for ids in gathered.replace.values() for t in ids}
         self._replacing = {t: sent for t, sent in self._replacing.items() if t in alive}
         for job_name, task_ids in gathered.replace.items():

@@ -8,7 +8,7 @@ import threading
 from typing import Protocol
 
 from scheduler.leader.lifecycle import ThreadedComponent
-from scheduler.storage.facade import StateFacade
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,10 @@ class Reconciler(ThreadedComponent):
     thread_name = "sched-reconcile"
 
     def __init__(
-        self, facade: StateFacade, driver: ReconcilingDriver, interval_minutes: float
+        self, stores: TermStores, driver: ReconcilingDriver, interval_minutes: float
     ) -> None:
         super().__init__()
-        self._facade = facade
+        self._stores = stores
         self._driver = driver
         self._interval_s = interval_minutes * 60.0
         self.runs = 0
@@ -42,7 +42,7 @@ class Reconciler(ThreadedComponent):
     def reconcile(self, explicit: bool) -> None:
         """Ask Mesos for task states; updates arrive as status updates."""
         if explicit:
-            tasks = [(t.task_id, t.agent_id) for t in self._facade.running.tasks()]
+            tasks = [(t.task_id, t.agent_id) for t in self._stores.running.tasks()]
             if tasks:
                 self._driver.reconcile_tasks(tasks)
             log.info("reconcile: explicit for %s tasks", len(tasks))

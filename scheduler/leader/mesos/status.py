@@ -37,10 +37,10 @@ from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Op
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, Retry, RunningTask
+from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +98,12 @@ class StatusHandler:
 
     def __init__(
         self,
-        facade: StateFacade,
+        stores: TermStores,
         kill: Callable[[str], bool],
         wake_launcher: Callable[[], None],
         journal: ResultJournal | None = None,
     ) -> None:
-        self._facade = facade
+        self._stores = stores
         self._journal = journal
         self._kill = kill
         self._wake = wake_launcher
@@ -159,9 +159,9 @@ class StatusHandler:
                 task_id,
             )
             return
-        facade = self._facade
-        known = {t.task_id: t for t in facade.running.tasks(parsed.job_name)}
-        job = facade.config.job(parsed.job_name)
+        stores = self._stores
+        known = {t.task_id: t for t in stores.running.tasks(parsed.job_name)}
+        job = stores.config.job(parsed.job_name)
         message = str(status.get("message", ""))
         self.handlers[kind](
             TaskUpdate(parsed, task_id, state, message, status, known.get(task_id), job)
@@ -204,7 +204,7 @@ class StatusHandler:
         task.state = update.state
         completed = update.message == "COMPLETE" and was_busy
         self._with_result(
-            True if completed else None, lambda ops: self._facade.running.update(task, ops)
+            True if completed else None, lambda ops: self._stores.running.update(task, ops)
         )
         if completed:
             self._reset_backoff(update.parsed)
@@ -219,7 +219,7 @@ class StatusHandler:
         task = update.task
         if task is not None and task.state != update.state:
             task.state = update.state
-            self._facade.running.update(task)
+            self._stores.running.update(task)
 
     # -- the task ended ---------------------------------------------------------------------
 
@@ -268,14 +268,14 @@ class StatusHandler:
         self._remove(update, None)  # a kill is neither a success nor a failure
         by = f" {killed_by}" if killed_by else ""
         log.info("status: %s killed%s (%s)", update.task_id, by, update.state)
-        facade, job = self._facade, update.job
+        stores, job = self._stores, update.job
         if (
             job is not None
             and job.execution_type is JobExecutionType.DAEMON
-            and not facade.is_disabled(job)
-            and not facade.running.tasks(job.job_name)
+            and not stores.is_disabled(job)
+            and not stores.running.tasks(job.job_name)
         ):
-            facade.ready.add_daemon(job.job_name)
+            stores.ready.add_daemon(job.job_name)
         self._wake()
 
     def _run_failed(self, update: TaskUpdate, timed_out: str) -> None:
@@ -307,17 +307,17 @@ class StatusHandler:
         does not follow the task (a resent update, or never ours)."""
         if update.task is not None:
             task_id = update.task_id
-            self._with_result(success, lambda ops: self._facade.running.remove(task_id, ops))
+            self._with_result(success, lambda ops: self._stores.running.remove(task_id, ops))
 
     def _failed(self, parsed: TaskId, task_id: str, job: JobConfig | None, why: str) -> None:
         """A run of shard `parsed.item` failed: relaunch it (failover) or report it failed."""
-        facade = self._facade
-        if job is None or facade.is_disabled(job):
+        stores = self._stores
+        if job is None or stores.is_disabled(job):
             return  # deleted or disabled: nothing is relaunched, nothing more is expected
         if not (job.failover or job.execution_type is JobExecutionType.DAEMON):
             self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"{why}; failover is off")
             return
-        outcome, failures = facade.failover.retry(task_id, job.max_retries)
+        outcome, failures = stores.failover.retry(task_id, job.max_retries)
         if outcome is Retry.QUEUED:
             log.info("status: shard %s of %s queued for failover", parsed.item, parsed.job_name)
             return
@@ -365,7 +365,7 @@ class StatusHandler:
         failures (the job's other runs wait while its shard is queued), so READY successes,
         the common case, cost no ZooKeeper read here."""
         if parsed.type is TaskType.FAILOVER:
-            self._facade.failover.succeeded(parsed.job_name, parsed.item)
+            self._stores.failover.succeeded(parsed.job_name, parsed.item)
 
     def _with_result(self, success: bool | None, write: Callable[[list[Op]], None]) -> None:
         """Run `write` with the journal op of a result (success True/False; None: no result),

@@ -1,4 +1,4 @@
-"""Fixtures of the launcher's tests: a stand-in of two small agents, a fenced facade."""
+"""Fixtures of the launcher's tests: a stand-in of two small agents, term stores with a fence."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.term_stores import TermStores
 from tests.support.mesosfw import StandIn
 
 
@@ -26,8 +26,8 @@ def standin(tmp_path: Path) -> Iterator[StandIn]:
 
 
 @pytest.fixture
-def facade(zk_client: KazooClient, zk_namespace: str) -> StateFacade:
+def stores(zk_client: KazooClient, zk_namespace: str) -> TermStores:
     registry = Registry(zk_client, zk_namespace)
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)

@@ -6,17 +6,17 @@ import time
 
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import FIRE_AHEAD_S, Launcher
-from scheduler.storage.facade import StateFacade
+from scheduler.storage.term_stores import TermStores
 from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 
 
 def test_offers_are_held_just_before_a_fire_and_let_go_after_it(
-    standin: StandIn, facade: StateFacade, zk_namespace: str
+    standin: StandIn, stores: TermStores, zk_namespace: str
 ) -> None:
     driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
-    launcher = Launcher(facade, Acting(), driver)
+    launcher = Launcher(stores, Acting(), driver)
     fire_at = [time.time() + 3600.0]
     launcher.next_fire = lambda: fire_at[0]
     driver.bind(

@@ -11,7 +11,7 @@ from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.facade import StateFacade
+from scheduler.storage.term_stores import TermStores
 from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
@@ -37,7 +37,7 @@ class _SecondAcceptFails(MesosDriver):
         return ok
 
 
-def _store_job(facade: StateFacade, tmp_path: Path) -> None:
+def _store_job(stores: TermStores, tmp_path: Path) -> None:
     script = tmp_path / "hold.sh"
     script.write_text("#!/bin/sh\nsleep 120\n")
     archive = tmp_path / "hold.tar.gz"
@@ -55,17 +55,17 @@ def _store_job(facade: StateFacade, tmp_path: Path) -> None:
         "cpuCount": 0.5,
         "memoryMB": 16,
     }
-    facade.registry.create("/config/app/app", json.dumps(app).encode())
-    facade.registry.create("/config/job/split", json.dumps(job).encode())
+    stores.registry.create("/config/app/app", json.dumps(app).encode())
+    stores.registry.create("/config/job/split", json.dumps(job).encode())
 
 
 def test_a_failed_accept_undoes_only_its_own_agents_tasks(
-    standin: StandIn, facade: StateFacade, zk_namespace: str, tmp_path: Path
+    standin: StandIn, stores: TermStores, zk_namespace: str, tmp_path: Path
 ) -> None:
-    _store_job(facade, tmp_path)
+    _store_job(stores, tmp_path)
     driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
-    launcher = Launcher(facade, Acting(), driver)
-    status = StatusHandler(facade, driver.kill, launcher.wake)
+    launcher = Launcher(stores, Acting(), driver)
+    status = StatusHandler(stores, driver.kill, launcher.wake)
     driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,
@@ -78,7 +78,7 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     launcher.start()
     driver.start()
     try:
-        facade.ready.add_transient("split", misfire=True)
+        stores.ready.add_transient("split", misfire=True)
         launcher.wake()
 
         def in_master() -> list[TaskId]:
@@ -100,10 +100,10 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
         assert {t.item for t in running if t.type is TaskType.READY} == took
         assert {t.item for t in running if t.type is TaskType.FAILOVER} == lost
         assert sorted(str(t) for t in running) == sorted(
-            task.task_id for task in facade.running.tasks("split")
+            task.task_id for task in stores.running.tasks("split")
         )
-        assert facade.ready.counts() == {}
-        assert facade.failover.entries() == []
+        assert stores.ready.counts() == {}
+        assert stores.failover.entries() == []
         later = [TaskId.parse(t).item for ids in driver.accepted[1:] for t in ids]
         assert not took & set(later)
     finally:

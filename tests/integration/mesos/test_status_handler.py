@@ -16,9 +16,9 @@ from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKi
 from scheduler.model.config.job import JobConfig
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
+from scheduler.storage.term_stores import TermStores
 
 # Every TaskState of the Mesos v1 protocol (mesos.proto, Mesos 1.x).
 MESOS_TASK_STATES = frozenset(
@@ -67,10 +67,10 @@ def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
 
 
 @pytest.fixture
-def facade(registry: Registry, zk_client: KazooClient) -> StateFacade:
+def stores(registry: Registry, zk_client: KazooClient) -> TermStores:
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 1000)
+    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 1000)
 
 
 @pytest.fixture
@@ -79,14 +79,14 @@ def seen() -> _Recorder:
 
 
 @pytest.fixture
-def handler(facade: StateFacade, seen: _Recorder) -> StatusHandler:
-    handler = StatusHandler(facade, seen.kill, seen.wake)
+def handler(stores: TermStores, seen: _Recorder) -> StatusHandler:
+    handler = StatusHandler(stores, seen.kill, seen.wake)
     handler.event_listeners.append(seen.events.append)
     handler.listeners.append(lambda status, _tid: seen.seen.append(str(status["state"])))
     return handler
 
 
-def _job(facade: StateFacade, name: str, daemon: bool = False, **extra: Any) -> None:
+def _job(stores: TermStores, name: str, daemon: bool = False, **extra: Any) -> None:
     job = JobConfig.from_json(
         {
             "jobName": name,
@@ -102,18 +102,18 @@ def _job(facade: StateFacade, name: str, daemon: bool = False, **extra: Any) -> 
         default_time_zone="UTC",
         strict=False,
     )
-    facade.registry.create(f"/config/job/{name}", job.to_bytes())
+    stores.registry.create(f"/config/job/{name}", job.to_bytes())
 
 
 def _task(
-    facade: StateFacade,
+    stores: TermStores,
     job: str,
     item: int = 0,
     kind: TaskType = TaskType.READY,
     kill_reason: str = "",
 ) -> str:
     task_id = str(TaskId.new(job, item, kind, "agent-1"))
-    facade.running.add(RunningTask(task_id, "agent-1", kill_reason=kill_reason))
+    stores.running.add(RunningTask(task_id, "agent-1", kill_reason=kill_reason))
     return task_id
 
 
@@ -127,8 +127,8 @@ def _update(task_id: str, state: str, message: str = "", **more: Any) -> dict[st
     }
 
 
-def _running(facade: StateFacade, job: str) -> dict[str, RunningTask]:
-    return {task.task_id: task for task in facade.running.tasks(job)}
+def _running(stores: TermStores, job: str) -> dict[str, RunningTask]:
+    return {task.task_id: task for task in stores.running.tasks(job)}
 
 
 def _daemon_record(task_id: str, cause: str | None) -> str:
@@ -159,13 +159,13 @@ def test_every_mesos_task_state_has_one_kind_and_every_kind_a_handler(
 
 def test_a_state_from_a_newer_mesos_is_logged_as_an_error_acked_and_writes_nothing(
     handler: StatusHandler,
-    facade: StateFacade,
+    stores: TermStores,
     registry: Registry,
     seen: _Recorder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job")
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
     before = registry.get(f"/state/running/job/{task_id}")
     with caplog.at_level(logging.ERROR, logger=status_module.__name__):
         # Not acking would hold every later update of the task at the agent, its end included.
@@ -173,7 +173,7 @@ def test_a_state_from_a_newer_mesos_is_logged_as_an_error_acked_and_writes_nothi
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("TASK_FROM_A_NEWER_MESOS" in e and task_id in e for e in errors), errors
     assert registry.get(f"/state/running/job/{task_id}") == before
-    assert facade.failover.entries() == [] and facade.ready.counts() == {}
+    assert stores.failover.entries() == [] and stores.ready.counts() == {}
     assert seen.events == [] and seen.wakes == 0 and seen.kills == []
 
 
@@ -181,50 +181,50 @@ def test_a_state_from_a_newer_mesos_is_logged_as_an_error_acked_and_writes_nothi
 
 
 def test_an_active_update_records_the_state_and_adopts_a_task_it_did_not_know(
-    handler: StatusHandler, facade: StateFacade
+    handler: StatusHandler, stores: TermStores
 ) -> None:
-    _job(facade, "job")
-    known = _task(facade, "job", 0)
+    _job(stores, "job")
+    known = _task(stores, "job", 0)
     assert handler.handle(_update(known, "TASK_RUNNING"))
     adopted = str(TaskId.new("job", 1, TaskType.READY, "agent-2"))  # launched before a crash
     assert handler.handle(_update(adopted, "TASK_STARTING"))
-    tasks = _running(facade, "job")
+    tasks = _running(stores, "job")
     assert tasks[known].state == "TASK_RUNNING"
     assert tasks[adopted].state == "TASK_STARTING" and tasks[adopted].agent_id == "agent-2"
 
 
 def test_an_active_update_of_a_deleted_job_kills_the_task(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
     task_id = str(TaskId.new("gone", 0, TaskType.READY, "agent-1"))
     assert handler.handle(_update(task_id, "TASK_RUNNING"))
     assert seen.kills == [task_id]
-    assert facade.running.tasks("gone") == []
+    assert stores.running.tasks("gone") == []
 
 
 def test_a_stale_active_update_after_the_end_is_ignored(
-    handler: StatusHandler, facade: StateFacade
+    handler: StatusHandler, stores: TermStores
 ) -> None:
-    _job(facade, "job")
-    task_id = _task(facade, "job")
+    _job(stores, "job")
+    task_id = _task(stores, "job")
     assert handler.handle(_update(task_id, "TASK_FINISHED"))
     assert handler.handle(_update(task_id, "TASK_RUNNING"))
-    assert facade.running.tasks("job") == []
+    assert stores.running.tasks("job") == []
 
 
 def test_daemon_begin_and_complete_set_the_idle_flag_and_a_failed_run_is_reported(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "d", daemon=True)
-    task_id = _task(facade, "d")
+    _job(stores, "d", daemon=True)
+    task_id = _task(stores, "d")
     assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
-    assert _running(facade, "d")[task_id].idle is False
+    assert _running(stores, "d")[task_id].idle is False
     ok = _daemon_record(task_id, None)
     assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=ok))
-    assert _running(facade, "d")[task_id].idle is True
+    assert _running(stores, "d")[task_id].idle is True
     assert seen.events == []
     assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
-    assert _running(facade, "d")[task_id].idle is False
+    assert _running(stores, "d")[task_id].idle is False
     failed = _daemon_record(task_id, "Traceback\nValueError: boom")
     assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=failed))
     assert seen.kinds() == [JobEventKind.RUN_FAILED]
@@ -233,40 +233,40 @@ def test_daemon_begin_and_complete_set_the_idle_flag_and_a_failed_run_is_reporte
     slow = _daemon_record(task_id, "timed out after 5 s")
     assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=slow))
     assert seen.kinds()[1:] == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
-    assert _running(facade, "d")[task_id].idle is True
-    assert facade.failover.entries() == []  # the next run comes on the cron
+    assert _running(stores, "d")[task_id].idle is True
+    assert stores.failover.entries() == []  # the next run comes on the cron
 
 
 # -- unreachable ----------------------------------------------------------------------------
 
 
 def test_an_unreachable_task_is_kept_until_mesos_says_more(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job")
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
     assert handler.handle(_update(task_id, "TASK_UNREACHABLE", "agent partitioned"))
-    assert _running(facade, "job")[task_id].state == "TASK_UNREACHABLE"
+    assert _running(stores, "job")[task_id].state == "TASK_UNREACHABLE"
     unknown = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
     assert handler.handle(_update(unknown, "TASK_UNREACHABLE"))
-    assert list(_running(facade, "job")) == [task_id]
-    assert facade.failover.entries() == [] and seen.events == [] and seen.wakes == 0
+    assert list(_running(stores, "job")) == [task_id]
+    assert stores.failover.entries() == [] and seen.events == [] and seen.wakes == 0
 
 
 # -- finished -------------------------------------------------------------------------------
 
 
 def test_a_finished_failover_run_forgets_its_shards_failures(
-    handler: StatusHandler, facade: StateFacade, registry: Registry, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, registry: Registry, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True)
-    failed = _task(facade, "job")
+    _job(stores, "job", failover=True)
+    failed = _task(stores, "job")
     assert handler.handle(_update(failed, "TASK_FAILED"))
     assert registry.exists("/state/failover_backoff/job/0")
-    facade.failover.remove("job", 0)
-    relaunch = _task(facade, "job", kind=TaskType.FAILOVER)
+    stores.failover.remove("job", 0)
+    relaunch = _task(stores, "job", kind=TaskType.FAILOVER)
     assert handler.handle(_update(relaunch, "TASK_FINISHED"))
-    assert facade.running.tasks("job") == []
+    assert stores.running.tasks("job") == []
     assert not registry.exists("/state/failover_backoff/job/0")
     assert seen.events == [] and seen.wakes == 2
 
@@ -275,44 +275,44 @@ def test_a_finished_failover_run_forgets_its_shards_failures(
 
 
 def test_a_killed_transient_task_is_no_failure(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job")
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
     assert handler.handle(_update(task_id, "TASK_KILLED"))
-    assert facade.running.tasks("job") == []
-    assert facade.failover.entries() == [] and seen.events == [] and seen.wakes == 1
+    assert stores.running.tasks("job") == []
+    assert stores.failover.entries() == [] and seen.events == [] and seen.wakes == 1
 
 
 def test_a_killed_daemon_is_queued_again_unless_disabled_or_still_running(
-    handler: StatusHandler, facade: StateFacade
+    handler: StatusHandler, stores: TermStores
 ) -> None:
-    _job(facade, "d", daemon=True)
-    first, second = _task(facade, "d", 0), _task(facade, "d", 1)
+    _job(stores, "d", daemon=True)
+    first, second = _task(stores, "d", 0), _task(stores, "d", 1)
     assert handler.handle(_update(first, "TASK_KILLED"))
-    assert facade.ready.counts() == {}  # shard 1 still runs
+    assert stores.ready.counts() == {}  # shard 1 still runs
     assert handler.handle(_update(second, "TASK_KILLED"))
-    assert facade.ready.counts() == {"d": 1}
-    facade.ready.remove("d")
-    facade.disabled.disable_job("d")
-    assert handler.handle(_update(_task(facade, "d"), "TASK_KILLED"))
-    assert facade.ready.counts() == {}
+    assert stores.ready.counts() == {"d": 1}
+    stores.ready.remove("d")
+    stores.disabled.disable_job("d")
+    assert handler.handle(_update(_task(stores, "d"), "TASK_KILLED"))
+    assert stores.ready.counts() == {}
 
 
 @pytest.mark.parametrize("reason", [KILLED_BY_USER, KILLED_BY_REPLACE])
 def test_a_task_killed_on_purpose_is_no_failure_whatever_its_state(
     handler: StatusHandler,
-    facade: StateFacade,
+    stores: TermStores,
     seen: _Recorder,
     caplog: pytest.LogCaptureFixture,
     reason: str,
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job", kill_reason=reason)
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job", kill_reason=reason)
     with caplog.at_level(logging.INFO, logger=status_module.__name__):
         assert handler.handle(_update(task_id, "TASK_LOST"))
-    assert facade.running.tasks("job") == []
-    assert facade.failover.entries() == [] and seen.events == []
+    assert stores.running.tasks("job") == []
+    assert stores.failover.entries() == [] and seen.events == []
     assert any(f"{task_id} killed by " in r.getMessage() for r in caplog.records)
 
 
@@ -328,59 +328,59 @@ def test_a_task_killed_on_purpose_is_no_failure_whatever_its_state(
     ),
 )
 def test_a_failed_shard_fails_over(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder, state: str
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, state: str
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job", 1)
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job", 1)
     assert handler.handle(_update(task_id, state, "exit 1"))
-    assert facade.running.tasks("job") == []
-    assert facade.failover.entries() == [("job", 1, task_id)]
+    assert stores.running.tasks("job") == []
+    assert stores.failover.entries() == [("job", 1, task_id)]
     assert seen.events == [] and seen.wakes == 1 and seen.seen == [state]
 
 
 def test_a_failed_shard_of_a_daemon_job_always_fails_over(
-    handler: StatusHandler, facade: StateFacade
+    handler: StatusHandler, stores: TermStores
 ) -> None:
-    _job(facade, "d", daemon=True)
-    task_id = _task(facade, "d")
+    _job(stores, "d", daemon=True)
+    task_id = _task(stores, "d")
     assert handler.handle(_update(task_id, "TASK_FAILED"))
-    assert facade.failover.entries() == [("d", 0, task_id)]
+    assert stores.failover.entries() == [("d", 0, task_id)]
 
 
 def test_without_failover_a_failure_is_reported_once_even_when_resent(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "job")
-    task_id = _task(facade, "job")
+    _job(stores, "job")
+    task_id = _task(stores, "job")
     assert handler.handle(_update(task_id, "TASK_FAILED", "exit 3"))
     assert handler.handle(_update(task_id, "TASK_FAILED", "exit 3"))  # resent
     assert seen.kinds() == [JobEventKind.RUN_FAILED]
     assert seen.events[0].reason == "exit 3; failover is off"
-    assert facade.failover.entries() == []
+    assert stores.failover.entries() == []
 
 
 def test_a_shard_is_not_relaunched_after_max_retries(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True, maxRetries=1)
-    first = _task(facade, "job")
+    _job(stores, "job", failover=True, maxRetries=1)
+    first = _task(stores, "job")
     assert handler.handle(_update(first, "TASK_FAILED", "exit 1"))
-    assert facade.failover.entries() == [("job", 0, first)]
-    facade.failover.remove("job", 0)
-    again = _task(facade, "job", kind=TaskType.FAILOVER)
+    assert stores.failover.entries() == [("job", 0, first)]
+    stores.failover.remove("job", 0)
+    again = _task(stores, "job", kind=TaskType.FAILOVER)
     assert handler.handle(_update(again, "TASK_FAILED", "exit 1"))
-    assert facade.failover.entries() == []
+    assert stores.failover.entries() == []
     assert seen.kinds() == [JobEventKind.RUN_FAILED]
     assert seen.events[0].reason == ("exit 1; not relaunched: failed 2 times, maxRetries is 1")
 
 
 def test_a_disabled_jobs_failure_is_neither_relaunched_nor_reported(
-    handler: StatusHandler, facade: StateFacade, seen: _Recorder
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True)
-    facade.disabled.disable_job("job")
-    assert handler.handle(_update(_task(facade, "job"), "TASK_FAILED"))
-    assert facade.failover.entries() == [] and seen.events == []
+    _job(stores, "job", failover=True)
+    stores.disabled.disable_job("job")
+    assert handler.handle(_update(_task(stores, "job"), "TASK_FAILED"))
+    assert stores.failover.entries() == [] and seen.events == []
 
 
 # -- timeouts -------------------------------------------------------------------------------
@@ -395,35 +395,35 @@ def test_a_disabled_jobs_failure_is_neither_relaunched_nor_reported(
 )
 def test_a_run_stopped_for_its_timeout_is_a_failure_even_when_killed_on_purpose(
     handler: StatusHandler,
-    facade: StateFacade,
+    stores: TermStores,
     seen: _Recorder,
     state: str,
     extra: dict[str, str],
     said: str,
 ) -> None:
-    _job(facade, "job", timeoutSeconds=9)
-    task_id = _task(facade, "job", kill_reason=KILLED_BY_USER)
+    _job(stores, "job", timeoutSeconds=9)
+    task_id = _task(stores, "job", kill_reason=KILLED_BY_USER)
     update = _update(task_id, state, **({"message": ""} | extra))
     assert handler.handle(update)
     assert update["message"] == said  # what the event trace and the runs show
     assert seen.kinds() == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
     assert seen.events[0].reason == said
     assert seen.events[1].reason == f"{said}; failover is off"
-    assert facade.running.tasks("job") == []
+    assert stores.running.tasks("job") == []
 
 
 # -- not the leader -------------------------------------------------------------------------
 
 
 def test_an_update_a_deposed_leader_cannot_record_is_not_acked(
-    facade: StateFacade, registry: Registry, seen: _Recorder
+    stores: TermStores, registry: Registry, seen: _Recorder
 ) -> None:
-    _job(facade, "job", failover=True)
-    task_id = _task(facade, "job")
-    assert facade.fence is not None
-    deposed = StateFacade.build(registry, Fence(facade.fence.node_path, lambda: False), "UTC", 9)
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
+    assert stores.fence is not None
+    deposed = TermStores.build(registry, Fence(stores.fence.node_path, lambda: False), "UTC", 9)
     handler = StatusHandler(deposed, seen.kill, seen.wake)
     assert not handler.handle(_update(task_id, "TASK_FAILED"))
     assert not handler.handle(_update(task_id, "TASK_RUNNING"))
-    assert list(_running(facade, "job")) == [task_id]
-    assert facade.failover.entries() == [] and handler.counts == {}
+    assert list(_running(stores, "job")) == [task_id]
+    assert stores.failover.entries() == [] and handler.counts == {}

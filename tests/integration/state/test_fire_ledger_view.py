@@ -9,10 +9,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.term_stores import LAST_FIRE, TermStores
 
 
 @pytest.fixture
@@ -56,9 +56,12 @@ def test_a_fire_of_a_thousand_jobs_costs_a_few_transactions_and_no_read_per_job(
     ledger.account_many([(n, _one_more_run(102.0)) for n in names])
     assert ledger.reads == reads  # the second fire: records and counts as written
     assert ledger.transactions - transactions <= 2
-    facade = StateFacade.build(registry, fence, "UTC", 10_000)
-    assert facade.ready.counts() == dict.fromkeys(names, 2)
-    assert facade.last_fires(names) == dict.fromkeys(names, 102.0)
+    stores = TermStores.build(registry, fence, "UTC", 10_000)
+    assert stores.ready.counts() == dict.fromkeys(names, 2)
+    records = registry.get_many([f"{LAST_FIRE}/{n}" for n in names])
+    assert {p.rsplit("/", 1)[1]: float(got[0]) for p, got in records.items() if got} == (
+        dict.fromkeys(names, 102.0)
+    )
     # The view knows the counts it was told about, without reading them.
     view_reads = view.reads
     view.sync()
@@ -77,7 +80,7 @@ def test_a_count_changed_behind_the_views_back_is_read_again_not_overwritten(
     assert view.ready_of("job") == (1, 0)
     # A trigger through the API adds a run: the view (told of the ledger's write, not
     # watching the node) still says 1.
-    StateFacade.build(registry, fence, "UTC", 10_000).ready.add_transient("job", misfire=True)
+    TermStores.build(registry, fence, "UTC", 10_000).ready.add_transient("job", misfire=True)
     view.sync()
     assert view.ready_of("job") == (1, 0)
     assert ledger.account("job", _one_more_run(102.0)) == 3

@@ -11,11 +11,11 @@ from kazoo.client import KazooClient
 from scheduler.model.errors import NotLeader
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask
+from scheduler.storage.term_stores import TermStores
 from tests.support.waiting import wait_for
 
 
@@ -32,8 +32,8 @@ def fence(registry: Registry, zk_client: KazooClient) -> Fence:
 
 
 @pytest.fixture
-def facade(registry: Registry, fence: Fence) -> StateFacade:
-    return StateFacade.build(registry, fence, "UTC", 10_000)
+def stores(registry: Registry, fence: Fence) -> TermStores:
+    return TermStores.build(registry, fence, "UTC", 10_000)
 
 
 @pytest.fixture
@@ -65,12 +65,12 @@ def _failover_launch(view: QueueCache, job: str, agent: str) -> Launch:
 
 
 def test_a_round_of_hundreds_of_runs_is_written_in_one_transaction(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
     for i in range(300):
-        facade.ready.add_transient(f"job{i:03d}", misfire=True)
-    facade.ready.add_transient("job000", misfire=True)  # two pending runs: one is left
-    facade.failover.add(str(TaskId.new("fo", 1, TaskType.READY, "a1")))
+        stores.ready.add_transient(f"job{i:03d}", misfire=True)
+    stores.ready.add_transient("job000", misfire=True)  # two pending runs: one is left
+    stores.failover.add(str(TaskId.new("fo", 1, TaskType.READY, "a1")))
     view.sync()
     launches = [_ready_launch(view, f"job{i:03d}", 1, ("a1",)) for i in range(300)]
     launches.append(_failover_launch(view, "fo", "a2"))
@@ -78,9 +78,9 @@ def test_a_round_of_hundreds_of_runs_is_written_in_one_transaction(
     written = book.commit(launches)
     assert written == launches
     assert book.transactions == 1
-    assert facade.ready.counts() == {"job000": 1}
-    assert facade.failover.entries() == []
-    running = {t.task_id for t in facade.running.tasks()}
+    assert stores.ready.counts() == {"job000": 1}
+    assert stores.failover.entries() == []
+    running = {t.task_id for t in stores.running.tasks()}
     assert running == {t.task_id for launch in launches for t in launch.tasks}
     stored = json.loads(registry.get(f"/state/running/fo/{launches[-1].tasks[0].task_id}") or b"")
     assert stored["slaveId"] == "a2" and stored["type"] == "FAILOVER"
@@ -91,90 +91,90 @@ def test_a_round_of_hundreds_of_runs_is_written_in_one_transaction(
 
 
 def test_transactions_stay_within_the_request_limit(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
     for i in range(40):
-        facade.ready.add_transient(f"job{i:02d}", misfire=True)
+        stores.ready.add_transient(f"job{i:02d}", misfire=True)
     view.sync()
     launches = [_ready_launch(view, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
     book = LaunchBook(registry, fence, view, budget_bytes=8 * 1024)
     assert book.commit(launches) == launches
     assert 4 <= book.transactions <= 10  # about 1.5 kB a run, 8 kB a transaction
-    assert facade.ready.counts() == {}
-    assert len(facade.running.tasks()) == 120
+    assert stores.ready.counts() == {}
+    assert len(stores.running.tasks()) == 120
 
 
 def test_a_stale_run_is_left_out_and_the_others_are_written(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
     for i in range(8):
-        facade.ready.add_transient(f"job{i}", misfire=True)
+        stores.ready.add_transient(f"job{i}", misfire=True)
     view.sync()
     launches = [_ready_launch(view, f"job{i}", 1, ("a1",)) for i in range(8)]
     # Another writer (a fire) changes job5's count after the view read it.
-    facade.ready.add_transient("job5", misfire=True)
+    stores.ready.add_transient("job5", misfire=True)
     book = LaunchBook(registry, fence, view)
     written = book.commit(launches)
     assert [launch.job_name for launch in written] == [f"job{i}" for i in range(8) if i != 5]
-    assert facade.ready.counts() == {"job5": 2}  # not overwritten with a stale count
-    assert [t.parsed.job_name for t in facade.running.tasks("job5")] == []
+    assert stores.ready.counts() == {"job5": 2}  # not overwritten with a stale count
+    assert [t.parsed.job_name for t in stores.running.tasks("job5")] == []
     view.sync()
     assert view.ready()["job5"][0] == 2  # read again: the next round takes it
 
 
 def test_a_run_bigger_than_a_transaction_is_written_whole_or_not_at_all(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
-    facade.ready.add_transient("big", misfire=True)
-    facade.ready.add_transient("stale", misfire=True)
+    stores.ready.add_transient("big", misfire=True)
+    stores.ready.add_transient("stale", misfire=True)
     view.sync()
     big = _ready_launch(view, "big", 50, ("a1",))
     stale = _ready_launch(view, "stale", 50, ("a1",))
-    facade.ready.add_transient("stale", misfire=True)  # its take will fail, in the last part
+    stores.ready.add_transient("stale", misfire=True)  # its take will fail, in the last part
     book = LaunchBook(registry, fence, view, budget_bytes=4 * 1024)
     assert book.commit([big, stale]) == [big]
-    assert len(facade.running.tasks("big")) == 50
-    assert facade.running.tasks("stale") == []  # the parts written first were undone
-    assert facade.ready.counts() == {"stale": 2}
+    assert len(stores.running.tasks("big")) == 50
+    assert stores.running.tasks("stale") == []  # the parts written first were undone
+    assert stores.ready.counts() == {"stale": 2}
 
 
 def test_a_deposed_leader_writes_nothing(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache, zk_client: KazooClient
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache, zk_client: KazooClient
 ) -> None:
-    facade.ready.add_transient("j", misfire=True)
+    stores.ready.add_transient("j", misfire=True)
     view.sync()
     launch = _ready_launch(view, "j", 2, ("a1",))
     zk_client.delete(fence.node_path)  # the election node is gone: the term is over
     with pytest.raises(NotLeader):
         LaunchBook(registry, fence, view).commit([launch])
-    assert facade.ready.counts() == {"j": 1}
-    assert facade.running.tasks() == []
+    assert stores.ready.counts() == {"j": 1}
+    assert stores.running.tasks() == []
 
 
 def test_undo_keeps_what_mesos_took_and_queues_the_rest_of_the_run(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
-    facade.ready.add_transient("run", misfire=True)
+    stores.ready.add_transient("run", misfire=True)
     view.sync()
     launch = _ready_launch(view, "run", 4, ("a1", "a2"))
     book = LaunchBook(registry, fence, view)
     assert book.commit([launch]) == [launch]
     on_a2 = {t.task_id for t in launch.tasks if t.agent_id == "a2"}
     book.undo(launch, on_a2, others_launched=True)
-    assert {t.task_id for t in facade.running.tasks()} == {
+    assert {t.task_id for t in stores.running.tasks()} == {
         t.task_id for t in launch.tasks if t.agent_id == "a1"
     }
-    queued = {(job, item): original for job, item, original in facade.failover.entries()}
+    queued = {(job, item): original for job, item, original in stores.failover.entries()}
     assert set(queued) == {("run", 1), ("run", 3)}  # the shards Mesos did not take
-    assert facade.ready.counts() == {}  # the run is not given back: its other shards run
+    assert stores.ready.counts() == {}  # the run is not given back: its other shards run
 
 
 def test_undo_of_a_run_mesos_took_nothing_of_gives_the_run_back(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
-    facade.ready.add_transient("run", misfire=True)
+    stores.ready.add_transient("run", misfire=True)
     original = str(TaskId.new("fo", 0, TaskType.READY, "a1"))
-    facade.failover.add(original)
+    stores.failover.add(original)
     view.sync()
     run = _ready_launch(view, "run", 2, ("a1",))
     failover = _failover_launch(view, "fo", "a1")
@@ -182,23 +182,23 @@ def test_undo_of_a_run_mesos_took_nothing_of_gives_the_run_back(
     assert book.commit([run, failover]) == [run, failover]
     book.undo(run, {t.task_id for t in run.tasks}, others_launched=False)
     book.undo(failover, {t.task_id for t in failover.tasks}, others_launched=False)
-    assert facade.running.tasks() == []
-    assert facade.ready.counts() == {"run": 1}
-    assert facade.failover.entries() == [("fo", 0, original)]  # with its original task id
+    assert stores.running.tasks() == []
+    assert stores.ready.counts() == {"run": 1}
+    assert stores.failover.entries() == [("fo", 0, original)]  # with its original task id
 
 
 def test_the_view_sees_the_end_of_a_task_whose_folder_the_launch_created(
-    registry: Registry, fence: Fence, facade: StateFacade, view: QueueCache
+    registry: Registry, fence: Fence, stores: TermStores, view: QueueCache
 ) -> None:
     # The launch creates /state/running/{job}: the view must watch it from then on, or it
     # would take the task for running forever (and never fail its shard over).
-    facade.ready.add_transient("j", misfire=True)
+    stores.ready.add_transient("j", misfire=True)
     view.sync()
     launch = _ready_launch(view, "j", 2, ("a1",))
     assert launch.creates_folder
     LaunchBook(registry, fence, view).commit([launch])
     view.sync()
-    facade.running.remove(launch.tasks[0].task_id)
+    stores.running.remove(launch.tasks[0].task_id)
 
     def ended() -> bool:
         view.sync()

@@ -14,10 +14,10 @@ from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.config.job import JobConfig
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask
+from scheduler.storage.term_stores import TermStores
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -42,10 +42,10 @@ def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
 
 
 @pytest.fixture
-def facade(registry: Registry, zk_client: KazooClient) -> StateFacade:
+def stores(registry: Registry, zk_client: KazooClient) -> TermStores:
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return StateFacade.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)
 
 
 class _Changes:
@@ -77,16 +77,16 @@ def _synced(view: QueueCache, check: Callable[[], bool], what: str) -> None:
 
 
 def test_the_view_follows_every_queue_written_by_another_writer(
-    facade: StateFacade, cache: tuple[QueueCache, _Changes]
+    stores: TermStores, cache: tuple[QueueCache, _Changes]
 ) -> None:
     view, changes = cache
-    facade.ready.add_transient("a", misfire=True)
-    facade.ready.add_transient("a", misfire=True)
+    stores.ready.add_transient("a", misfire=True)
+    stores.ready.add_transient("a", misfire=True)
     running = TaskId.new("r", 0, TaskType.READY, "agent-1")
-    facade.running.add(RunningTask(str(running), "agent-1"))
+    stores.running.add(RunningTask(str(running), "agent-1"))
     failed = TaskId.new("f", 1, TaskType.READY, "agent-1")
-    facade.failover.add(str(failed))
-    facade.disabled.disable_job("off")
+    stores.failover.add(str(failed))
+    stores.disabled.disable_job("off")
     view.sync()
     assert {job: count for job, (count, _v) in view.ready().items()} == {"a": 2}
     assert view.running() == {"r": [str(running)]}
@@ -95,11 +95,11 @@ def test_the_view_follows_every_queue_written_by_another_writer(
     assert 0 < entry.not_before <= time.time()  # a first failure is relaunched at once
 
     changes.seen.clear()
-    facade.ready.take("a")
-    facade.ready.add_transient("b", misfire=False)
-    facade.running.remove(str(running))
-    facade.failover.remove("f", 1)
-    facade.disabled.disable_app("app")
+    stores.ready.take("a")
+    stores.ready.add_transient("b", misfire=False)
+    stores.running.remove(str(running))
+    stores.failover.remove("f", 1)
+    stores.disabled.disable_app("app")
     assert changes.seen.wait(10), "no watch fired"
     _synced(
         view,
@@ -111,30 +111,30 @@ def test_the_view_follows_every_queue_written_by_another_writer(
         ),
         "the second round of changes",
     )
-    facade.ready.take("a")
+    stores.ready.take("a")
     _synced(view, lambda: "a" not in view.ready(), "the take of a's last run")
 
 
 def test_a_round_reads_what_changed_not_what_is_stored(
-    facade: StateFacade, cache: tuple[QueueCache, _Changes]
+    stores: TermStores, cache: tuple[QueueCache, _Changes]
 ) -> None:
     view, changes = cache
     for i in range(200):
-        facade.ready.add_transient(f"job{i:03d}", misfire=True)
+        stores.ready.add_transient(f"job{i:03d}", misfire=True)
     view.sync()
     assert len(view.ready()) == 200
     before = view.reads
     view.sync()
     assert view.reads == before  # nothing changed: nothing read
     changes.seen.clear()
-    facade.ready.add_transient("job007", misfire=True)
+    stores.ready.add_transient("job007", misfire=True)
     assert changes.seen.wait(10)
     _synced(view, lambda: view.ready()["job007"][0] == 2, "job007's second run")
     assert view.reads - before <= 2  # that node (and the list, were a job added), not 200
 
 
 def test_configuration_is_read_once_and_again_after_it_changes(
-    registry: Registry, facade: StateFacade, cache: tuple[QueueCache, _Changes]
+    registry: Registry, stores: TermStores, cache: tuple[QueueCache, _Changes]
 ) -> None:
     view, _changes = cache
     registry.create("/config/job/j", json.dumps(_job("j")).encode())
@@ -175,7 +175,7 @@ def test_the_originals_daemon_nodes_are_read_for_their_task_id(
 
 
 def test_the_view_is_read_again_after_the_connection_was_lost(
-    zk: ZooKeeperEnsemble, zk_namespace: str, facade: StateFacade
+    zk: ZooKeeperEnsemble, zk_namespace: str, stores: TermStores
 ) -> None:
     # kazoo drops every watch when its connection drops: changes made meanwhile by another
     # client would never be seen if the view only waited for watches.
@@ -186,13 +186,13 @@ def test_the_view_is_read_again_after_the_connection_was_lost(
     try:
         registry = Registry(client, zk_namespace, timeout_s=2.0)
         view = QueueCache(registry, ConfigStore(registry, None, "UTC"))
-        facade.ready.add_transient("before", misfire=True)
+        stores.ready.add_transient("before", misfire=True)
         view.sync()
         assert set(view.ready()) == {"before"}
         proxy.cut()
         wait_for(lambda: client.state == "SUSPENDED", 10, message="the cut")
-        facade.ready.add_transient("during", misfire=True)
-        facade.ready.take("before")
+        stores.ready.add_transient("during", misfire=True)
+        stores.ready.take("before")
         proxy.restore()
         wait_for(lambda: client.state == "CONNECTED", 20, message="the reconnection")
         _synced(view, lambda: set(view.ready()) == {"during"}, "the changes made while cut off")
@@ -204,17 +204,17 @@ def test_the_view_is_read_again_after_the_connection_was_lost(
 
 
 def test_a_new_session_reads_everything_again(
-    zk: ZooKeeperEnsemble, zk_namespace: str, facade: StateFacade
+    zk: ZooKeeperEnsemble, zk_namespace: str, stores: TermStores
 ) -> None:
     client = KazooClient(hosts=zk.hosts, timeout=4)
     client.start(timeout=15)
     try:
         registry = Registry(client, zk_namespace)
         view = QueueCache(registry, ConfigStore(registry, None, "UTC"))
-        facade.ready.add_transient("one", misfire=True)
+        stores.ready.add_transient("one", misfire=True)
         view.sync()
         client.stop()  # the session ends; the same client starts a new one
-        facade.ready.add_transient("two", misfire=True)
+        stores.ready.add_transient("two", misfire=True)
         client.start(timeout=15)
         view.sync()
         assert set(view.ready()) == {"one", "two"}

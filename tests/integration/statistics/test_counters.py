@@ -29,10 +29,10 @@ from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.facade import StateFacade
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.result_journal import RESULTS, bucket_name
 from scheduler.storage.state import RUNNING, RunningTask
+from scheduler.storage.term_stores import TermStores
 from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC
@@ -247,11 +247,11 @@ def _status(task_id: str, state: str, message: str = "") -> dict[str, Any]:
 
 
 @pytest.fixture
-def facade(registry: Registry, fence: Fence) -> StateFacade:
-    return StateFacade.build(registry, fence, "UTC", 1000)
+def stores(registry: Registry, fence: Fence) -> TermStores:
+    return TermStores.build(registry, fence, "UTC", 1000)
 
 
-def _register(facade: StateFacade, name: str, execution_type: str) -> None:
+def _register(stores: TermStores, name: str, execution_type: str) -> None:
     job = JobConfig.from_json(
         {
             "jobName": name,
@@ -266,16 +266,16 @@ def _register(facade: StateFacade, name: str, execution_type: str) -> None:
         default_time_zone="UTC",
         strict=False,
     )
-    facade.registry.create(f"/config/job/{job.job_name}", job.to_bytes())
+    stores.registry.create(f"/config/job/{job.job_name}", job.to_bytes())
 
 
-def _handler(facade: StateFacade, journal: ResultJournal | None) -> StatusHandler:
-    return StatusHandler(facade, lambda _t: True, lambda: None, journal)
+def _handler(stores: TermStores, journal: ResultJournal | None) -> StatusHandler:
+    return StatusHandler(stores, lambda _t: True, lambda: None, journal)
 
 
-def _running(facade: StateFacade, job: str, item: int, idle: bool = False) -> str:
+def _running(stores: TermStores, job: str, item: int, idle: bool = False) -> str:
     tid = TaskId.new(job, item, TaskType.READY, "agent-1")
-    facade.running.add(RunningTask(str(tid), "agent-1", idle=idle))
+    stores.running.add(RunningTask(str(tid), "agent-1", idle=idle))
     return str(tid)
 
 
@@ -290,41 +290,41 @@ def _running(facade: StateFacade, job: str, item: int, idle: bool = False) -> st
     ],
 )
 def test_a_terminal_update_journals_one_result_even_when_mesos_resends_it(
-    facade: StateFacade, registry: Registry, state: str, expected: str | None
+    stores: TermStores, registry: Registry, state: str, expected: str | None
 ) -> None:
     journal = ResultJournal(registry)
-    handler = _handler(facade, journal)
-    task_id = _running(facade, "job", 0)
+    handler = _handler(stores, journal)
+    task_id = _running(stores, "job", 0)
     assert handler.handle(_status(task_id, state))
     assert handler.handle(_status(task_id, state))  # resent after a crash before the ack
     names = [n for b in registry.children(RESULTS) for n in registry.children(f"{RESULTS}/{b}")]
     assert [n.rsplit("-", 1)[1] for n in names] == ([expected] if expected else [])
-    assert facade.running.tasks("job") == []
+    assert stores.running.tasks("job") == []
 
 
 def test_a_stale_update_after_the_end_neither_revives_the_task_nor_counts_it_twice(
-    facade: StateFacade, registry: Registry
+    stores: TermStores, registry: Registry
 ) -> None:
-    _register(facade, "job", "TRANSIENT")
+    _register(stores, "job", "TRANSIENT")
     journal = ResultJournal(registry)
-    handler = _handler(facade, journal)
-    task_id = _running(facade, "job", 0)
+    handler = _handler(stores, journal)
+    task_id = _running(stores, "job", 0)
     assert handler.handle(_status(task_id, "TASK_RUNNING"))
     assert handler.handle(_status(task_id, "TASK_FINISHED"))
     # Mesos retries a RUNNING that raced with its ack, then retries the FINISHED too.
     assert handler.handle(_status(task_id, "TASK_RUNNING"))
-    assert facade.running.tasks("job") == []
+    assert stores.running.tasks("job") == []
     assert handler.handle(_status(task_id, "TASK_FINISHED"))
     assert _journaled(registry) == 1
 
 
 def test_a_daemon_run_completing_journals_one_success(
-    facade: StateFacade, registry: Registry, fence: Fence
+    stores: TermStores, registry: Registry, fence: Fence
 ) -> None:
-    _register(facade, "daemon", "DAEMON")
+    _register(stores, "daemon", "DAEMON")
     journal = ResultJournal(registry)
-    handler = _handler(facade, journal)
-    task_id = _running(facade, "daemon", 0)
+    handler = _handler(stores, journal)
+    task_id = _running(stores, "daemon", 0)
     handler.handle(_status(task_id, "TASK_RUNNING"))
     for _run in range(2):
         assert handler.handle(_status(task_id, "TASK_RUNNING", "BEGIN"))
@@ -334,15 +334,15 @@ def test_a_daemon_run_completing_journals_one_success(
 
 
 def test_a_failed_state_write_journals_nothing(
-    facade: StateFacade, registry: Registry, fence: Fence
+    stores: TermStores, registry: Registry, fence: Fence
 ) -> None:
     journal = ResultJournal(registry)
-    task_id = _running(facade, "job", 1)
-    deposed = StateFacade.build(registry, Fence(fence.node_path, lambda: False), "UTC", 1000)
+    task_id = _running(stores, "job", 1)
+    deposed = TermStores.build(registry, Fence(fence.node_path, lambda: False), "UTC", 1000)
     assert not _handler(deposed, journal).handle(_status(task_id, "TASK_FINISHED"))
     assert _journaled(registry) == 0
     assert journal.pending == 0
-    assert [t.task_id for t in facade.running.tasks("job")] == [task_id]
+    assert [t.task_id for t in stores.running.tasks("job")] == [task_id]
 
 
 def test_the_journal_bucket_is_the_utc_minute() -> None:
@@ -354,22 +354,22 @@ def test_the_journal_bucket_is_the_utc_minute() -> None:
 
 
 def test_component_traces_launches_with_original_task_ids_and_counts_results(
-    trace_url: str, registry: Registry, fence: Fence, facade: StateFacade
+    trace_url: str, registry: Registry, fence: Fence, stores: TermStores
 ) -> None:
     settings = load_settings({}, {}, {"event_trace_rdb_url": trace_url})
     statistics = Statistics(settings, registry, fence)
-    handler = _handler(facade, statistics.journal)
+    handler = _handler(stores, statistics.journal)
     handler.listeners.append(statistics.on_status)
     statistics.start()
     try:
         wait_for(lambda: statistics.engine is not None, 20, message="schema migrated")
-        failed = _running(facade, "job", 0)
+        failed = _running(stores, "job", 0)
         statistics.on_launched(failed, "agent-1", failed)
         assert handler.handle(_status(failed, "TASK_RUNNING"))
         assert handler.handle(_status(failed, "TASK_FAILED"))
         # The failover launch that replaces it names it as its original task.
         relaunch = str(TaskId.new("job", 0, TaskType.FAILOVER, "agent-2"))
-        facade.running.add(RunningTask(relaunch, "agent-2"))
+        stores.running.add(RunningTask(relaunch, "agent-2"))
         statistics.on_launched(relaunch, "agent-2", failed)
         assert handler.handle(_status(relaunch, "TASK_FINISHED"))
         engine = statistics.engine

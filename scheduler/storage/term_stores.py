@@ -1,4 +1,4 @@
-"""One object over configuration and scheduling state for a leader term."""
+"""The stores of one leader term, built together over the same registry and fence."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ LAST_FIRE = "/state/last_fire"
 
 
 @dataclass
-class StateFacade:
+class TermStores:
+    """One term's stores: configuration, ready, running, failover and disable, writing
+    under the same fence (the leader's election node, checked in each write's transaction)."""
+
     registry: Registry
     config: ConfigStore
     ready: ReadyQueue
@@ -25,7 +28,7 @@ class StateFacade:
     @classmethod
     def build(
         cls, registry: Registry, fence: Fence | None, default_time_zone: str, queue_size: int
-    ) -> StateFacade:
+    ) -> TermStores:
         return cls(
             registry=registry,
             config=ConfigStore(registry, fence, default_time_zone),
@@ -42,30 +45,8 @@ class StateFacade:
             job.app_name
         )
 
-    def last_fire(self, job_name: str) -> float | None:
-        data = self.registry.get(f"{LAST_FIRE}/{job_name}")
-        try:
-            return float(data) if data else None
-        except ValueError:
-            return None
-
-    def last_fires(self, names: list[str]) -> dict[str, float]:
-        """Recorded last fires of `names`, read with pipelined requests."""
-        recorded = set(self.registry.children(LAST_FIRE)) if names else set()
-        found = self.registry.get_many([f"{LAST_FIRE}/{n}" for n in names if n in recorded])
-        out: dict[str, float] = {}
-        for path, got in found.items():
-            try:
-                if got is not None:
-                    out[path.rsplit("/", 1)[1]] = float(got[0])
-            except ValueError:
-                continue
-        return out
-
-    def record_fire(self, job_name: str, when: float) -> None:
-        assert self.fence is not None
-        self.registry.fenced(self.fence).put(f"{LAST_FIRE}/{job_name}", f"{when:.3f}".encode())
-
     def forget_fires(self, job_name: str) -> None:
+        """Delete the job's last accounted fire, so that a job deleted or disabled and then
+        brought back starts from its next fire instead of catching up on the ones missed."""
         assert self.fence is not None
         self.registry.fenced(self.fence).delete(f"{LAST_FIRE}/{job_name}")
