@@ -1,7 +1,7 @@
 """The leader's components for one term, in start order (stopped in the reverse order).
 
-term record, framework id, state, producer, statistics, webhooks, config listener, task
-launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
+term record, framework id, producer, statistics, webhooks, config listener, task launcher,
+REST API, Mesos driver, reconcile. Components are built fresh for every term.
 
 The Mesos driver is built first, without handlers: the launcher, the status handler, the config
 listener and reconciliation are given it (or its `kill`) as they are built, and the driver is
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from scheduler.api import create_app
 from scheduler.api.auth import warn_about_defaults
 from scheduler.ha.framework_id import FrameworkIdStore
-from scheduler.ha.metrics import FireTimes, TermFigures
+from scheduler.ha.metrics import FireTimes, SchedulerMetrics, TermFigures
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
 from scheduler.leader.config_listener import ConfigListener
@@ -67,7 +69,56 @@ class RestApi(LeaderComponent):
         self._ctx.mount_api(None)
 
 
+@dataclass(frozen=True)
+class _TermParts:
+    """A term's components as built, before they are tied to each other."""
+
+    stores: TermStores
+    framework_ids: FrameworkIdStore
+    driver: MesosDriver
+    launcher: Launcher
+    producer: Producer
+    statistics: Statistics
+    webhooks: WebhookNotifier
+    listener: ConfigListener
+    status: StatusHandler
+    reconciler: Reconciler
+
+
 def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
+    """The term's components in start order: built (the driver first, unbound), tied together
+    by listeners, then the driver bound to its handlers; nothing has started yet."""
+    parts = _build_parts(ctx)
+    event_counts = _fan_out_job_events(parts)
+    fires = FireTimes()
+    if ctx.metrics is not None:
+        _wire_metrics(ctx.metrics, parts, fires)
+    parts.statistics.fire_of = fires.fire_of
+    parts.launcher.launch_listeners.append(parts.statistics.on_launched)
+    _bind_driver(parts)
+    actions = MesosActions(parts.driver, parts.reconciler, lambda: parts.framework_ids.framework_id)
+    ctx.info["mesos"] = lambda: parts.driver.status
+    ctx.info["unplaceable"] = lambda: len(parts.launcher.unplaceable_jobs())
+    ctx.info["statistics"] = parts.statistics.info
+    ctx.info["figures"] = _figures(parts, event_counts)
+    return [
+        TermRecorder(ctx),
+        parts.framework_ids,
+        parts.producer,
+        parts.statistics,
+        parts.webhooks,
+        parts.listener,
+        parts.launcher,
+        RestApi(ctx, parts.stores, actions, parts.statistics, parts.launcher.capacity),
+        parts.driver,
+        parts.reconciler,
+    ]
+
+
+def _build_parts(ctx: LeaderContext) -> _TermParts:
+    """Every component of the term, the Mesos driver first and without handlers (they are
+    bound once the components that handle its events exist): the others are given it, or its
+    `kill`, as they are built."""
     settings = ctx.settings
     stores = TermStores.build(
         ctx.registry,
@@ -76,7 +127,6 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         settings.job_state_queue_size,
     )
     framework_ids = FrameworkIdStore(ctx)
-    # Its handlers are bound below, once the components that handle its events exist.
     driver = MesosDriver(settings, framework_ids)
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
     view = QueueCache(stores.registry, stores.config)
@@ -89,65 +139,87 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     producer = Producer(stores, ctx.term, launcher.wake, settings.job_state_queue_size, view)
     launcher.next_fire = producer.next_fire_at
     statistics = Statistics(settings, ctx.registry, ctx.term.fence)
-    webhooks = WebhookNotifier(settings.notify_webhook_url)
+    return _TermParts(
+        stores=stores,
+        framework_ids=framework_ids,
+        driver=driver,
+        launcher=launcher,
+        producer=producer,
+        statistics=statistics,
+        webhooks=WebhookNotifier(settings.notify_webhook_url),
+        listener=ConfigListener(stores, producer, kill_job_tasks),
+        status=StatusHandler(stores, driver.kill, launcher.wake, statistics.journal),
+        reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
+    )
+
+
+def _fan_out_job_events(parts: _TermParts) -> JobEventCounts:
+    """Status updates to the statistics; the job events of the producer and the status handler
+    (failed, timed out, skipped, capped) counted, traced and POSTed to the webhooks. Returns
+    the counts, a figure of `/metrics`."""
     event_counts = JobEventCounts()
+    statistics, webhooks = parts.statistics, parts.webhooks
 
     def on_job_event(event: JobEvent) -> None:
-        """Failed, timed-out, skipped and capped: counted, traced and POSTed (never blocks)."""
+        """Never blocks: each of the three only counts or queues."""
         event_counts.add(event)
         statistics.on_job_event(event)
         webhooks.notify(event)
 
-    listener = ConfigListener(stores, producer, kill_job_tasks)
-    status = StatusHandler(stores, driver.kill, launcher.wake, statistics.journal)
-    status.listeners.append(statistics.on_status)
-    status.event_listeners.append(on_job_event)
-    producer.event_listeners.append(on_job_event)
-    fires = FireTimes()
-    metrics = ctx.metrics
-    if metrics is not None:
+    parts.status.listeners.append(statistics.on_status)
+    parts.status.event_listeners.append(on_job_event)
+    parts.producer.event_listeners.append(on_job_event)
+    return event_counts
 
-        def on_launched(task_id: str, agent_id: str, original_task_id: str) -> None:
-            """Before the statistics' TASK_STAGING row, which names the fire."""
-            fire, first = fires.launched(task_id)
-            if first and fire is not None:
-                metrics.on_fire_launched(time.time() - fire)
 
-        def on_deleted(job_name: str) -> None:
-            fires.forget(job_name)
-            metrics.forget_job(job_name)
+def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts, fires: FireTimes) -> None:
+    """The replica's metrics fed by the term: fires, job events, launches, status updates, the
+    time from a fire to its launch, and the series of deleted jobs dropped."""
 
-        producer.fire_listeners.append(fires.fired)
-        producer.event_listeners.append(metrics.on_job_event)
-        launcher.launch_listeners.insert(0, on_launched)
-        launcher.launch_listeners.append(metrics.on_launched)
-        status.listeners.append(metrics.on_status)
-        listener.deleted_listeners.append(on_deleted)
-        try:
-            metrics.retain_jobs(stores.config.job_names())
-        except SchedulerError as exc:
-            log.warning("metrics: series of deleted jobs kept this term: %s", exc.message)
-    statistics.fire_of = fires.fire_of
-    launcher.launch_listeners.append(statistics.on_launched)
-    reconciler = Reconciler(stores, driver, settings.reconcile_interval_minutes)
+    def on_launched(task_id: str, agent_id: str, original_task_id: str) -> None:
+        """Before the statistics' TASK_STAGING row, which names the fire."""
+        fire, first = fires.launched(task_id)
+        if first and fire is not None:
+            metrics.on_fire_launched(time.time() - fire)
+
+    def on_deleted(job_name: str) -> None:
+        fires.forget(job_name)
+        metrics.forget_job(job_name)
+
+    parts.producer.fire_listeners.append(fires.fired)
+    parts.producer.event_listeners.append(metrics.on_job_event)
+    parts.launcher.launch_listeners.insert(0, on_launched)
+    parts.launcher.launch_listeners.append(metrics.on_launched)
+    parts.status.listeners.append(metrics.on_status)
+    parts.listener.deleted_listeners.append(on_deleted)
+    try:
+        metrics.retain_jobs(parts.stores.config.job_names())
+    except SchedulerError as exc:
+        log.warning("metrics: series of deleted jobs kept this term: %s", exc.message)
+
+
+def _bind_driver(parts: _TermParts) -> None:
+    """Give the driver, built first, the handlers of the components built over it."""
+    launcher, reconciler = parts.launcher, parts.reconciler
 
     def on_connected() -> None:
         launcher.on_connected()
         reconciler.on_connected()
 
-    driver.bind(
+    parts.driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,
             on_rescind=launcher.rescind,
-            on_status=status.handle,
+            on_status=parts.status.handle,
             on_connected=on_connected,
             on_disconnected=launcher.drop_offers,
         )
     )
-    actions = MesosActions(driver, reconciler, lambda: framework_ids.framework_id)
-    ctx.info["mesos"] = lambda: driver.status
-    ctx.info["unplaceable"] = lambda: len(launcher.unplaceable_jobs())
-    ctx.info["statistics"] = statistics.info
+
+
+def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], TermFigures]:
+    """What `/metrics` reads of the term at each scrape."""
+    launcher, statistics, webhooks = parts.launcher, parts.statistics, parts.webhooks
 
     def figures() -> TermFigures:
         trace = (statistics.info().get("trace") or {}) if statistics.engine else {}
@@ -164,16 +236,4 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
             webhook_queue=webhooks.queue_length(),
         )
 
-    ctx.info["figures"] = figures
-    return [
-        TermRecorder(ctx),
-        framework_ids,
-        producer,
-        statistics,
-        webhooks,
-        listener,
-        launcher,
-        RestApi(ctx, stores, actions, statistics, launcher.capacity),
-        driver,
-        reconciler,
-    ]
+    return figures
