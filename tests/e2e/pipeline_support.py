@@ -188,6 +188,15 @@ def running_system(
             20,
             message="mesos connected",
         )
+        # Every replica serving and knowing the leader (tests send requests to standbys too;
+        # a standby still starting refused the connection once).
+        wait_for(
+            lambda: all(
+                (r.health() or {}).get("leader") == leader.identity for r in system.replicas
+            ),
+            20,
+            message="every replica serving and knowing the leader",
+        )
         yield system
     finally:
         for replica in system.replicas:
