@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from executor.records import ExecutionRecord, encode_status_data
 from scheduler.leader.mesos import status as status_module
@@ -62,15 +61,8 @@ class _Recorder:
 
 
 @pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
-@pytest.fixture
-def stores(registry: Registry, zk_client: KazooClient) -> TermStores:
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 1000)
+def stores(registry: Registry, fence: Fence) -> TermStores:
+    return TermStores.build(registry, fence, "UTC", 1000)
 
 
 @pytest.fixture

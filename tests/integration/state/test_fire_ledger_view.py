@@ -6,25 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kazoo.client import KazooClient
 
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import LAST_FIRE, TermStores
-
-
-@pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
-@pytest.fixture
-def fence(registry: Registry, zk_client: KazooClient) -> Fence:
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return Fence(node, lambda: True)
 
 
 @pytest.fixture

@@ -20,18 +20,6 @@ from tests.support.waiting import wait_for
 
 
 @pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
-@pytest.fixture
-def fence(registry: Registry, zk_client: KazooClient) -> Fence:
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return Fence(node, lambda: True)
-
-
-@pytest.fixture
 def stores(registry: Registry, fence: Fence) -> TermStores:
     return TermStores.build(registry, fence, "UTC", 10_000)
 

@@ -37,15 +37,8 @@ def _job(name: str, app: str = "app", cron: str = "0 0 3 * * ?") -> dict[str, ob
 
 
 @pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
-@pytest.fixture
-def stores(registry: Registry, zk_client: KazooClient) -> TermStores:
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+def stores(registry: Registry, fence: Fence) -> TermStores:
+    return TermStores.build(registry, fence, "UTC", 10_000)
 
 
 class _Changes:
