@@ -163,6 +163,10 @@ def _apply_op(registry: Registry, op: Op, txn: Any) -> None:
     op.apply(registry, txn)
 
 
+_DELETE_TRIES = 20
+"""How often a recursive delete lists its subtree again after a concurrent change."""
+
+
 def _delete_op(full: str) -> Callable[[Any], None]:
     return lambda txn: txn.delete(full)
 
@@ -451,17 +455,32 @@ class Registry:
             self._call(f"set {path}", self._client.set, self.abs(path), data)
 
     def delete(self, path: str, *, recursive: bool = True) -> bool:
-        """Delete `path` (and its subtree, deepest first); False when it did not exist."""
-        if recursive and not self.exists(path):
-            return False
-        targets = list(self._subtree(path)) if recursive else [self.abs(path)]
-        for full in targets:
+        """Delete `path` (and its subtree, deepest first); False when it did not exist.
+
+        A node another writer adds under `path` meanwhile is found on a fresh listing and
+        deleted too (see FencedWriter.delete).
+        """
+        if not recursive:
             try:
-                self._call_once(f"delete {path}", self._client.delete, full)
+                self._call_once(f"delete {path}", self._client.delete, self.abs(path))
             except NotFound:
-                if full == targets[-1]:
-                    return False  # deleted meanwhile
-        return True
+                return False
+            return True
+        for _ in range(_DELETE_TRIES):
+            if not self.exists(path):
+                return False
+            targets = list(self._subtree(path))
+            try:
+                for full in targets:
+                    try:
+                        self._call_once(f"delete {path}", self._client.delete, full)
+                    except NotFound:
+                        if full == targets[-1]:
+                            return False  # `path` itself was deleted meanwhile
+            except Conflict:
+                continue  # a child was added since the listing
+            return True
+        raise Conflict(f"delete {path}: its subtree kept changing ({_DELETE_TRIES} tries)")
 
     def compare_and_set(
         self, path: str, update: Callable[[bytes | None], bytes | None], max_tries: int = 50
@@ -583,18 +602,30 @@ class FencedWriter:
         )
 
     def delete(self, path: str, *, recursive: bool = True) -> bool:
-        """Delete `path` (and its subtree, in one transaction); False when it did not exist."""
+        """Delete `path` (and its subtree, in one transaction); False when it did not exist.
+
+        Another writer may add or remove a node under `path` between the listing and the
+        transaction (the status handler queues a failover entry while a user disables the job):
+        the transaction then fails whole, and the subtree is listed again and deleted anew.
+        """
         reg = self._registry
-        _check_acting(self._fence, f"delete {path}")
-        if not reg.exists(path):
-            return False
-        targets = list(reg._subtree(path)) if recursive else [reg.abs(path)]
-        ops = [_delete_op(p) for p in targets]
-        try:
-            reg._transact(f"delete {path}", ops, self._fence)
-        except NotFound:
-            return False
-        return True
+        for _ in range(_DELETE_TRIES):
+            _check_acting(self._fence, f"delete {path}")
+            if not reg.exists(path):
+                return False
+            targets = list(reg._subtree(path)) if recursive else [reg.abs(path)]
+            try:
+                reg._transact(f"delete {path}", [_delete_op(p) for p in targets], self._fence)
+            except NotFound:
+                if not recursive:
+                    return False  # deleted meanwhile
+                continue  # a node listed was deleted meanwhile (or `path` itself)
+            except Conflict:
+                if not recursive:
+                    raise  # it has children: a caller's mistake, not a race
+                continue  # a child was added since the listing
+            return True
+        raise Conflict(f"delete {path}: its subtree kept changing ({_DELETE_TRIES} tries)")
 
     def commit(self, what: str, ops: list[Op]) -> None:
         """Apply `ops` atomically, fenced: all or none. NotFound / Conflict when one fails."""

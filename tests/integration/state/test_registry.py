@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 from kazoo.client import KazooClient, KazooState
@@ -15,11 +16,6 @@ from scheduler.model.settings import load_settings
 from scheduler.storage.registry import Fence, Registry, make_client
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
 
 
 def test_json_round_trip_and_missing_nodes(registry: Registry) -> None:
@@ -108,6 +104,71 @@ def test_fenced_errors_name_the_problem(registry: Registry, zk_client: KazooClie
     fenced.create("/tree/a/b", b"1")
     assert fenced.delete("/tree") is True
     assert registry.exists("/tree") is False
+
+
+def _change_after_listing(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch, top: str, change: Callable[[], object]
+) -> list[list[str]]:
+    """Make `change` happen once between a recursive delete's listing of `top` and its
+    deletes, as a concurrent writer's would; returns each listing of `top` made."""
+    listings: list[list[str]] = []
+    real = registry._subtree
+
+    def listing(path: str) -> Iterator[str]:
+        if path != top:
+            return real(path)  # the listing's own recursion
+        paths = list(real(path))
+        if not listings:
+            change()
+        listings.append(paths)
+        return iter(paths)
+
+    monkeypatch.setattr(registry, "_subtree", listing)
+    return listings
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+@pytest.mark.parametrize("change", ["child added", "child deleted"])
+def test_a_recursive_delete_survives_its_subtree_changing_under_it(
+    registry: Registry, fence: Fence, monkeypatch: pytest.MonkeyPatch, fenced: bool, change: str
+) -> None:
+    # A user disables a job while the status handler queues one of its shards for failover.
+    registry.put("/state/failover/job/job@-@0", b"t0")
+    registry.put("/state/failover/job/job@-@1", b"t1")
+    job = "/state/failover/job"
+    if change == "child added":
+        listings = _change_after_listing(
+            registry, monkeypatch, job, partial(registry.put, f"{job}/job@-@2", b"t2")
+        )
+    else:
+        listings = _change_after_listing(
+            registry, monkeypatch, job, partial(registry.delete, f"{job}/job@-@0")
+        )
+    writer = registry.fenced(fence) if fenced else registry
+    assert writer.delete("/state/failover/job") is True
+    assert registry.exists("/state/failover/job") is False
+    assert len(listings) == (2 if fenced or change == "child added" else 1)
+    assert registry.exists("/state/failover") is True
+
+
+def test_a_recursive_delete_of_a_subtree_that_never_settles_gives_up_naming_it(
+    registry: Registry, fence: Fence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.put("/state/ready/busy/a", b"1")
+    real = registry._subtree
+    added = iter(range(1000))
+
+    def listing(path: str) -> Iterator[str]:
+        if path != "/state/ready/busy":
+            return real(path)
+        paths = list(real(path))
+        registry.put(f"/state/ready/busy/n{next(added)}", b"1")
+        return iter(paths)
+
+    monkeypatch.setattr(registry, "_subtree", listing)
+    with pytest.raises(Conflict, match="/state/ready/busy: its subtree kept changing"):
+        registry.fenced(fence).delete("/state/ready/busy")
+    assert registry.exists("/state/ready/busy/a") is True  # all or nothing
 
 
 def test_deposed_leader_cannot_write_after_its_session_expired(
