@@ -455,30 +455,38 @@ class Registry:
             self._call(f"set {path}", self._client.set, self.abs(path), data)
 
     def delete(self, path: str, *, recursive: bool = True) -> bool:
-        """Delete `path` (and its subtree, deepest first); False when it did not exist.
+        """Delete `path` (and its subtree, deepest first); False when it did not exist."""
+        if recursive:
+            return self._delete_tree(path, partial(self._delete_each, path))
+        try:
+            self._call_once(f"delete {path}", self._client.delete, self.abs(path))
+        except NotFound:
+            return False
+        return True
 
-        A node another writer adds under `path` meanwhile is found on a fresh listing and
-        deleted too (see FencedWriter.delete).
-        """
-        if not recursive:
+    def _delete_each(self, path: str, targets: list[str]) -> None:
+        for full in targets[:-1]:
             try:
-                self._call_once(f"delete {path}", self._client.delete, self.abs(path))
+                self._call_once(f"delete {path}", self._client.delete, full)
             except NotFound:
-                return False
-            return True
+                pass  # deleted meanwhile
+        self._call_once(f"delete {path}", self._client.delete, targets[-1])
+
+    def _delete_tree(self, path: str, delete_listed: Callable[[list[str]], None]) -> bool:
+        """Delete `path`'s subtree, listed deepest first, with `delete_listed`.
+
+        Another writer may add or remove a node under `path` between the listing and the
+        deletes (the status handler queues a failover entry while a user disables the job):
+        ZooKeeper then refuses a delete (NotEmpty or NoNode), and the subtree is listed again
+        and deleted anew. False when `path` does not exist (any more).
+        """
         for _ in range(_DELETE_TRIES):
             if not self.exists(path):
                 return False
-            targets = list(self._subtree(path))
             try:
-                for full in targets:
-                    try:
-                        self._call_once(f"delete {path}", self._client.delete, full)
-                    except NotFound:
-                        if full == targets[-1]:
-                            return False  # `path` itself was deleted meanwhile
-            except Conflict:
-                continue  # a child was added since the listing
+                delete_listed(list(self._subtree(path)))
+            except (NotFound, Conflict):
+                continue  # the subtree changed since it was listed
             return True
         raise Conflict(f"delete {path}: its subtree kept changing ({_DELETE_TRIES} tries)")
 
@@ -603,29 +611,24 @@ class FencedWriter:
 
     def delete(self, path: str, *, recursive: bool = True) -> bool:
         """Delete `path` (and its subtree, in one transaction); False when it did not exist.
-
-        Another writer may add or remove a node under `path` between the listing and the
-        transaction (the status handler queues a failover entry while a user disables the job):
-        the transaction then fails whole, and the subtree is listed again and deleted anew.
+        A subtree changed by another writer meanwhile is listed again (Registry._delete_tree).
         """
         reg = self._registry
-        for _ in range(_DELETE_TRIES):
-            _check_acting(self._fence, f"delete {path}")
-            if not reg.exists(path):
-                return False
-            targets = list(reg._subtree(path)) if recursive else [reg.abs(path)]
-            try:
-                reg._transact(f"delete {path}", [_delete_op(p) for p in targets], self._fence)
-            except NotFound:
-                if not recursive:
-                    return False  # deleted meanwhile
-                continue  # a node listed was deleted meanwhile (or `path` itself)
-            except Conflict:
-                if not recursive:
-                    raise  # it has children: a caller's mistake, not a race
-                continue  # a child was added since the listing
-            return True
-        raise Conflict(f"delete {path}: its subtree kept changing ({_DELETE_TRIES} tries)")
+        _check_acting(self._fence, f"delete {path}")
+        if recursive:
+            return reg._delete_tree(path, partial(self._delete_in_one, path))
+        if not reg.exists(path):
+            return False
+        try:
+            self._delete_in_one(path, [reg.abs(path)])
+        except NotFound:
+            return False
+        return True
+
+    def _delete_in_one(self, path: str, targets: list[str]) -> None:
+        """Delete `targets` (absolute paths under `path`) in one fenced transaction."""
+        ops = [_delete_op(p) for p in targets]
+        self._registry._transact(f"delete {path}", ops, self._fence)
 
     def commit(self, what: str, ops: list[Op]) -> None:
         """Apply `ops` atomically, fenced: all or none. NotFound / Conflict when one fails."""
