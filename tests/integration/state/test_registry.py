@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -107,10 +108,14 @@ def test_fenced_errors_name_the_problem(registry: Registry, zk_client: KazooClie
 
 
 def _change_after_listing(
-    registry: Registry, monkeypatch: pytest.MonkeyPatch, top: str, change: Callable[[], object]
+    registry: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    top: str,
+    change: Callable[[], object],
+    every: bool = False,
 ) -> list[list[str]]:
-    """Make `change` happen once between a recursive delete's listing of `top` and its
-    deletes, as a concurrent writer's would; returns each listing of `top` made."""
+    """Make `change` happen between a recursive delete's listing of `top` and its deletes, as
+    a concurrent writer's would (once, or after `every` listing); returns each listing made."""
     listings: list[list[str]] = []
     real = registry._subtree
 
@@ -118,7 +123,7 @@ def _change_after_listing(
         if path != top:
             return real(path)  # the listing's own recursion
         paths = list(real(path))
-        if not listings:
+        if every or not listings:
             change()
         listings.append(paths)
         return iter(paths)
@@ -154,21 +159,16 @@ def test_a_recursive_delete_survives_its_subtree_changing_under_it(
 def test_a_recursive_delete_of_a_subtree_that_never_settles_gives_up_naming_it(
     registry: Registry, fence: Fence, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry.put("/state/ready/busy/a", b"1")
-    real = registry._subtree
-    added = iter(range(1000))
-
-    def listing(path: str) -> Iterator[str]:
-        if path != "/state/ready/busy":
-            return real(path)
-        paths = list(real(path))
-        registry.put(f"/state/ready/busy/n{next(added)}", b"1")
-        return iter(paths)
-
-    monkeypatch.setattr(registry, "_subtree", listing)
+    busy = "/state/ready/busy"
+    registry.put(f"{busy}/a", b"1")
+    names = itertools.count()
+    listings = _change_after_listing(
+        registry, monkeypatch, busy, lambda: registry.put(f"{busy}/n{next(names)}", b"1"), True
+    )
     with pytest.raises(Conflict, match="/state/ready/busy: its subtree kept changing"):
-        registry.fenced(fence).delete("/state/ready/busy")
-    assert registry.exists("/state/ready/busy/a") is True  # all or nothing
+        registry.fenced(fence).delete(busy)
+    assert len(listings) == 20
+    assert registry.exists(f"{busy}/a") is True  # all or nothing
 
 
 def test_deposed_leader_cannot_write_after_its_session_expired(
