@@ -5,7 +5,9 @@ REST API, Mesos driver, reconcile. Components are built fresh for every term.
 
 The Mesos driver is built first, without handlers: the launcher, the status handler, the config
 listener and reconciliation are given it (or its `kill`) as they are built, and the driver is
-then bound to their handlers in one call, before anything starts.
+then bound to their handlers in one call, before anything starts. The launcher's wake signal is
+built before the producer and the status handler that wake it, and the producer before the
+launcher that asks it for the next fire, so that each is given what it needs as it is built.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from scheduler.ha.metrics import FireTimes, SchedulerMetrics, TermFigures
 from scheduler.ha.term import LeaderContext
 from scheduler.ha.terms_log import TermRecorder
 from scheduler.leader.config_listener import ConfigListener
-from scheduler.leader.lifecycle import LeaderComponent
+from scheduler.leader.lifecycle import LeaderComponent, WakeSignal
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
@@ -74,6 +76,7 @@ class _TermParts:
     """A term's components as built, before they are tied to each other."""
 
     stores: TermStores
+    fires: FireTimes
     framework_ids: FrameworkIdStore
     driver: MesosDriver
     launcher: Launcher
@@ -90,10 +93,8 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     by listeners, then the driver bound to its handlers; nothing has started yet."""
     parts = _build_parts(ctx)
     event_counts = _fan_out_job_events(parts)
-    fires = FireTimes()
     if ctx.metrics is not None:
-        _wire_metrics(ctx.metrics, parts, fires)
-    parts.statistics.fire_of = fires.fire_of
+        _wire_metrics(ctx.metrics, parts)
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
     _bind_driver(parts)
     actions = MesosActions(parts.driver, parts.reconciler, lambda: parts.framework_ids.framework_id)
@@ -118,7 +119,9 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
 def _build_parts(ctx: LeaderContext) -> _TermParts:
     """Every component of the term, the Mesos driver first and without handlers (they are
     bound once the components that handle its events exist): the others are given it, or its
-    `kill`, as they are built."""
+    `kill`, as they are built. The launcher's wake signal comes before the producer and the
+    status handler, which wake it, and the producer before the launcher, which asks it when
+    the next fire is."""
     settings = ctx.settings
     stores = TermStores.build(
         ctx.registry,
@@ -130,17 +133,25 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
     driver = MesosDriver(settings, framework_ids)
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
     view = QueueCache(stores.registry, stores.config)
-    launcher = Launcher(stores, ctx.term, driver, view)
+    # The launcher's thread waits on it; the producer (runs queued) and the status handler (a
+    # task ended) wake it, as the launcher's own inputs do.
+    wake_launcher = WakeSignal()
+    # The fires this term queued, matched to the launches that run them: the statistics' launch
+    # rows name them. Fed by `_wire_metrics`, so known only where the replica has metrics.
+    fires = FireTimes()
 
     def kill_job_tasks(job_name: str) -> None:
         for task in stores.running.tasks(job_name):
             driver.kill(task.task_id)
 
-    producer = Producer(stores, ctx.term, launcher.wake, settings.job_state_queue_size, view)
-    launcher.next_fire = producer.next_fire_at
-    statistics = Statistics(settings, ctx.registry, ctx.term.fence)
+    producer = Producer(stores, ctx.term, wake_launcher.wake, settings.job_state_queue_size, view)
+    launcher = Launcher(
+        stores, ctx.term, driver, view, wake=wake_launcher, next_fire=producer.next_fire_at
+    )
+    statistics = Statistics(settings, ctx.registry, ctx.term.fence, fires.fire_of)
     return _TermParts(
         stores=stores,
+        fires=fires,
         framework_ids=framework_ids,
         driver=driver,
         launcher=launcher,
@@ -148,7 +159,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         statistics=statistics,
         webhooks=WebhookNotifier(settings.notify_webhook_url),
         listener=ConfigListener(stores, producer, kill_job_tasks),
-        status=StatusHandler(stores, driver.kill, launcher.wake, statistics.journal),
+        status=StatusHandler(stores, driver.kill, wake_launcher.wake, statistics.journal),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
     )
 
@@ -172,9 +183,10 @@ def _fan_out_job_events(parts: _TermParts) -> JobEventCounts:
     return event_counts
 
 
-def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts, fires: FireTimes) -> None:
+def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts) -> None:
     """The replica's metrics fed by the term: fires, job events, launches, status updates, the
     time from a fire to its launch, and the series of deleted jobs dropped."""
+    fires = parts.fires
 
     def on_launched(task_id: str, agent_id: str, original_task_id: str) -> None:
         """Before the statistics' TASK_STAGING row, which names the fire."""

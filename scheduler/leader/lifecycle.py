@@ -1,6 +1,6 @@
 """The leader's lifecycle: the contract every leader component keeps, the base of those that own
-a thread, and `TermComponents`, which starts a term's components in order and stops them in
-reverse.
+a thread, the `WakeSignal` that wakes one from another room, and `TermComponents`, which starts
+a term's components in order and stops them in reverse.
 
 A `TermComponents` lives for one leadership term. Components are built fresh for every term
 (nothing is carried over in memory from an earlier term: peers doubled runs that way).
@@ -30,6 +30,30 @@ class TermView(Protocol):
         """True while the term acts: False at once when the session is SUSPENDED or LOST, and
         after the term; a component that sees False must not launch or write."""
         ...
+
+
+class WakeSignal:
+    """Wakes the one thread that waits on it, from any thread.
+
+    Built by the wiring before both sides, so that the components that wake a thread (as a
+    plain `wake` callable) and the one whose thread waits need not know each other. `wake`
+    never blocks; `wait` and `clear` belong to the waiting thread.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wake(self) -> None:
+        """Wake the waiting thread, or make its next `wait` return at once (any thread)."""
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until woken or for `timeout_s`; True when woken."""
+        return self._event.wait(timeout_s)
+
+    def clear(self) -> None:
+        """Forget the wakes so far (the waiting thread, before it looks for work)."""
+        self._event.clear()
 
 
 class LeaderComponent:

@@ -22,11 +22,13 @@ from scheduler.model.errors import Conflict, NotFound
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Op, Registry
 from scheduler.storage.state import READY, RUNNING
-from scheduler.storage.term_stores import LAST_FIRE
 
-__all__ = ["FireLedger", "LedgerState", "LedgerWrite"]
+__all__ = ["LAST_FIRE", "FireLedger", "LedgerState", "LedgerWrite"]
 
 log = logging.getLogger(__name__)
+
+# Each job's last accounted fire: `{LAST_FIRE}/{job}`, the epoch seconds as a decimal.
+LAST_FIRE = "/state/last_fire"
 
 _T = TypeVar("_T")
 _MAX_TRIES = 50

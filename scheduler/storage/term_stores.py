@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.fire_ledger import LAST_FIRE
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
-
-LAST_FIRE = "/state/last_fire"
 
 
 @dataclass

@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.config import parse_cron
 from scheduler.model.fires import due_fires
+from scheduler.storage.fire_ledger import LAST_FIRE
 from scheduler.storage.registry import Registry
-from scheduler.storage.term_stores import LAST_FIRE
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for

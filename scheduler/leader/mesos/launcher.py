@@ -40,7 +40,7 @@ from collections.abc import Callable
 from http.client import HTTPException
 from typing import Any, Protocol
 
-from scheduler.leader.lifecycle import TermView, ThreadedComponent
+from scheduler.leader.lifecycle import TermView, ThreadedComponent, WakeSignal
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable
 from scheduler.leader.mesos.launch_round import (
     Gathered,
@@ -129,11 +129,17 @@ class Launcher(ThreadedComponent):
         term: TermView,
         driver: OfferDriver,
         view: QueueCache | None = None,
+        *,
+        wake: WakeSignal | None = None,
+        next_fire: Callable[[], float | None] | None = None,
     ) -> None:
         """`driver`: the term's Mesos driver, which hands this launcher its offers
         (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `view`: the term's view of the
         queues, shared with the producer (the launcher wakes on its changes and stops it); a
-        view of its own when None."""
+        view of its own when None. `wake`: the signal the launcher's thread waits on, which the
+        producer and the status handler are given to wake it; a signal of its own when None.
+        `next_fire`: when the next cron fire is due (epoch seconds; None: none), from the
+        producer; any thread may call it and it must not block. None: no fire is known."""
         super().__init__()
         if stores.fence is None:
             raise ValueError("the launcher writes: it needs term stores with the term's fence")
@@ -145,7 +151,7 @@ class Launcher(ThreadedComponent):
         self._book = LaunchBook(stores.registry, stores.fence, self._cache)
         self._lock = threading.Lock()
         self._offers: dict[str, dict[str, Any]] = {}
-        self._wake = threading.Event()
+        self._wake = wake if wake is not None else WakeSignal()
         self._paused = False
         self._suppressed = False
         self._revive_needed = False
@@ -159,9 +165,7 @@ class Launcher(ThreadedComponent):
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
         self.launch_listeners: list[Callable[[str, str, str], None]] = []
-        # When the next cron fire is due (epoch seconds; None: none), from the producer. Any
-        # thread may call it; it must not block.
-        self.next_fire: Callable[[], float | None] | None = None
+        self._fire_source = next_fire
         self._next_fire_at: float | None = None
         self._next_fire_read = -1e18
         self._hold_until = 0.0
@@ -207,12 +211,12 @@ class Launcher(ThreadedComponent):
 
     def resume(self) -> None:
         self._paused = False
-        self._wake.set()
+        self._wake.wake()
 
     # -- inputs (any thread) ----------------------------------------------------------------
 
     def wake(self) -> None:
-        self._wake.set()
+        self._wake.wake()
 
     def add_offers(self, offers: list[dict[str, Any]]) -> None:
         offered: dict[str, tuple[float, float]] = {}
@@ -226,7 +230,7 @@ class Launcher(ThreadedComponent):
                 )
         for agent, (cpus, mem) in offered.items():
             self.capacity.observe_offer(agent, cpus, mem)
-        self._wake.set()
+        self._wake.wake()
 
     def rescind(self, offer_id: str) -> None:
         with self._lock:
@@ -244,17 +248,17 @@ class Launcher(ThreadedComponent):
         # master: revive once when there is work, or offers may not come for up to 30 s.
         self._revive_needed = True
         self._agents_due = True
-        self._wake.set()
+        self._wake.wake()
 
     # -- the launcher thread ----------------------------------------------------------------
 
     def _interrupt(self) -> None:
-        self._wake.set()
+        self._wake.wake()
 
     def _next_fire(self) -> float | None:
         """The next cron fire (epoch seconds), asked of the producer at most 4 times a
         second."""
-        source = self.next_fire
+        source = self._fire_source
         if source is None:
             return None
         now = time.monotonic()
@@ -569,7 +573,7 @@ class Launcher(ThreadedComponent):
                 )
             self._agents_failing = True
             self.capacity.offers_only()
-            self._wake.set()
+            self._wake.wake()
             return
         except Exception:
             log.exception("launcher: reading the agents' totals failed")
@@ -586,7 +590,7 @@ class Launcher(ThreadedComponent):
                 max((a.cpus for a in agents), default=0.0),
                 max((a.mem_mb for a in agents), default=0.0),
             )
-        self._wake.set()
+        self._wake.wake()
 
     def _framework_id(self) -> str:
         info = self._driver.framework_info()

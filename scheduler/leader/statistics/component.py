@@ -66,7 +66,16 @@ class Statistics(ThreadedComponent):
     name = "statistics"
     thread_name = "sched-statistics"
 
-    def __init__(self, settings: Settings, registry: Registry, fence: Fence) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry,
+        fence: Fence,
+        fire_of: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """`fire_of`: the fire a launched task runs for (epoch seconds; None: not known), which
+        its TASK_STAGING row names; called on the launcher's thread, it must not block. None:
+        no fire is known."""
         super().__init__()
         self._settings = settings
         self._registry = registry
@@ -82,9 +91,7 @@ class Statistics(ThreadedComponent):
         self._lock = threading.Lock()
         self._originals: dict[str, str] = {}
         self._commands = CommandRuns()
-        # The fire a launched task runs for (epoch seconds), when the term knows it; set when
-        # the term's components are built.
-        self.fire_of: Callable[[str], float | None] | None = None
+        self._fire_of = fire_of
 
     def start(self) -> None:
         if self._url is None:
@@ -107,7 +114,7 @@ class Statistics(ThreadedComponent):
             if len(self._originals) >= _ORIGINALS_KEPT:
                 self._originals.pop(next(iter(self._originals)))
             self._originals[task_id] = original_task_id
-        fire_of = self.fire_of
+        fire_of = self._fire_of
         _trace(
             writer,
             TaskId.parse(task_id),

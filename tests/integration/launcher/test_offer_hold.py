@@ -16,9 +16,8 @@ def test_offers_are_held_just_before_a_fire_and_let_go_after_it(
     standin: StandIn, stores: TermStores, zk_namespace: str
 ) -> None:
     driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
-    launcher = Launcher(stores, Acting(), driver)
     fire_at = [time.time() + 3600.0]
-    launcher.next_fire = lambda: fire_at[0]
+    launcher = Launcher(stores, Acting(), driver, next_fire=lambda: fire_at[0])
     driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,

@@ -7,6 +7,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
@@ -64,8 +65,10 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
 ) -> None:
     _store_job(stores, tmp_path)
     driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
-    launcher = Launcher(stores, Acting(), driver)
-    status = StatusHandler(stores, driver.kill, launcher.wake)
+    # Wired as the term wires them: the status handler wakes the signal the launcher waits on.
+    wake = WakeSignal()
+    launcher = Launcher(stores, Acting(), driver, wake=wake)
+    status = StatusHandler(stores, driver.kill, wake.wake)
     driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,
@@ -79,7 +82,7 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     driver.start()
     try:
         stores.ready.add_transient("split", misfire=True)
-        launcher.wake()
+        wake.wake()
 
         def in_master() -> list[TaskId]:
             tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]

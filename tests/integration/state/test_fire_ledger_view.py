@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.fire_ledger import LAST_FIRE, FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
-from scheduler.storage.term_stores import LAST_FIRE, TermStores
+from scheduler.storage.term_stores import TermStores
 
 
 @pytest.fixture

@@ -148,8 +148,9 @@ def test_command_tasks_get_execution_records_from_their_updates(
     trace_url: str, registry: Registry, fence: Fence
 ) -> None:
     settings = load_settings({}, {}, {"event_trace_rdb_url": trace_url})
-    statistics = Statistics(settings, registry, fence)
-    statistics.fire_of = lambda task_id: _epoch(T0 - timedelta(seconds=1))
+    statistics = Statistics(
+        settings, registry, fence, fire_of=lambda task_id: _epoch(T0 - timedelta(seconds=1))
+    )
     statistics.start()
     try:
         wait_for(lambda: statistics.engine is not None, 20, message="schema migrated")

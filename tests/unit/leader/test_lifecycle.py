@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.leader.lifecycle import EventLoopComponent, ThreadedComponent
+from scheduler.leader.lifecycle import EventLoopComponent, ThreadedComponent, WakeSignal
 from scheduler.leader.mesos.driver import DriverHandlers, DriverWiringError, MesosDriver
 from scheduler.leader.mesos.driver_events import FrameworkMessage, QueueingCallbacks, Rescinded
 from scheduler.model.settings import load_settings
@@ -91,6 +91,22 @@ def test_an_event_loop_handles_in_order_survives_a_failing_event_and_ends_on_sto
         wait_for(lambda: loop.handled == ["a", "b"], 5, message="events handled")
     assert any("loop: handling 'boom' failed" in r.getMessage() for r in caplog.records)
     assert loop._stop_thread() is True
+
+
+def test_a_wake_signal_wakes_its_waiter_and_a_wake_is_kept_until_cleared() -> None:
+    signal = WakeSignal()
+    assert signal.wait(0.01) is False
+    signal.wake()  # before the wait: the next wait returns at once
+    assert signal.wait(5) is True
+    assert signal.wait(0) is True  # kept until the waiter clears it
+    signal.clear()
+    assert signal.wait(0.01) is False
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(signal.wait(5)), name="test-waiter")
+    waiter.start()
+    threading.Timer(0.05, signal.wake).start()
+    waiter.join(5)
+    assert woken == [True]
 
 
 class _Ids:
