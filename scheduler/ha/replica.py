@@ -157,6 +157,7 @@ class Replica:
                 f"{self.settings.zk_connection_timeout_seconds:g}s"
             ) from exc
         self.registry.ensure(ELECTION_PATH)
+        self.registry.probe_multi_read()  # before contending: an old server drops the connection
         self.http.start()
         for target, name in (
             (self._contend, "sched-election"),
@@ -284,7 +285,10 @@ class Replica:
         self._zk_state = KazooState.LOST
         self._client = client
         self.registry = Registry(
-            client, self.settings.zk_namespace, self.settings.zk_session_timeout_seconds
+            client,
+            self.settings.zk_namespace,
+            self.settings.zk_session_timeout_seconds,
+            multi_read=self.registry.multi_read,  # same servers: no second probe
         )
         self._listen(client)
         client.start_async()  # connects (and reconnects) in the background, forever

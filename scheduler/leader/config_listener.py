@@ -5,6 +5,11 @@ REST API, another tool, or an operator in zkCli).
 kazoo watch callbacks only queue an event (`JobChanged`, `ChildrenChanged`); the
 `sched-config-listener` thread reads ZooKeeper, compares znode versions with what it scheduled,
 and acts.
+
+A term starts by reading every job without watches (100 to a request where ZooKeeper answers
+multiRead: thousands of jobs in a fraction of a second) and scheduling them; the job watches are
+then placed by the listener's own thread, its first event (`WatchJobs`), with reads that carry
+them: a job that changed between the two reads is acted on then, like any change.
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ class ChildrenChanged:
     path: str
 
 
-ConfigEvent = JobChanged | ChildrenChanged
+@dataclass(frozen=True)
+class WatchJobs:
+    """Place a watch on each of the jobs `names`, loaded at term start without one."""
+
+    names: tuple[str, ...]
+
+
+ConfigEvent = JobChanged | ChildrenChanged | WatchJobs
 
 
 class RunProducer(Protocol):
@@ -108,17 +120,15 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
         self._disabled_apps = set(self._watch_children(DISABLE_APP))
         names = self._watch_children(JOBS)
-        # The last fires first: ZooKeeper answers in order, so these are in before the jobs'.
         self._producer.prefetch_last_fires(names)
-        # Pipelined reads, each job applied as its answer comes in while the later ones are
-        # still on their way.
-        pending = self._registry.send_reads(
-            [f"{JOBS}/{name}" for name in names],
-            watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
-        )
-        for path, got in pending.each():
+        # No watches yet: a read that sets one costs a request of its own.
+        loaded = self._registry.get_many([f"{JOBS}/{name}" for name in names])
+        for path, got in loaded.items():
             if got is not None:
                 self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
+        # The listener's first work: watches on the jobs read (a job created meanwhile comes
+        # with the job list's watch, already placed).
+        self.post(WatchJobs(tuple(names)))
         self._start_thread()
         log.info(
             "config-listener: %s jobs loaded, %s scheduled",
@@ -138,6 +148,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         match event:
             case JobChanged(name):
                 self._apply(name, self._read_job(name))
+            case WatchJobs(loaded):
+                self._watch_jobs(loaded)
             case ChildrenChanged(path) if path == JOBS:
                 names = set(self._watch_children(JOBS))
                 for name in sorted(names - set(self._versions)):
@@ -154,6 +166,19 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 raise ValueError(f"config-listener: no handler for the children of {path}")
             case _:
                 assert_never(event)
+
+    def _watch_jobs(self, names: tuple[str, ...]) -> None:
+        """Read the jobs again, each read leaving a watch; pipelined, each applied as its
+        answer comes (a version already acted on is passed over, so only a job changed or
+        deleted since the term's first read is acted on)."""
+        pending = self._registry.send_reads(
+            [f"{JOBS}/{name}" for name in names],
+            watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
+        )
+        for path, got in pending.each():
+            if self._stopping.is_set():
+                return
+            self._apply(path.rsplit("/", 1)[1], got)
 
     def _sync_all(self) -> None:
         for _name, job in sorted(self._configs.items()):

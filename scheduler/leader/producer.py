@@ -87,6 +87,9 @@ class Producer(LeaderComponent):
         self._sched: BackgroundScheduler | None = None
         self.fires = 0
         self._last_fires: dict[str, float] | None = None
+        # (cron key, recorded last fire) -> the fire after it, for term start's due checks:
+        # thousands of jobs on one cron were last fired at the same second.
+        self._fire_after: dict[tuple[tuple[object, ...], float], datetime] = {}
         # Jobs scheduled at term start whose fires are still to account, by cron key.
         self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
         self._flushing = False
@@ -114,6 +117,7 @@ class Producer(LeaderComponent):
             self._by_key.clear()
             self._ids.clear()
             self._triggers.clear()
+            self._fire_after.clear()
             self._deferred.clear()
 
     def pause(self) -> None:
@@ -191,9 +195,9 @@ class Producer(LeaderComponent):
         # record (missed while no leader acted, or while the job was not scheduled here) are
         # due now; a job without a record, or whose cron changed, starts counting from now.
         prefetched = self._last_fires.get(job.job_name) if catch_up and self._last_fires else None
-        if prefetched is not None and (
-            trigger.get_next_fire_time(None, _at(prefetched + 1e-6)) or _FAR
-        ) > _at(time.time()):
+        if prefetched is not None and self._fire_after_record(key, trigger, prefetched) > _at(
+            time.time()
+        ):
             return  # nothing due: no ZooKeeper round trip for most jobs at term start
         restart = previous_key is not None and previous_key != key
         if catch_up and self._sched is not None:
@@ -212,6 +216,21 @@ class Producer(LeaderComponent):
         # of the last moments is one whose trigger is just going off.
         on_time_from = None if catch_up else now - _MISFIRE_GRACE_S
         self._account(job, trigger, now, on_time_from=on_time_from, restart=restart)
+
+    def _fire_after_record(
+        self, key: tuple[object, ...], trigger: Trigger, recorded: float
+    ) -> datetime:
+        """The cron's first fire after the recorded one (far away when it fires no more)."""
+        with self._lock:
+            known = self._fire_after.get((key, recorded))
+        if known is not None:
+            return known
+        fire = trigger.get_next_fire_time(None, _at(recorded + 1e-6)) or _FAR
+        with self._lock:
+            if len(self._fire_after) >= 4096:
+                self._fire_after.clear()  # bounded: jobs of many crons and many last fires
+            self._fire_after[(key, recorded)] = fire
+        return fire
 
     def _flush_deferred(self) -> None:
         """Producer pool: account the jobs scheduled at term start, a batch per cron, until

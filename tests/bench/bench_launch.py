@@ -13,9 +13,11 @@ TASK_STAGING; those lines' timestamps (ms) are the launch times below.
    first offer to the master's last launch. Both rates and their ratio are printed.
 2. latency: one 1-shard job every 2 s on an idle cluster; a fire's latency is from its even
    second to the master's launch of its task; p50/p99/max over `--fires` fires.
-3. startup: a leader started over `--startup-jobs` jobs written into ZooKeeper; from the
-   replica's "won term" to "started reconcile" (every component started), and the replica's
-   resident memory then (VmRSS, and its peak VmHWM, from /proc).
+3. startup: a leader started over `--startup-jobs` jobs written into ZooKeeper, each with the
+   record of its last fire as a leader taking over finds it (daily jobs, last fired at the
+   last 03:00 UTC, so none is due); from the replica's "won term" to "started reconcile"
+   (every component started), and the replica's resident memory then (VmRSS, and its peak
+   VmHWM, from /proc).
 
 Run: `./dev.sh bench launch [--burst 500,5000] [--fires 40] [--startup-jobs 10000]
 [--only burst|latency|startup] [--repeat N] [--schedule-margin-per-job S]`.
@@ -145,14 +147,23 @@ def bare_framework(standin: StandIn, archive: str, count: int) -> float:
 
 
 def _write_jobs(zk: ZooKeeperEnsemble, namespace: str, jobs: list[Json]) -> None:
+    _write_nodes(
+        zk,
+        f"/{namespace}/config/job",
+        {str(job["jobName"]): json.dumps(job).encode() for job in jobs},
+    )
+
+
+def _write_nodes(zk: ZooKeeperEnsemble, parent: str, nodes: dict[str, bytes]) -> None:
     client = KazooClient(hosts=zk.hosts)
     client.start()
     try:
-        client.ensure_path(f"/{namespace}/config/job")
-        for i in range(0, len(jobs), 200):
+        client.ensure_path(parent)
+        items = list(nodes.items())
+        for i in range(0, len(items), 200):
             tx = client.transaction()
-            for job in jobs[i : i + 200]:
-                tx.create(f"/{namespace}/config/job/{job['jobName']}", json.dumps(job).encode())
+            for name, data in items[i : i + 200]:
+                tx.create(f"{parent}/{name}", data)
             tx.commit()
     finally:
         client.stop()
@@ -257,6 +268,12 @@ def startup(base: Path, zk: ZooKeeperEnsemble, count: int) -> tuple[float, int]:
     client.stop()
     client.close()
     _write_jobs(zk, namespace, [_job(f"job{j:05d}", "0 0 3 * * ?", 2) for j in range(count)])
+    now = time.time()
+    last_three = now - (now - 3 * 3600) % 86400  # the last 03:00 UTC
+    record = f"{last_three:.3f}".encode()
+    _write_nodes(
+        zk, f"/{namespace}/state/last_fire", {f"job{j:05d}": record for j in range(count)}
+    )
     replica = ReplicaProcess(
         zk.hosts, base, zk_namespace=namespace, mesos_url="127.0.0.1:1"
     ).start()

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient, KazooState
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.errors import Conflict, NotFound, NotLeader, RegistryError
 from scheduler.model.settings import load_settings
+from scheduler.storage.multi_read import MultiRead
 from scheduler.storage.registry import Fence, Registry, make_client
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -262,3 +263,90 @@ def test_every_call_gives_up_at_its_deadline_while_zookeeper_does_not_answer(
         proxy.close()
         client.stop()
         client.close()
+
+
+# -- multiRead: many reads in one request (ZooKeeper 3.6+) ----------------------------------
+
+
+def _nodes_of_every_shape(registry: Registry) -> list[str]:
+    """250 paths (three multiRead batches): data, empty data, non-ASCII names, missing nodes."""
+    paths = []
+    for i in range(250):
+        path = f"/many/n{i:03d}" + ("é€" if i % 7 == 0 else "")
+        paths.append(path)
+        if i % 5 == 4:
+            continue  # missing
+        registry.put(path, b"" if i % 11 == 0 else f"data of {i}".encode())
+        if i % 3 == 0:
+            registry.put(path, f"data of {i}, version 1".encode())
+    return paths
+
+
+def test_multi_read_answers_what_pipelined_reads_answer(
+    registry: Registry, zk_client: KazooClient, zk_namespace: str
+) -> None:
+    paths = _nodes_of_every_shape(registry)
+    pipelined = registry.get_many(paths)
+    assert registry.multi_read is None  # never asked: pipelined
+    fast = Registry(zk_client, zk_namespace)
+    assert fast.probe_multi_read() is True  # the tests' ZooKeeper is 3.8
+    requests = []
+    real_call = zk_client._call
+
+    def counting(request: object, answer: object) -> object:
+        requests.append(type(request).__name__)
+        return real_call(request, answer)
+
+    zk_client._call = counting  # type: ignore[method-assign]  # counts what is sent, sends it
+    try:
+        got = fast.get_many(paths)
+    finally:
+        del zk_client._call
+    assert requests == ["MultiRead"] * 3
+    assert got == pipelined
+    assert list(got) == paths
+    assert got["/many/n004"] is None
+    assert got["/many/n077é€"] == (b"", 0)
+    assert got["/many/n001"] == (b"data of 1", 0)
+    assert got["/many/n003"] == (b"data of 3, version 1", 1)
+    assert fast.get_many([]) == {}
+
+
+def test_multi_read_of_a_node_it_may_not_read_fails_naming_it(
+    zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    owner = make_client(load_settings({}, {}, {"zk_servers": zk.hosts, "zk_digest": "o:pw"}))
+    owner.start(timeout=15)
+    stranger = KazooClient(hosts=zk.hosts)
+    stranger.start(timeout=15)
+    try:
+        Registry(owner, zk_namespace).put("/config/app/a", b"{}")
+        Registry(owner, zk_namespace).put("/config/app/b", b"{}")
+        registry = Registry(stranger, zk_namespace)
+        assert registry.probe_multi_read() is True
+        with pytest.raises(RegistryError, match="get /config/app/a: NoAuthError"):
+            registry.get_many(["/config/app/missing", "/config/app/a", "/config/app/b"])
+    finally:
+        for client in (owner, stranger):
+            client.stop()
+            client.close()
+
+
+def test_a_server_without_multi_read_costs_one_reconnect_in_the_same_session(
+    zk_client: KazooClient,
+    zk_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server before 3.6 answers an opcode it does not know as unimplemented and drops the
+    connection; this server does the same for an opcode no version has, so the probe is sent
+    with one."""
+    registry = Registry(zk_client, zk_namespace)
+    registry.put("/old/a", b"x")
+    session = zk_client.client_id
+    monkeypatch.setattr(MultiRead, "type", 999)
+    assert registry.probe_multi_read() is False
+    assert "does not answer multiRead" in caplog.text
+    assert zk_client.client_id == session  # the same session after the reconnect
+    assert zk_client.state == KazooState.CONNECTED
+    assert registry.get_many(["/old/a", "/old/b"]) == {"/old/a": (b"x", 0), "/old/b": None}

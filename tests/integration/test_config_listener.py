@@ -1,0 +1,128 @@
+"""The config listener's term start against a real ZooKeeper: every job read without watches and
+scheduled, then the watches placed by the listener's thread; a job changed or deleted between
+the two reads is acted on, and every job's watch is in place afterwards."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from scheduler.leader.config_listener import ConfigListener
+from scheduler.model.config.job import JobConfig
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.term_stores import TermStores
+from tests.support.waiting import wait_for
+
+JOBS = 150
+
+
+def _job(name: str, cron: str = "0 0 3 * * ?") -> bytes:
+    return json.dumps(
+        {
+            "jobName": name,
+            "appName": "app",
+            "jobType": "SCRIPT",
+            "jobExecutionType": "TRANSIENT",
+            "scriptCommandLine": "true",
+            "cron": cron,
+            "shardingTotalCount": 1,
+            "cpuCount": 0.1,
+            "memoryMB": 16,
+        }
+    ).encode()
+
+
+class _Producer:
+    """The listener's run producer, recording what it is asked (the `RunProducer` protocol)."""
+
+    def __init__(self) -> None:
+        self.scheduled: set[str] = set()
+        self.calls: list[tuple[str, str, str, bool]] = []
+        self.prefetched: list[str] = []
+        self.on_schedule: Callable[[JobConfig], None] | None = None
+        self._lock = threading.Lock()
+
+    def prefetch_last_fires(self, names: list[str]) -> None:
+        self.prefetched = list(names)
+
+    def schedule(self, job: JobConfig, *, catch_up: bool = False) -> None:
+        with self._lock:
+            self.calls.append(("schedule", job.job_name, job.cron, catch_up))
+            self.scheduled.add(job.job_name)
+        if self.on_schedule is not None:
+            self.on_schedule(job)
+
+    def unschedule(self, job_name: str) -> bool:
+        with self._lock:
+            self.calls.append(("unschedule", job_name, "", False))
+            was = job_name in self.scheduled
+            self.scheduled.discard(job_name)
+        return was
+
+    def seen(self, call: tuple[str, str, str, bool]) -> bool:
+        with self._lock:
+            return call in self.calls
+
+    def count(self, name: str) -> int:
+        with self._lock:
+            return sum(1 for c in self.calls if c[1] == name)
+
+
+@pytest.mark.parametrize("multi_read", [True, False], ids=["multiRead", "pipelined"])
+def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_between(
+    zk_client: KazooClient, zk_namespace: str, fence: Fence, multi_read: bool
+) -> None:
+    registry = Registry(zk_client, zk_namespace)
+    if multi_read:
+        assert registry.probe_multi_read() is True
+    for i in range(JOBS):
+        registry.put(f"/config/job/j{i:03d}", _job(f"j{i:03d}"))
+    stores = TermStores.build(registry, fence, "UTC", 10_000)
+    producer = _Producer()
+    killed: list[str] = []
+
+    def between_the_reads(job: JobConfig) -> None:
+        # Called while the jobs read at start are applied, before any watch is placed.
+        if job.job_name == "j000":
+            producer.on_schedule = None
+            registry.put("/config/job/j001", _job("j001", "0 0 4 * * ?"))
+            registry.delete("/config/job/j002")
+
+    producer.on_schedule = between_the_reads
+    listener = ConfigListener(stores, producer, killed.append)
+    listener.start()
+    try:
+        names = [f"j{i:03d}" for i in range(JOBS)]
+        assert producer.prefetched == names
+        loaded = producer.calls[:JOBS]
+        assert loaded == [("schedule", n, "0 0 3 * * ?", True) for n in names]
+        # The watch pass: the change and the deletion made between the two reads are acted on.
+        wait_for(
+            lambda: producer.seen(("schedule", "j001", "0 0 4 * * ?", False))
+            and producer.seen(("unschedule", "j002", "", False)),
+            30,
+            message="the change and the deletion between the reads",
+        )
+        assert killed == ["j002"]
+        # Through the watch the pass left on j001: handled after the pass has ended.
+        registry.put("/config/job/j001", _job("j001", "0 0 5 * * ?"))
+        wait_for(
+            lambda: producer.seen(("schedule", "j001", "0 0 5 * * ?", False)),
+            30,
+            message="j001's change through its watch",
+        )
+        # Every other job has its watch too (the last one read, for one).
+        registry.put(f"/config/job/j{JOBS - 1:03d}", _job(f"j{JOBS - 1:03d}", "0 0 6 * * ?"))
+        wait_for(
+            lambda: producer.seen(("schedule", f"j{JOBS - 1:03d}", "0 0 6 * * ?", False)),
+            30,
+            message="the last job's change through its watch",
+        )
+        # The pass re-read the unchanged jobs without scheduling them again.
+        assert [n for n in names[3:-1] if producer.count(n) != 1] == []
+    finally:
+        listener.stop()
