@@ -114,6 +114,7 @@ class FireLedger:
         self._lock = threading.RLock()
         # Job -> (last fire, version) of its record; None: no record.
         self._records: dict[str, tuple[float | None, int] | None] = {}
+        self._folders_ensured = False
         self.transactions = 0
         """Transactions sent so far (written or refused)."""
         self.reads = 0
@@ -253,8 +254,12 @@ class FireLedger:
                 continue
             write, result = decided
             if not ensured and (record is None or ready is None):
-                registry.ensure(LAST_FIRE)
-                registry.ensure(READY)
+                # Once per ledger (two round trips each fire otherwise); a write that fails
+                # because a folder is gone is decided again fresh, which ensures them again.
+                if fresh or not self._folders_ensured:
+                    registry.ensure(LAST_FIRE)
+                    registry.ensure(READY)
+                    self._folders_ensured = True
                 ensured = True
             ops = [_set(f"{LAST_FIRE}/{name}", record, f"{write.record:.3f}".encode())]
             after: tuple[int, int] | None = None

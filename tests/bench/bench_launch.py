@@ -271,9 +271,7 @@ def startup(base: Path, zk: ZooKeeperEnsemble, count: int) -> tuple[float, int]:
     now = time.time()
     last_three = now - (now - 3 * 3600) % 86400  # the last 03:00 UTC
     record = f"{last_three:.3f}".encode()
-    _write_nodes(
-        zk, f"/{namespace}/state/last_fire", {f"job{j:05d}": record for j in range(count)}
-    )
+    _write_nodes(zk, f"/{namespace}/state/last_fire", {f"job{j:05d}": record for j in range(count)})
     replica = ReplicaProcess(
         zk.hosts, base, zk_namespace=namespace, mesos_url="127.0.0.1:1"
     ).start()

@@ -102,8 +102,10 @@ def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_bet
         assert loaded == [("schedule", n, "0 0 3 * * ?", True) for n in names]
         # The watch pass: the change and the deletion made between the two reads are acted on.
         wait_for(
-            lambda: producer.seen(("schedule", "j001", "0 0 4 * * ?", False))
-            and producer.seen(("unschedule", "j002", "", False)),
+            lambda: (
+                producer.seen(("schedule", "j001", "0 0 4 * * ?", False))
+                and producer.seen(("unschedule", "j002", "", False))
+            ),
             30,
             message="the change and the deletion between the reads",
         )

@@ -74,3 +74,35 @@ def test_a_count_changed_behind_the_views_back_is_read_again_not_overwritten(
     assert registry.get("/state/ready/job") == b"3"  # not the stale 1 + 1
     view.sync()
     assert view.ready_of("job") == (3, 2)
+
+
+def test_the_folders_are_ensured_once_and_again_when_one_was_deleted(
+    registry: Registry, fence: Fence, view: QueueCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = FireLedger(registry, fence, 10_000, view=view)
+    view.sync()  # the view ensures its own folders when it loads
+    ensured: list[str] = []
+    real_ensure = registry.ensure
+
+    def counting(path: str) -> None:
+        ensured.append(path)
+        real_ensure(path)
+
+    monkeypatch.setattr(registry, "ensure", counting)
+    ledger.account("a", _one_more_run(100.0))
+    assert ensured == ["/state/last_fire", "/state/ready"]
+    # Each later fire of a job without a pending run (the common case) costs no ensure.
+    registry.delete("/state/ready/a")
+    view.sync()
+    ledger.account("a", _one_more_run(102.0))
+    ledger.account("b", _one_more_run(102.0))
+    assert ensured == ["/state/last_fire", "/state/ready"]
+    # A folder deleted behind the ledger's back (a wiped namespace): the write fails, is
+    # decided again from ZooKeeper, and the folders are ensured again.
+    registry.delete("/state/ready")
+    registry.delete("/state/last_fire")
+    view.sync()
+    assert ledger.account("c", _one_more_run(104.0)) == 1
+    assert ensured[2:] == ["/state/last_fire", "/state/ready"]
+    assert registry.get("/state/ready/c") == b"1"
+    assert registry.get(f"{LAST_FIRE}/c") == b"104.000"

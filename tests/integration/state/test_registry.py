@@ -297,7 +297,7 @@ def test_multi_read_answers_what_pipelined_reads_answer(
         requests.append(type(request).__name__)
         return real_call(request, answer)
 
-    zk_client._call = counting  # type: ignore[method-assign]  # counts what is sent, sends it
+    zk_client._call = counting  # counts what is sent, sends it
     try:
         got = fast.get_many(paths)
     finally:
