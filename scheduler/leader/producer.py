@@ -17,10 +17,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
 from scheduler.leader.lifecycle import LeaderComponent, TermView
 from scheduler.model.config.job import JobConfig, JobExecutionType
@@ -52,6 +53,52 @@ def _at(epoch_s: float) -> datetime:
 # An enqueue-only callback: a fire up to this late still counts (APScheduler's default 1 s is
 # easily missed on a loaded machine).
 _MISFIRE_GRACE_S = 30
+
+# APScheduler runs a job a millisecond or so after its time (its loop thread works out the
+# job's next run, logs, and hands it to a pool thread). A cron fire is asked for this much
+# earlier and waits for its exact time itself, so that the fire is recorded, and its runs
+# launched, from the cron second on rather than from when APScheduler gets to it.
+_FIRE_LEAD_S = 0.005
+
+
+class _EarlyTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler is untyped
+    """`trigger`'s fire times, `lead` earlier (the APScheduler job of a cron)."""
+
+    def __init__(self, trigger: Trigger, lead_s: float) -> None:
+        self._trigger = trigger
+        self._lead = timedelta(seconds=lead_s)
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        previous = None if previous_fire_time is None else previous_fire_time + self._lead
+        fire = self._trigger.get_next_fire_time(previous, now + self._lead)
+        return None if fire is None else fire - self._lead
+
+    def __str__(self) -> str:
+        return f"{self._trigger}, asked {self._lead.total_seconds() * 1000:g} ms early"
+
+
+def _wait_for_fire(
+    trigger: Trigger,
+    now: float,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Sleep until the cron fire this call was asked for early, if it is still ahead (at
+    most twice the lead: a fire further away means the one asked for has passed, and it is
+    due now); returns the time then."""
+    fire = trigger.get_next_fire_time(None, _at(now))
+    if fire is None:
+        return now
+    due = fire.timestamp()
+    if due - now > 2 * _FIRE_LEAD_S:
+        return now
+    deadline = now + 2 * _FIRE_LEAD_S
+    while now < due and now < deadline:
+        sleep(due - now)
+        now = clock()
+    return now
 
 
 class Producer(LeaderComponent):
@@ -179,7 +226,10 @@ class Producer(LeaderComponent):
             self._triggers.setdefault(key, trigger)
             if key not in self._ids and self._sched is not None:
                 aps_job = self._sched.add_job(
-                    self._fire, trigger=trigger, args=[key], name=f"cron {spec.expression}"
+                    self._fire,
+                    trigger=_EarlyTrigger(trigger, _FIRE_LEAD_S),
+                    args=[key],
+                    name=f"cron {spec.expression}",
                 )
                 self._ids[key] = aps_job.id
         # At term start the config listener logs one line for all jobs (a line per job costs
@@ -349,17 +399,17 @@ class Producer(LeaderComponent):
         plans = self._ledger.account_many(
             [(job.job_name, decider(job, restart)) for job, restart in jobs]
         )
-        queued = False
-        for job, _restart in jobs:
-            plan = plans.get(job.job_name)
-            if plan is not None:
-                self._report(job, plan, on_time_from)
-                queued = queued or plan.queued > 0
-        if queued:
+        reported = [(job, plan) for job, _r in jobs if (plan := plans.get(job.job_name))]
+        for job, plan in reported:
+            self._note_fires(job, plan)  # before a launch can take them
+        # Then the launcher: the events below are not on the way from a fire to its launch.
+        if any(plan.queued > 0 for _job, plan in reported):
             self._on_work()
+        for job, plan in reported:
+            self._report(job, plan, on_time_from)
 
-    def _report(self, job: JobConfig, plan: FirePlan, on_time_from: float | None) -> None:
-        """Tell the fire and event listeners what an accounting of `job` decided."""
+    def _note_fires(self, job: JobConfig, plan: FirePlan) -> None:
+        """Tell the fire listeners of each fire of `job` that queued a run."""
         self.fires += plan.queued
         for decision in plan.decisions:
             if decision.outcome is FireOutcome.QUEUED:
@@ -368,6 +418,9 @@ class Producer(LeaderComponent):
                         fired(job.job_name, decision.time)
                     except Exception:
                         log.exception("producer: fire listener failed on %s", job.job_name)
+
+    def _report(self, job: JobConfig, plan: FirePlan, on_time_from: float | None) -> None:
+        """Log and tell the event listeners what an accounting of `job` decided."""
         missed = [d for d in plan.decisions if on_time_from is None or d.time < on_time_from]
         if missed and plan.queued and job.misfire:
             log.warning(
@@ -393,7 +446,7 @@ class Producer(LeaderComponent):
             trigger = self._triggers.get(key)
         if trigger is None:
             return
-        now = time.time()
+        now = _wait_for_fire(trigger, time.time())
         try:
             self._account_many(
                 [(job, False) for job in jobs], trigger, now, on_time_from=now - _MISFIRE_GRACE_S
