@@ -88,6 +88,10 @@ def subscribe(master: Master, call: Json, principal: str | None) -> EventStream:
             if framework.stream is not None:
                 framework.stream.send(event("ERROR", {"message": "Framework failed over"}))
                 framework.stream.close()
+            # As Mesos on failover: the old instance's offers go and their resources are
+            # offered again (to the new instance among others); its stream's close comes
+            # later and no longer matches the framework's stream.
+            master.offers.remove_where(framework_id=framework_id)
             if framework.failover_timer is not None:
                 framework.failover_timer.cancel()
                 framework.failover_timer = None

@@ -227,3 +227,38 @@ def test_reconciliation_answers_latest_states_and_unknown_tasks(
     (unknown,) = wait_for(lambda: reconciled("x", 1), 10, message="unknown task answer")
     assert unknown.state == ("TASK_UNKNOWN" if partition_aware else "TASK_LOST")
     assert unknown.status["message"] == "Reconciliation: Task is unknown"
+
+
+def test_a_failover_while_the_old_instance_is_still_subscribed_recovers_its_offers(
+    standin: StandIn,
+) -> None:
+    """A frozen scheduler keeps its stream open and its offers outstanding. When its successor
+    subscribes with the same framework id, Mesos removes the old instance's offers and
+    recovers their resources (`Master::failoverFramework`), so the successor is offered
+    them; it is not left waiting for offers nobody can use."""
+    info = {"user": "u", "name": "frozen", "failover_timeout": 3600.0}
+    old = RawSubscription(
+        standin.address, {"type": "SUBSCRIBE", "subscribe": {"framework_info": info}}
+    )
+    new = None
+    try:
+        framework_id = old.next_of("SUBSCRIBED")["subscribed"]["framework_id"]["value"]
+        held = old.next_of("OFFERS")["offers"]["offers"]
+        assert held  # the old instance holds every agent's resources, then freezes
+        info_again = {**info, "id": {"value": framework_id}}
+        new = RawSubscription(
+            standin.address,
+            {
+                "type": "SUBSCRIBE",
+                "framework_id": {"value": framework_id},
+                "subscribe": {"framework_info": info_again},
+            },
+        )
+        assert new.next_of("SUBSCRIBED")["subscribed"]["framework_id"]["value"] == framework_id
+        offered = new.next_of("OFFERS")["offers"]["offers"]
+        assert {o["agent_id"]["value"] for o in offered} == {o["agent_id"]["value"] for o in held}
+        assert not {o["id"]["value"] for o in offered} & {o["id"]["value"] for o in held}
+    finally:
+        for sub in (old, new):
+            if sub is not None:
+                sub.close()
