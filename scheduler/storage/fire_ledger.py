@@ -34,6 +34,9 @@ _T = TypeVar("_T")
 _MAX_TRIES = 50
 # Bytes of paths and data per transaction: half of ZooKeeper's default 1 MB request limit.
 _BUDGET = 512 * 1024
+_PIPELINED_JOBS = 16
+"""A fire of at most this many jobs is written pipelined (`FireLedger._commit_pipelined`): the
+latency of one job's fire matters, a big fire's batches do not gain from it."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class FireLedger:
         # Job -> (last fire, version) of its record; None: no record.
         self._records: dict[str, tuple[float | None, int] | None] = {}
         self._folders_ensured = False
+        # Jobs whose written count the view was told before the write's answer (confirmed,
+        # not noted again, once written).
+        self._noted_early: set[str] = set()
         self.transactions = 0
         """Transactions sent so far (written or refused)."""
         self.reads = 0
@@ -168,7 +174,7 @@ class FireLedger:
                     return results
                 names = list(todo)
                 decided = self._decide(names, todo, fresh)
-                done = self._commit_noted([w for w, _result in decided])
+                done = self._commit_noted([w for w, _result in decided], pipelined=not fresh)
                 for write, result in decided:
                     if write.name in done:
                         results[write.name] = result
@@ -185,23 +191,68 @@ class FireLedger:
                 f"account fires of {', '.join(sorted(todo)[:5])}: too many concurrent changes"
             )
 
-    def _commit_noted(self, writes: list[_Write]) -> set[str]:
+    def _commit_noted(self, writes: list[_Write], pipelined: bool = False) -> set[str]:
         """`_commit`, with the view told which ready nodes are being written (so that it does
-        not read them back when their watches fire) and, if the writes fail, to read them."""
+        not read them back when their watches fire) and, if the writes fail, to read them.
+        With `pipelined` (a first attempt), a fire of a few jobs goes as in
+        `_commit_pipelined`."""
         view = self._view
         touched = [w.name for w in writes if w.ready is not None]
         if view is not None:
             view.expect_ready(touched)
+        units = [(w.name, w.ops) for w in writes]
         try:
-            return self._commit([(w.name, w.ops) for w in writes])
+            if (
+                pipelined
+                and view is not None
+                and 0 < len(writes) <= _PIPELINED_JOBS
+                and _size(units) <= self._budget
+            ):
+                done = self._commit_pipelined(writes, view)
+                if done is not None:
+                    return done
+                view.expect_ready(touched)
+            return self._commit(units)
         except BaseException:
             if view is not None:
                 view.invalidate([f"{READY}/{name}" for name in touched])
             raise
 
+    def _commit_pipelined(self, writes: list[_Write], view: QueueCache) -> set[str] | None:
+        """Write `writes` in one transaction, and note the pending runs they add in the view
+        as soon as it is sent, before its answer: the launcher, woken by the note, takes a
+        run in a transaction of its own that reaches ZooKeeper after this one (one session,
+        applied in order) and requires the job's record at the version this write gives it,
+        so that the take is applied if and only if this write was. The fire's launch does
+        not wait for this write's round trip. Returns the jobs written; None when the
+        transaction was refused (something changed meanwhile: nothing was written, the
+        notes are withdrawn and the caller writes them again, split)."""
+        what = f"account fires of {writes[0].name}" + (
+            f" and {len(writes) - 1} more job(s)" if len(writes) > 1 else ""
+        )
+        self.transactions += 1
+        assert self._fence is not None
+        answer = self._registry.fenced(self._fence).send(what, [op for w in writes for op in w.ops])
+        for w in writes:
+            if w.ready is not None and w.ready[0] > 0:
+                view.note_pending(w.name, *w.ready, (f"{LAST_FIRE}/{w.name}", w.record[1]))
+        try:
+            answer()
+        except (Conflict, NotFound):
+            view.invalidate([f"{READY}/{w.name}" for w in writes if w.ready is not None])
+            return None
+        self._noted_early.update(w.name for w in writes if w.ready is not None and w.ready[0] > 0)
+        return {w.name for w in writes}
+
     def _written(self, write: _Write) -> None:
         self._records[write.name] = write.record
-        if self._view is not None and write.ready is not None:
+        if self._view is None or write.ready is None:
+            return
+        if write.name in self._noted_early:
+            self._noted_early.discard(write.name)
+            # The view has the count already, and the launcher may have taken a run of it.
+            self._view.confirm(write.name, (f"{LAST_FIRE}/{write.name}", write.record[1]))
+        else:
             self._view.note_ready(write.name, *write.ready)
 
     def _decide(
@@ -261,7 +312,15 @@ class FireLedger:
                     registry.ensure(READY)
                     self._folders_ensured = True
                 ensured = True
-            ops = [_set(f"{LAST_FIRE}/{name}", record, f"{write.record:.3f}".encode())]
+            data = f"{write.record:.3f}".encode()
+            ops = [_set(f"{LAST_FIRE}/{name}", record, data)]
+            record_version = _after(record)
+            if fresh:
+                # Written again after a refused attempt: the record's version moves by two, so
+                # that no version this write gives it is one an earlier attempt's noted count
+                # was taken against (`_commit_pipelined`).
+                ops.append(Op("set", f"{LAST_FIRE}/{name}", data, record_version))
+                record_version += 1
             after: tuple[int, int] | None = None
             if write.pending > 0 and write.pending != pending:
                 ops.append(_set(f"{READY}/{name}", ready, str(write.pending).encode()))
@@ -271,7 +330,7 @@ class FireLedger:
             elif write.pending == 0 and ready is not None:
                 ops.append(Op("delete", f"{READY}/{name}", version=ready[1]))
                 after = (0, -1)
-            out.append((_Write(name, ops, (write.record, _after(record)), after), result))
+            out.append((_Write(name, ops, (write.record, record_version), after), result))
         return out
 
     def _commit(self, units: list[tuple[str, list[Op]]]) -> set[str]:
@@ -305,6 +364,10 @@ class FireLedger:
             half = len(batch) // 2
             return self._commit_batch(batch[:half]) | self._commit_batch(batch[half:])
         return {name for name, _unit in batch}
+
+
+def _size(units: list[tuple[str, list[Op]]]) -> int:
+    return sum(len(op.path) + len(op.data) + 64 for _name, unit in units for op in unit)
 
 
 def _set(path: str, current: tuple[Any, int] | None, data: bytes) -> Op:

@@ -51,6 +51,9 @@ class Launch:
     """The failover entries the unit relaunches (removed)."""
     creates_folder: bool = False
     """`/state/running/{job}` does not exist yet (as read) and is created first."""
+    requires: tuple[str, int] | None = None
+    """(path, version) a node must be at for the take to be written: the pending run was noted
+    by a fire whose own write may not be applied yet (`QueueCache.note_pending`)."""
 
     @property
     def ready_after(self) -> tuple[int, int] | None:
@@ -71,6 +74,8 @@ class Launch:
             out.append(Op("delete", entry.path, version=entry.version))
         if self.ready is not None:
             count, version = self.ready
+            if self.requires is not None:
+                out.append(Op("check", self.requires[0], version=self.requires[1]))
             path = f"{READY}/{self.job_name}"
             if count > 1:
                 out.append(Op("set", path, str(count - 1).encode(), version))
@@ -80,7 +85,7 @@ class Launch:
 
     def paths(self) -> list[str]:
         """Every node the unit writes (to read again when its outcome is unknown)."""
-        return [op.path for op in self.ops()]
+        return [op.path for op in self.ops() if op.kind != "check"]
 
 
 def _size(ops: Iterable[Op]) -> int:
@@ -182,8 +187,9 @@ class LaunchBook:
         was written is undone when one of them fails."""
         ops = launch.ops()
         ordered = [op for op in ops if op.kind == "create"]
-        ordered += [op for op in ops if op.kind != "create" and not op.path.startswith(READY)]
-        ordered += [op for op in ops if op.path.startswith(READY)]
+        last = [op for op in ops if op.path.startswith(READY) or op.kind == "check"]
+        ordered += [op for op in ops if op.kind != "create" and op not in last]
+        ordered += last  # the take, with what it requires
         chunks: list[list[Op]] = [[]]
         for op in ordered:
             if chunks[-1] and _size(chunks[-1]) + _size([op]) > self._budget:

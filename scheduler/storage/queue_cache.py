@@ -100,12 +100,17 @@ class QueueCache:
         self._dirty_children: set[str] = set()
         self._dirty_data: set[str] = set()
         self._notes: dict[str, tuple[int, int]] = {}
+        # What a noted count requires (`note_pending`): taken with the notes.
+        self._note_requires: dict[str, tuple[str, int]] = {}
         self._expected: set[str] = set()  # ready nodes a writer here is writing now
         self._stopped = False
         # The view, under `_view`.
         self._view = threading.RLock()
         self._session: object = None
         self._ready: dict[str, tuple[int, int]] = {}
+        # Job -> (path, version) its pending count depends on: noted from a write whose answer
+        # had not come yet. Gone once the count is confirmed, read, or replaced.
+        self._requires: dict[str, tuple[str, int]] = {}
         self._failover_jobs: dict[str, set[str]] = {}
         self._failover: dict[str, FailoverEntry] = {}  # by node path
         self._backoff: dict[str, tuple[int, float]] = {}  # by back-off node path
@@ -170,6 +175,7 @@ class QueueCache:
                 self._dirty_children.add(path.rsplit("/", 1)[0])
                 if path.startswith(READY + "/"):
                     self._notes.pop(path.rsplit("/", 1)[1], None)
+                    self._note_requires.pop(path.rsplit("/", 1)[1], None)
                     self._expected.discard(path.rsplit("/", 1)[1])
 
     def sync(self) -> None:
@@ -182,15 +188,16 @@ class QueueCache:
             with self._lock:
                 stale = self._stale or session != self._session
                 children, data, notes = self._dirty_children, self._dirty_data, self._notes
+                requires, self._note_requires = self._note_requires, {}
                 expected = set(self._expected)
                 self._stale = False
                 self._dirty_children, self._dirty_data, self._notes = set(), set(), {}
             try:
                 if stale:
                     self._session = session
-                    self._load(notes)
+                    self._load(notes, requires)
                 elif children or data or notes:
-                    self._refresh(children, data, notes, expected=expected)
+                    self._refresh(children, data, notes, expected=expected, requires=requires)
             except BaseException:
                 with self._lock:
                     self._stale = True
@@ -218,10 +225,13 @@ class QueueCache:
         self.reads += len(wanted)
         return self._registry.get_many(wanted, self._data_watch)
 
-    def _load(self, notes: dict[str, tuple[int, int]]) -> None:
+    def _load(
+        self, notes: dict[str, tuple[int, int]], requires: dict[str, tuple[str, int]]
+    ) -> None:
         for root in _ROOTS:
             self._registry.ensure(root)  # a child watch needs the node
         self._ready.clear()
+        self._requires.clear()
         self._failover_jobs.clear()
         self._failover.clear()
         self._backoff.clear()
@@ -229,7 +239,7 @@ class QueueCache:
         self._unlisted.clear()
         self._jobs.clear()
         self._apps.clear()
-        self._refresh(set(_ROOTS), set(), notes, fresh=True)
+        self._refresh(set(_ROOTS), set(), notes, fresh=True, requires=requires)
 
     def _refresh(
         self,
@@ -238,6 +248,7 @@ class QueueCache:
         notes: dict[str, tuple[int, int]],
         fresh: bool = False,
         expected: set[str] | None = None,
+        requires: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         """Re-read the dirty paths; `fresh`: the view is empty and every root is listed;
         `expected`: ready nodes being written here, whose counts the writer will note (not
@@ -253,7 +264,7 @@ class QueueCache:
         if READY in lists:
             names = set(lists[READY] or [])
             for gone in [j for j in self._ready if j not in names]:
-                del self._ready[gone]
+                self._set_ready(gone, None)
             # What this process wrote is known; a node that is gone since is not brought back.
             notes = {j: n for j, n in notes.items() if j in names}
             waiting = expected or set()
@@ -266,10 +277,13 @@ class QueueCache:
             }
         for job, (count, version) in notes.items():
             known = self._ready.get(job)
+            needs = (requires or {}).get(job)
             if count <= 0:
-                self._ready.pop(job, None)
+                self._set_ready(job, None)
             elif known is None or version > known[1]:
-                self._ready[job] = (count, version)
+                self._set_ready(job, (count, version), needs)
+            elif version == known[1] and needs is None:
+                self._requires.pop(job, None)  # the write it was noted from is applied
             ready_reads.discard(f"{READY}/{job}")
         reads |= ready_reads
         for root, folders in ((FAILOVER, self._failover_jobs), (RUNNING, self._running)):
@@ -353,10 +367,7 @@ class QueueCache:
         for path, got in self._get(sorted(paths)).items():
             parts = path.split("/")
             if path.startswith(READY + "/"):
-                if got is None:
-                    self._ready.pop(parts[-1], None)
-                else:
-                    self._ready[parts[-1]] = (_count(got[0]), got[1])
+                self._set_ready(parts[-1], None if got is None else (_count(got[0]), got[1]))
             elif path.startswith(FAILOVER_BACKOFF + "/"):
                 self._backoff[path] = _backoff(None if got is None else got[0])
                 self._restamp(parts[-2], int(parts[-1]))
@@ -399,12 +410,36 @@ class QueueCache:
             return
         tasks[name] = text
 
+    def _set_ready(
+        self, job: str, got: tuple[int, int] | None, requires: tuple[str, int] | None = None
+    ) -> None:
+        """Set (None: drop) `job`'s pending count, with what it requires (None: nothing)."""
+        if got is None:
+            self._ready.pop(job, None)
+        else:
+            self._ready[job] = got
+        if requires is None or got is None:
+            self._requires.pop(job, None)
+        else:
+            self._requires[job] = requires
+
     # -- the view ----------------------------------------------------------------------------
 
     def ready(self) -> dict[str, tuple[int, int]]:
         """Job -> (pending runs, node version) of every job with pending runs."""
         with self._view:
             return {job: got for job, got in self._ready.items() if got[0] > 0}
+
+    def ready_entries(self) -> dict[str, tuple[int, int, tuple[str, int] | None]]:
+        """Job -> (pending runs, node version, what taking one requires) of every job with
+        pending runs: the last is None, or the (path, version) a node must be at for the
+        count to be true (a fire's write not yet answered); read together."""
+        with self._view:
+            return {
+                job: (count, version, self._requires.get(job))
+                for job, (count, version) in self._ready.items()
+                if count > 0
+            }
 
     def ready_of(self, job: str) -> tuple[int, int] | None:
         """(pending runs, node version) of `job`'s ready node; None: it has none."""
@@ -515,7 +550,32 @@ class QueueCache:
         Applied at the next `sync()` (any thread)."""
         with self._lock:
             self._notes[job] = (count, version)
+            self._note_requires.pop(job, None)
             self._expected.discard(job)
+
+    def note_pending(self, job: str, count: int, version: int, requires: tuple[str, int]) -> None:
+        """A write of `job`'s ready node to `count` runs at `version` was sent and its answer
+        has not come: the launcher may take a run at once, in a transaction that also
+        requires `requires` (a node the same write sets, at the version it gives it), so that
+        the take is applied only if the write was. Confirmed by `note_ready`, withdrawn by
+        `invalidate`; wakes the launcher (`on_change`). Any thread."""
+        with self._lock:
+            self._notes[job] = (count, version)
+            self._note_requires[job] = requires
+            self._expected.discard(job)
+        on_change = self.on_change
+        if on_change is not None:
+            on_change()
+
+    def confirm(self, job: str, requires: tuple[str, int]) -> None:
+        """The write `note_pending` noted with `requires` was applied: the count no longer
+        requires anything (a run the launcher took meanwhile stays taken). Any thread."""
+        with self._lock:
+            if self._note_requires.get(job) == requires:
+                del self._note_requires[job]  # not in the view yet: a plain note now
+        with self._view:
+            if self._requires.get(job) == requires:
+                del self._requires[job]
 
     def launched(
         self,
@@ -534,10 +594,7 @@ class QueueCache:
             for task_id in task_ids:
                 tasks[task_id] = task_id
             if ready is not None:
-                if ready[0] > 0:
-                    self._ready[job] = ready
-                else:
-                    self._ready.pop(job, None)
+                self._set_ready(job, ready if ready[0] > 0 else None)
             for path in failover_paths:
                 entry = self._failover.pop(path, None)
                 if entry is not None:

@@ -75,7 +75,8 @@ class Fence:
 class Op:
     """One write of a multi-write transaction (`FencedWriter.commit`).
 
-    kind "create" (the parent must exist), "set" (at `version`, -1 = any) or "delete" (at
+    kind "create" (the parent must exist), "set" (at `version`, -1 = any), "delete" (at
+    `version`) or "check" (writes nothing: the transaction fails unless the node is at
     `version`); `path` is namespace-relative.
     """
 
@@ -92,6 +93,8 @@ class Op:
             txn.set_data(full, self.data, self.version)
         elif self.kind == "delete":
             txn.delete(full, self.version)
+        elif self.kind == "check":
+            txn.check(full, self.version)
         else:
             raise ValueError(f"unknown transaction op {self.kind!r}")
 
@@ -585,13 +588,23 @@ class Registry:
     # -- transactions (shared with FencedWriter) --------------------------------------------
 
     def _transact(self, what: str, ops: list[Callable[[Any], None]], fence: Fence | None) -> None:
+        self._outcome(what, self._send_transaction(what, ops, fence), fence)
+
+    def _send_transaction(
+        self, what: str, ops: list[Callable[[Any], None]], fence: Fence | None
+    ) -> Any:
+        """Send the transaction (the fence's check first); kazoo's async result of it."""
         _check_acting(fence, what)
         txn = self._client.transaction()
         if fence is not None:
             txn.check(fence.node_path, -1)
         for op in ops:
             op(txn)
-        results = self._answer(what, lambda: txn.commit_async().get(timeout=self._timeout_s))
+        return txn.commit_async()
+
+    def _outcome(self, what: str, sent: Any, fence: Fence | None) -> None:
+        """Wait for a transaction's answer; raises as `FencedWriter.commit`."""
+        results = self._answer(what, lambda: sent.get(timeout=self._timeout_s))
         failures = [r for r in results if isinstance(r, Exception)]
         if not failures:
             return
@@ -712,6 +725,14 @@ class FencedWriter:
         """Apply `ops` atomically, fenced: all or none. NotFound / Conflict when one fails."""
         reg = self._registry
         reg._transact(what, [partial(_apply_op, reg, op) for op in ops], self._fence)
+
+    def send(self, what: str, ops: list[Op]) -> Callable[[], None]:
+        """`commit` in two halves: the transaction goes now (so that a request this client
+        sends later is applied after it: ZooKeeper applies one session's requests in order),
+        and the returned call waits for its answer and raises as `commit` would."""
+        reg = self._registry
+        sent = reg._send_transaction(what, [partial(_apply_op, reg, op) for op in ops], self._fence)
+        return partial(reg._outcome, what, sent, self._fence)
 
     def compare_and_set(
         self, path: str, update: Callable[[bytes | None], bytes | None], max_tries: int = 50

@@ -42,6 +42,8 @@ class PlacementUnit:
     """The shard items to place."""
     ready: tuple[int, int] | None = None
     """(pending runs, node version) of a READY unit's job, as the view read it."""
+    requires: tuple[str, int] | None = None
+    """(path, version) a READY unit's take requires (a fire's write not yet answered)."""
     failover: dict[int, FailoverEntry] = field(default_factory=dict)
 
 

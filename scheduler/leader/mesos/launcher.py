@@ -442,6 +442,7 @@ class Launcher(ThreadedComponent):
             job.job_name,
             tuple(tasks),
             ready=unit.ready if unit.kind is TaskType.READY else None,
+            requires=unit.requires if unit.kind is TaskType.READY else None,
             failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
             creates_folder=not self._cache.has_running_folder(job.job_name),
         )
@@ -656,7 +657,8 @@ class Launcher(ThreadedComponent):
         """What this round could launch, read from the view only (no ZooKeeper read but the
         configuration of jobs and apps seen for the first time)."""
         cache = self._cache
-        ready = cache.ready()
+        pending = cache.ready_entries()
+        ready = {job: (count, version) for job, (count, version, _r) in pending.items()}
         entries = cache.failover()
         names = set(ready) | {e.job_name for e in entries}
         jobs = cache.jobs(sorted(names))
@@ -717,7 +719,9 @@ class Launcher(ThreadedComponent):
             if app is None:
                 continue
             items = list(range(job.sharding_total_count))
-            unit = PlacementUnit(TaskType.READY, job, app, items, ready=counted)
+            unit = PlacementUnit(
+                TaskType.READY, job, app, items, ready=counted, requires=pending[job_name][2]
+            )
             waiting.append((self._guard.waiting_since(job_name, now), unit))
         waiting.sort(key=lambda pair: pair[0])
         gathered.units.extend(unit for _, unit in waiting)

@@ -3,14 +3,18 @@ transactions without a read per job, and never a stale count written."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
 
+from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.fire_ledger import LAST_FIRE, FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 
 
@@ -106,3 +110,77 @@ def test_the_folders_are_ensured_once_and_again_when_one_was_deleted(
     assert ensured[2:] == ["/state/last_fire", "/state/ready"]
     assert registry.get("/state/ready/c") == b"1"
     assert registry.get(f"{LAST_FIRE}/c") == b"104.000"
+
+
+def _take(view: QueueCache, job: str) -> Launch:
+    """The launcher's take of one pending run of `job` (one shard), from the view as it is."""
+    count, version, requires = view.ready_entries()[job]
+    task = RunningTask(str(TaskId.new(job, 0, TaskType.READY, "agent")), "agent")
+    return Launch(job, (task,), ready=(count, version), requires=requires, creates_folder=True)
+
+
+def test_a_fire_of_one_job_is_noted_before_its_answer_and_the_take_rides_behind_it(
+    registry: Registry, fence: Fence, view: QueueCache
+) -> None:
+    ledger = FireLedger(registry, fence, 10_000, view=view)
+    ledger.account("job", _one_more_run(100.0))  # the job's first record (no run noted early)
+    registry.delete("/state/ready/job")
+    view.sync()
+    book = LaunchBook(registry, fence, view)
+    taken: list[list[Launch]] = []
+
+    def launcher_woken() -> None:
+        # The launcher's round, woken by the note, before the fire's write has answered
+        # (watches call it too, on kazoo's thread: not the launcher's round wanted here).
+        if threading.current_thread() is not threading.main_thread():
+            return
+        view.sync()
+        count, version, requires = view.ready_entries()["job"]
+        assert (count, version) == (1, 0)
+        assert requires == (f"{LAST_FIRE}/job", 1)  # the record as the fire's write sets it
+        taken.append(book.commit([_take(view, "job")]))
+
+    view.on_change = launcher_woken
+    assert ledger.account("job", _one_more_run(102.0)) == 1
+    view.on_change = None
+    assert len(taken) == 1 and len(taken[0]) == 1  # the take was written, behind the fire
+    assert registry.get("/state/ready/job") is None  # the run was taken
+    assert registry.get(f"{LAST_FIRE}/job") == b"102.000"
+    assert registry.children("/state/running/job") == [taken[0][0].tasks[0].task_id]
+    view.sync()
+    assert view.ready_entries() == {}
+
+
+def test_a_take_noted_from_a_refused_fire_write_is_never_applied(
+    registry: Registry, fence: Fence, view: QueueCache
+) -> None:
+    ledger = FireLedger(registry, fence, 10_000, view=view)
+    ledger.account("job", _one_more_run(100.0))
+    view.sync()
+    assert view.ready_of("job") == (1, 0)
+    # A trigger through the API adds a run behind the view's back: the fire's first write,
+    # built on the count 1 it still holds, is refused.
+    TermStores.build(registry, fence, "UTC", 10_000).ready.add_transient("job", misfire=True)
+    book = LaunchBook(registry, fence, view)
+    early: list[Launch] = []
+
+    def launcher_woken() -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        view.sync()
+        if not early and view.ready_entries().get("job", (0, 0, None))[2] is not None:
+            early.append(_take(view, "job"))  # built on the count the refused write noted
+            assert book.commit([early[0]]) == []  # reaches ZooKeeper after it: refused too
+
+    view.on_change = launcher_woken
+    assert ledger.account("job", _one_more_run(102.0)) == 3
+    view.on_change = None
+    assert len(early) == 1
+    assert early[0].ready == (2, 1) and early[0].requires == (f"{LAST_FIRE}/job", 1)
+    # The fire was written again, fresh (3 runs); its record moved by two versions, so the
+    # take noted from the refused attempt can never be applied, whenever it comes.
+    assert registry.get("/state/ready/job") == b"3"
+    assert registry.get_versioned(f"{LAST_FIRE}/job") == (b"102.000", 2)
+    assert book.commit([early[0]]) == []
+    assert registry.get("/state/ready/job") == b"3"
+    assert registry.children("/state/running/job") == []
