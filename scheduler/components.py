@@ -131,11 +131,12 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
     )
     framework_ids = FrameworkIdStore(ctx)
     driver = MesosDriver(settings, framework_ids)
-    # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
-    view = QueueCache(stores.registry, stores.config)
-    # The launcher's thread waits on it; the producer (runs queued) and the status handler (a
-    # task ended) wake it, as the launcher's own inputs do.
+    # The launcher's thread waits on it; the producer (runs queued), the status handler (a
+    # task ended) and the view of the queues (a watch fired, a fire noted) wake it, as the
+    # launcher's own inputs do.
     wake_launcher = WakeSignal()
+    # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
+    view = QueueCache(stores.registry, stores.config, on_change=wake_launcher.wake)
     # The fires this term queued, matched to the launches that run them: the statistics' launch
     # rows name them. Fed by `_wire_metrics`, so known only where the replica has metrics.
     fires = FireTimes()

@@ -211,6 +211,8 @@ class FireLedger:
                 done = self._commit_pipelined(writes, view)
                 if done is not None:
                     return done
+                if len(writes) == 1:
+                    return set()  # refused alone: decided again from ZooKeeper
                 view.expect_ready(touched)
             return self._commit(units)
         except BaseException:

@@ -135,9 +135,10 @@ class Launcher(ThreadedComponent):
     ) -> None:
         """`driver`: the term's Mesos driver, which hands this launcher its offers
         (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `view`: the term's view of the
-        queues, shared with the producer (the launcher wakes on its changes and stops it); a
-        view of its own when None. `wake`: the signal the launcher's thread waits on, which the
-        producer and the status handler are given to wake it; a signal of its own when None.
+        queues, shared with the producer, built with `wake.wake` as its `on_change` (the
+        launcher wakes on its changes, and stops it); a view of its own when None. `wake`: the
+        signal the launcher's thread waits on, which the producer and the status handler are
+        given to wake it; a signal of its own when None.
         `next_fire`: when the next cron fire is due (epoch seconds; None: none), from the
         producer; any thread may call it and it must not block. None: no fire is known."""
         super().__init__()
@@ -146,12 +147,12 @@ class Launcher(ThreadedComponent):
         self._stores = stores
         self._term = term
         self._driver = driver
-        self._cache = view or QueueCache(stores.registry, stores.config)
-        self._cache.on_change = self.wake
+        self._wake = wake if wake is not None else WakeSignal()
+        # A view given is built to wake the launcher (`on_change`), as this one is.
+        self._cache = view or QueueCache(stores.registry, stores.config, self._wake.wake)
         self._book = LaunchBook(stores.registry, stores.fence, self._cache)
         self._lock = threading.Lock()
         self._offers: dict[str, dict[str, Any]] = {}
-        self._wake = wake if wake is not None else WakeSignal()
         self._paused = False
         self._suppressed = False
         self._revive_needed = False
