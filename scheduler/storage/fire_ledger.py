@@ -229,21 +229,19 @@ class FireLedger:
         not wait for this write's round trip. Returns the jobs written; None when the
         transaction was refused (something changed meanwhile: nothing was written, the
         notes are withdrawn and the caller writes them again, split)."""
-        what = f"account fires of {writes[0].name}" + (
-            f" and {len(writes) - 1} more job(s)" if len(writes) > 1 else ""
-        )
+        what = _what([w.name for w in writes])
         self.transactions += 1
         assert self._fence is not None
         answer = self._registry.fenced(self._fence).send(what, [op for w in writes for op in w.ops])
-        for w in writes:
-            if w.ready is not None and w.ready[0] > 0:
-                view.note_pending(w.name, *w.ready, (f"{LAST_FIRE}/{w.name}", w.record[1]))
+        noted = [(w.name, w.ready, w.record[1]) for w in writes if w.ready and w.ready[0] > 0]
+        for name, (count, version), record_version in noted:
+            view.note_pending(name, count, version, (f"{LAST_FIRE}/{name}", record_version))
         try:
             answer()
         except (Conflict, NotFound):
             view.invalidate([f"{READY}/{w.name}" for w in writes if w.ready is not None])
             return None
-        self._noted_early.update(w.name for w in writes if w.ready is not None and w.ready[0] > 0)
+        self._noted_early.update(name for name, _ready, _version in noted)
         return {w.name for w in writes}
 
     def _written(self, write: _Write) -> None:
@@ -341,7 +339,7 @@ class FireLedger:
         batch: list[tuple[str, list[Op]]] = []
         size = 0
         for unit in units:
-            unit_size = sum(len(op.path) + len(op.data) + 64 for op in unit[1])
+            unit_size = _size([unit])
             if batch and size + unit_size > self._budget:
                 done |= self._commit_batch(batch)
                 batch, size = [], 0
@@ -354,9 +352,7 @@ class FireLedger:
     def _commit_batch(self, batch: list[tuple[str, list[Op]]]) -> set[str]:
         assert self._fence is not None
         ops = [op for _name, unit in batch for op in unit]
-        what = f"account fires of {batch[0][0]}" + (
-            f" and {len(batch) - 1} more job(s)" if len(batch) > 1 else ""
-        )
+        what = _what([name for name, _unit in batch])
         self.transactions += 1
         try:
             self._registry.fenced(self._fence).commit(what, ops)
@@ -368,7 +364,14 @@ class FireLedger:
         return {name for name, _unit in batch}
 
 
+def _what(names: list[str]) -> str:
+    """How a transaction accounting the fires of `names` is named in errors."""
+    more = f" and {len(names) - 1} more job(s)" if len(names) > 1 else ""
+    return f"account fires of {names[0]}{more}"
+
+
 def _size(units: list[tuple[str, list[Op]]]) -> int:
+    """Bytes of the units' paths and data, with each op's framing."""
     return sum(len(op.path) + len(op.data) + 64 for _name, unit in units for op in unit)
 
 
