@@ -305,6 +305,88 @@ _KEYS: tuple[_Key, ...] = (
         _parse_bool,
         "count failed logins against X-Forwarded-For's last address (only behind a proxy)",
     ),
+    _Key(
+        "auth_session_timeout_seconds",
+        _parse_float,
+        "a console session (the cookie a login issues) expires this long after the login",
+        _at_least(60),
+    ),
+    _Key(
+        "require_zk_digest",
+        _parse_bool,
+        "refuse to start without zk_digest (election data then cannot be forged)",
+    ),
+    _Key(
+        "http_allowed_hosts",
+        _parse_str,
+        "Host header values served, comma-separated (host or host:port); empty = this "
+        "replica's hostname, the replicas' identities, localhost, 127.0.0.1 and [::1]; "
+        "* = any (others get 421)",
+    ),
+    _Key(
+        "http_tls_cert_file",
+        _parse_str,
+        "PEM certificate (chain) to serve https on http_port; empty = plain http",
+    ),
+    _Key("http_tls_key_file", _parse_str, "PEM private key of http_tls_cert_file"),
+    _Key(
+        "http_trusted_proxies",
+        _parse_str,
+        "CIDRs of reverse proxies whose X-Forwarded-Proto/Forwarded and client address are "
+        "believed, comma-separated; empty = none",
+    ),
+    _Key(
+        "notify_webhook_allowed_targets",
+        _parse_str,
+        "webhook targets allowed although internal (loopback, private, link-local, metadata): "
+        "CIDRs and host names, comma-separated; empty = none",
+    ),
+    _Key(
+        "notify_webhook_timeout_seconds",
+        _parse_float,
+        "deadline of one whole webhook request (connect, send, answer)",
+        _at_least(0.5),
+    ),
+    _Key(
+        "notify_webhook_senders",
+        _parse_int,
+        "threads that POST webhooks; one destination is served by one at a time",
+        _at_least(1),
+    ),
+    _Key("max_apps", _parse_int, "apps that may be registered at most", _at_least(1)),
+    _Key("max_jobs", _parse_int, "jobs that may be registered at most", _at_least(1)),
+    _Key(
+        "max_job_bytes",
+        _parse_int,
+        "largest job or app configuration (its stored JSON) in bytes",
+        _at_least(1024),
+    ),
+    _Key(
+        "min_fire_interval_seconds",
+        _parse_float,
+        "shortest interval between two fires of a job's cron a registration may ask for",
+        _at_least(0),
+    ),
+    _Key(
+        "max_fires_per_second",
+        _parse_float,
+        "cron fires the leader accounts per second for the whole cluster; fires over the "
+        "budget are delayed (recorded and counted); 0 = no limit",
+        _at_least(0),
+    ),
+    _Key(
+        "max_list_items",
+        _parse_int,
+        "most items an unpaged Elastic-Job-Cloud list answers (X-Total-Count has the total)",
+        _at_least(1),
+    ),
+    _Key(
+        "trace_buffer_max_records",
+        _parse_int,
+        "trace and statistics records kept in memory while the trace database is down; "
+        "beyond it the oldest are dropped, counted and logged",
+        _at_least(100),
+    ),
 )
 
 KEYS_BY_NAME: dict[str, _Key] = {k.name: k for k in _KEYS}
@@ -356,6 +438,22 @@ class Settings:
     auth_failure_window_seconds: float = 60.0
     auth_max_concurrent_hashes: int = 2
     auth_trust_x_forwarded_for: bool = False
+    auth_session_timeout_seconds: float = 28800.0
+    require_zk_digest: bool = False
+    http_allowed_hosts: str = ""
+    http_tls_cert_file: str = ""
+    http_tls_key_file: str = ""
+    http_trusted_proxies: str = ""
+    notify_webhook_allowed_targets: str = ""
+    notify_webhook_timeout_seconds: float = 10.0
+    notify_webhook_senders: int = 4
+    max_apps: int = 10000
+    max_jobs: int = 100000
+    max_job_bytes: int = 262144
+    min_fire_interval_seconds: float = 1.0
+    max_fires_per_second: float = 0.0
+    max_list_items: int = 10000
+    trace_buffer_max_records: int = 100000
 
     @property
     def identity(self) -> str:
