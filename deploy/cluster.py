@@ -1,6 +1,7 @@
 """`python -m deploy.cluster` (the README's `./dev.sh run`): the whole system on one machine.
 
-Starts a ZooKeeper server, the local Mesos stand-in and scheduler replicas as child processes,
+Starts ZooKeeper (one server, or an ensemble with `--zk-servers 3`), the local Mesos stand-in and
+scheduler replicas as child processes,
 prints where each one listens and which replica leads, then shows a live view of what happens
 until Ctrl-C, SIGTERM, SIGHUP (a closed terminal) or the death of its parent, when it stops
 everything it started, in reverse order; a second signal hurries that up. The children die with
@@ -34,7 +35,12 @@ from deploy import children
 from deploy.demo import install_demo
 from deploy.liveview import FollowedLog
 from deploy.ports import describe_holder, holders, port_free
-from deploy.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+from deploy.zookeeper import (
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    ZooKeeperUnavailable,
+    free_port,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 _START_TIMEOUT_S = 60.0
@@ -109,7 +115,8 @@ class LocalCluster:
     zk_port: int = 2181
     mesos_port: int = 5050
     with_mesos: bool = True
-    zookeeper: ZooKeeperServer | None = None
+    zk_servers: int = 1
+    zookeeper: ZooKeeperEnsemble | None = None
     mesos: Child | None = None
     replicas: list[Child] = field(default_factory=list)
     logs: list[FollowedLog] = field(default_factory=list)
@@ -119,9 +126,37 @@ class LocalCluster:
     def replica_addresses(self) -> list[str]:
         return [f"127.0.0.1:{port}" for port in self.http_ports]
 
+    @property
+    def zk_ports(self) -> list[int]:
+        """The ZooKeeper servers' client ports: --zk-port and the ones after it."""
+        return [self.zk_port + i for i in range(self.zk_servers)]
+
+    def _ensemble(self) -> ZooKeeperEnsemble:
+        """One server in `<data-dir>/zookeeper`, or an ensemble in `<data-dir>/zookeeper-N/zkI`
+        (a different folder: a cluster run on 1 and on 3 servers keep separate states). The
+        members' quorum and election ports are chosen free at each start."""
+        if self.zk_servers == 1:
+            server = ZooKeeperServer(self.data_dir / "zookeeper", client_port=self.zk_port)
+            return ZooKeeperEnsemble(self.data_dir / "zookeeper", servers=[server])
+        base = self.data_dir / f"zookeeper-{self.zk_servers}"
+        peers = [(i + 1, free_port(), free_port()) for i in range(self.zk_servers)]
+        servers = [
+            ZooKeeperServer(base / f"zk{i + 1}", client_port=port, server_id=i + 1, peers=peers)
+            for i, port in enumerate(self.zk_ports)
+        ]
+        return ZooKeeperEnsemble(base, size=self.zk_servers, servers=servers)
+
     def check_ports(self) -> None:
         """Raises ClusterError naming every port that is taken, and who holds it."""
-        wanted = [(self.zk_port, "ZooKeeper (--zk-port)")]
+        wanted = [
+            (
+                port,
+                "ZooKeeper (--zk-port)"
+                if i == 0
+                else f"ZooKeeper server {i + 1} (--zk-port + {i})",
+            )
+            for i, port in enumerate(self.zk_ports)
+        ]
         if self.with_mesos:
             wanted.append((self.mesos_port, "the local Mesos stand-in (--mesos-port)"))
         wanted += [
@@ -170,12 +205,20 @@ class LocalCluster:
         self._lock_data_dir()
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
-        self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", client_port=self.zk_port)
+        self.zookeeper = self._ensemble()
         try:
             self.zookeeper.start(timeout_s=_START_TIMEOUT_S)
         except ZooKeeperUnavailable as exc:
             raise ClusterError(f"ZooKeeper did not start: {exc}") from exc
-        say(f"zookeeper     {self.zookeeper.address}")
+        if self.zk_servers == 1:
+            say(f"zookeeper     {self.zookeeper.hosts}")
+        else:
+            say(f"zookeeper     {self.zookeeper.hosts} ({self.zk_servers} servers)")
+            for server in self.zookeeper.servers:
+                say(
+                    f"  server {server.server_id}    {server.address} pid {server.pid} "
+                    f"{server.mode() or 'starting'}, log {server.log_path}"
+                )
         mesos_url = f"127.0.0.1:{self.mesos_port}"
         if self.with_mesos:
             self.mesos = self._start_child(
@@ -194,7 +237,7 @@ class LocalCluster:
         for address, port in zip(self.replica_addresses, self.http_ports, strict=True):
             args = [sys.executable, "-m", "scheduler", "--hostname", "127.0.0.1"]
             args += ["--http_bind_address", "127.0.0.1", "--http_port", str(port)]
-            args += ["--zk_servers", self.zookeeper.address, "--mesos_url", mesos_url]
+            args += ["--zk_servers", self.zookeeper.hosts, "--mesos_url", mesos_url]
             args += ["--data_dir", str(self.data_dir)]
             child = self._start_child(address, args, logs / f"scheduler-{port}.log", "replica")
             self.replicas.append(child)
@@ -322,7 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--replicas", type=int, default=None, help="scheduler replicas (default 2)")
     parser.add_argument("--agents", type=int, default=2, help="local Mesos agents (default 2)")
-    parser.add_argument("--zk-port", type=int, default=2181)
+    parser.add_argument(
+        "--zk-port", type=int, default=2181, help="first ZooKeeper server's client port"
+    )
+    parser.add_argument(
+        "--zk-servers",
+        type=int,
+        default=1,
+        choices=(1, 3, 5),
+        help="ZooKeeper servers: 1 (default) or an ensemble of 3 or 5 on --zk-port and the ports "
+        "after it (state kept apart from the single server's)",
+    )
     parser.add_argument("--mesos-port", type=int, default=5050)
     parser.add_argument(
         "--http-port", type=int, default=8899, help="first replica's port; the next ones follow"
@@ -343,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     ports = _http_ports(args, parser)
     if not ports or args.agents < 1:
         parser.error("--replicas and --agents must be at least 1")
-    if any(not 1 <= p <= 65535 for p in [*ports, args.zk_port, args.mesos_port]):
+    zk_ports = [args.zk_port + i for i in range(args.zk_servers)]
+    if any(not 1 <= p <= 65535 for p in [*ports, *zk_ports, args.mesos_port]):
         parser.error("ports must be between 1 and 65535")
 
     stop = threading.Event()
@@ -367,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         args.zk_port,
         args.mesos_port,
         with_mesos=not args.no_mesos,
+        zk_servers=args.zk_servers,
     )
     code = 0
     try:

@@ -190,6 +190,32 @@ class ZooKeeperServer:
         children.stop(proc, signal.SIGTERM, timeout_s, whole_group=True)
         log.info("zookeeper %s: stopped", self.address)
 
+    def kill(self) -> None:
+        """SIGKILL the server's group, as a crash would (no clean close of its sessions or its
+        ensemble links), and reap it; blocks. `start()` brings it back on the same ports and
+        data."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        children.stop(proc, signal.SIGKILL, 5.0, whole_group=True)
+        log.info("zookeeper %s: killed", self.address)
+
+    def mode(self, timeout_s: float = 1.0) -> str | None:
+        """What `srvr` says this server is: "leader", "follower", "standalone", or None while
+        it does not serve (down, starting, or an ensemble member without quorum)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.client_port), timeout=timeout_s) as s:
+                s.sendall(b"srvr")
+                data = b""
+                while chunk := s.recv(4096):
+                    data += chunk
+        except OSError:
+            return None
+        for line in data.decode(errors="replace").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
 
 @dataclass
 class ZooKeeperEnsemble:
@@ -221,6 +247,35 @@ class ZooKeeperEnsemble:
         for server in self.servers:
             server.wait_ready(timeout_s)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop every member (see `ZooKeeperServer.stop`); blocks."""
         for server in self.servers:
-            server.stop()
+            server.stop(timeout_s)
+
+    def leader(self) -> ZooKeeperServer | None:
+        """The member the ensemble elected (a standalone server leads itself), or None while
+        there is no quorum."""
+        for server in self.servers:
+            if server.mode() in ("leader", "standalone"):
+                return server
+        return None
+
+    def followers(self) -> list[ZooKeeperServer]:
+        """The members serving as followers now."""
+        return [s for s in self.servers if s.mode() == "follower"]
+
+    def wait_quorum(self, timeout_s: float = 60.0) -> ZooKeeperServer:
+        """Block until every running member serves and one leads; returns the leader.
+
+        Raises ZooKeeperUnavailable after `timeout_s`.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            running = [s for s in self.servers if s.running]
+            modes = [s.mode() for s in running]
+            if running and None not in modes:
+                leader = self.leader()
+                if leader is not None:
+                    return leader
+            time.sleep(0.1)
+        raise ZooKeeperUnavailable(f"ensemble {self.hosts} has no quorum after {timeout_s}s")
