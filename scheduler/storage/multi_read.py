@@ -16,13 +16,18 @@ followed by the error code; then a closing header. Each read stands alone: a mis
 fails its own entry, not the others. The server sets no watch for a read inside a multiRead
 (it rebuilds each op without its watch flag), so the flag is always false.
 
-Standard library only: it knows nothing of kazoo or of the registry.
+An answer that does not decode (cut short, an unknown op, a length past its end, more or fewer
+entries than paths) raises `MalformedMultiRead`, a `RegistryError`, never `struct.error` or
+`ValueError` (issue 23): callers of the registry handle one error type for ZooKeeper's failures.
+Otherwise standard library only: it knows nothing of kazoo or of the registry.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+
+from scheduler.model.errors import RegistryError
 
 MULTI_READ = 22
 """ZooKeeper's opcode of multiRead; a server before 3.6 answers it as unimplemented."""
@@ -37,6 +42,10 @@ _VERSION = 4
 
 Answer = tuple[bytes, int] | int
 """One path's answer: (data, version), or the ZooKeeper error code its read failed with."""
+
+
+class MalformedMultiRead(RegistryError):
+    """A multiRead answer that does not decode; the message names where and why."""
 
 
 class MultiRead:
@@ -62,27 +71,47 @@ class MultiRead:
         out += _HEADER.pack(-1, 1, -1)
         return bytes(out)
 
-    @classmethod
-    def deserialize(cls, buffer: bytes, offset: int) -> list[Answer]:
-        """The answers in the order of the paths. Never raises for a failed read: its entry
-        is the error code (raising here would leave kazoo's connection thread to log it)."""
-        answers: list[Answer] = []
-        while True:
-            op, done, err = _HEADER.unpack_from(buffer, offset)
-            offset += _HEADER.size
-            if done:
-                return answers
-            if op == _GET_DATA:
-                (length,) = _INT.unpack_from(buffer, offset)
-                offset += _INT.size
-                data = b"" if length < 0 else bytes(buffer[offset : offset + length])
-                offset += max(length, 0)
-                stat = _STAT.unpack_from(buffer, offset)
-                offset += _STAT.size
-                answers.append((data, int(stat[_VERSION])))
-            elif op == _ERROR:
-                (code,) = _INT.unpack_from(buffer, offset)
-                offset += _INT.size
-                answers.append(int(code))
-            else:
-                raise ValueError(f"multiRead answer with an entry of op {op} (err {err})")
+    def deserialize(self, buffer: bytes, offset: int) -> list[Answer]:
+        """The answers in the order of the paths (kazoo's connection thread calls it). Never
+        raises for a failed read: its entry is the error code (raising would leave kazoo's
+        connection thread to log it). Raises MalformedMultiRead for an answer that does not
+        decode, which kazoo hands to the caller waiting on the request."""
+        start = offset
+        try:
+            answers = _decode(buffer, offset)
+        except (struct.error, ValueError) as exc:
+            raise MalformedMultiRead(
+                f"multiRead of {len(self.paths)} paths: malformed answer of "
+                f"{len(buffer) - start} bytes ({exc})"
+            ) from exc
+        if len(answers) != len(self.paths):
+            raise MalformedMultiRead(
+                f"multiRead of {len(self.paths)} paths: the answer has {len(answers)} entries"
+            )
+        return answers
+
+
+def _decode(buffer: bytes, offset: int) -> list[Answer]:
+    """Raises struct.error for an answer cut short, ValueError for one that is not multiRead's."""
+    answers: list[Answer] = []
+    while True:
+        op, done, err = _HEADER.unpack_from(buffer, offset)
+        offset += _HEADER.size
+        if done:
+            return answers
+        if op == _GET_DATA:
+            (length,) = _INT.unpack_from(buffer, offset)
+            offset += _INT.size
+            if length < -1 or offset + length > len(buffer):
+                raise ValueError(f"data length {length} at byte {offset - _INT.size}")
+            data = b"" if length < 0 else bytes(buffer[offset : offset + length])
+            offset += max(length, 0)
+            stat = _STAT.unpack_from(buffer, offset)
+            offset += _STAT.size
+            answers.append((data, int(stat[_VERSION])))
+        elif op == _ERROR:
+            (code,) = _INT.unpack_from(buffer, offset)
+            offset += _INT.size
+            answers.append(int(code))
+        else:
+            raise ValueError(f"an entry of op {op} (err {err}) at byte {offset - _HEADER.size}")

@@ -276,6 +276,12 @@ class Registry:
     def exists(self, path: str) -> bool:
         return self._call(f"exists {path}", self._client.exists, self.abs(path)) is not None
 
+    def child_count(self, path: str) -> int:
+        """How many children `path` has (its stat's numChildren: one request, no names read);
+        0 when it does not exist."""
+        stat = self._call(f"exists {path}", self._client.exists, self.abs(path))
+        return 0 if stat is None else int(stat.numChildren)
+
     def children(self, path: str) -> list[str]:
         """Child names of `path` (sorted); [] when it does not exist."""
         try:
@@ -315,13 +321,19 @@ class Registry:
         for batch, answer in sent:
             what = f"get {batch[0]}" + (f" and {len(batch) - 1} more" if len(batch) > 1 else "")
             answers = self._answer(what, partial(answer.get, timeout=timeout_s))
+            # MultiRead.deserialize checked that there is one answer per path.
             for path, got in zip(batch, answers, strict=True):
                 if isinstance(got, tuple):
                     out[path] = got
-                elif EXCEPTIONS[got] is NoNodeError:
+                    continue
+                # kazoo's table raises RuntimeError for a code it does not know; .get does not.
+                error = EXCEPTIONS.get(got)
+                if error is NoNodeError:
                     out[path] = None
+                elif error is None:
+                    raise RegistryError(f"get {path}: unknown ZooKeeper error code {got}")
                 else:
-                    raise self._failed(f"get {path}", EXCEPTIONS[got]())
+                    raise self._failed(f"get {path}", error())
         return out
 
     def _send_multi_read(self, paths: Sequence[str]) -> Any:

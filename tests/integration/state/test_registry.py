@@ -332,6 +332,28 @@ def test_multi_read_of_a_node_it_may_not_read_fails_naming_it(
             client.close()
 
 
+def test_a_malformed_multi_read_answer_is_a_registry_error_and_the_session_goes_on(
+    registry: Registry,
+    zk_client: KazooClient,
+    zk_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ZooKeeper's real answer, cut short before kazoo's thread decodes it (issue 23)."""
+    registry.put("/cut/a", b"some data")
+    fast = Registry(zk_client, zk_namespace)
+    assert fast.probe_multi_read() is True
+    real = MultiRead.deserialize
+
+    def cut_short(self: MultiRead, buffer: bytes, offset: int) -> object:
+        return real(self, buffer[: len(buffer) - 20], offset)
+
+    monkeypatch.setattr(MultiRead, "deserialize", cut_short)
+    with pytest.raises(RegistryError, match="multiRead of 2 paths: malformed answer"):
+        fast.get_many(["/cut/a", "/cut/b"])
+    monkeypatch.undo()
+    assert fast.get_many(["/cut/a", "/cut/b"]) == {"/cut/a": (b"some data", 0), "/cut/b": None}
+
+
 def test_a_server_without_multi_read_costs_one_reconnect_in_the_same_session(
     zk_client: KazooClient,
     zk_namespace: str,
