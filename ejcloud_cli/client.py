@@ -2,14 +2,20 @@
 
 A standby replica answers `/api/*` with 307 and the leader's URL; this client sends the request
 again there itself, with the same method, body and credentials (standard-library clients drop
-the body or the credentials on a redirect). A 503 `NotLeader` (no leader known yet, as during a
-hand-over) moves on to the next server; when no server gave an answer and one of them said so,
-or redirected to a leader that cannot be reached (one that just died, until its session
-expires), the round is tried again every 0.5 s until the timeout. A request that could not be
-sent to one server (connection refused, unknown host) goes to the next one; a request that was
-sent but got no answer is retried elsewhere only if it was a read, since a write may already
-have been applied. Every connection has the timeout, and a whole answer must arrive within it.
-Proxy variables are not used: the servers are reached directly.
+the body or the credentials on a redirect), but only to a server it may trust with them: one of
+the configured servers, or a leader that a configured server names as its vouched leader when
+asked over an authenticated call (`/health` with the credentials: `leader` is that host and
+`leaderVouched` is true). A redirect to any other host is refused, naming the host and how to
+add it; so is one from https to http. The election data a standby redirects by could have been
+written by anyone who reaches ZooKeeper: a redirect alone is never a reason to send a password.
+
+A 503 `NotLeader` (no leader known yet, as during a hand-over) moves on to the next server; when no
+server gave an answer and one of them said so, or redirected to a leader that cannot be reached
+(one that just died, until its session expires), the round is tried again every 0.5 s until the
+timeout. A request that could not be sent to one server (connection refused, unknown host) goes to
+the next one; a request that was sent but got no answer is retried elsewhere only if it was a read,
+since a write may already have been applied. Every connection has the timeout, and a whole answer
+must arrive within it. Proxy variables are not used: the servers are reached directly.
 """
 
 from __future__ import annotations
@@ -104,6 +110,9 @@ class ApiClient:
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
         self._leader: str | None = None
+        # Origins (scheme://host:port, lower case) credentials may go to: the configured
+        # servers, and leaders one of them vouched for during this invocation.
+        self._trusted = {_origin(base) for base in settings.servers}
 
     # ------------------------------------------------------------------ requests to the API
 
@@ -211,8 +220,42 @@ class ApiClient:
                 raise _NotSent(f"{url}: redirect without a usable Location ({location[:100]!r})")
             if urlsplit(url).scheme == "https" and scheme == "http":
                 raise _NotSent(f"{url}: refused to follow a redirect from https to {next_url}")
+            if not self._may_follow(base, next_url):
+                target = _origin(next_url)
+                raise _NotSent(
+                    f"{base} redirected to {target}, which is not a configured server, and "
+                    f"{base} does not vouch for it as its leader; refused to send it the "
+                    f"credentials (if you trust {target}, add it with --server or "
+                    "EJCLOUD_SERVER)"
+                )
             url = next_url
         raise _NotSent(f"{base}: more than {MAX_REDIRECTS} redirects")
+
+    def _may_follow(self, base: str, next_url: str) -> bool:
+        """Whether a redirect from the configured server `base` to `next_url` may be followed
+        with the credentials: no credentials to lose, a trusted origin, or the leader `base`
+        vouches for over an authenticated `/health` (remembered for this invocation)."""
+        target = _origin(next_url)
+        if self.settings.user is None or target in self._trusted:
+            return True
+        try:
+            answer = self._once("GET", base + "/health", None)
+        except (_NotSent, _NoAnswer):
+            return False
+        try:
+            body = json.loads(answer.body)
+        except ValueError:
+            return False
+        if answer.status not in (200, 503) or not isinstance(body, dict):
+            return False
+        leader = body.get("leader")
+        netloc = urlsplit(next_url).netloc.lower()
+        if body.get("leaderVouched") is not True or not isinstance(leader, str):
+            return False
+        if leader.lower() != netloc:
+            return False
+        self._trusted.add(target)
+        return True
 
     # ------------------------------------------------------------------ one HTTP exchange
 
@@ -285,6 +328,22 @@ class ApiClient:
             chunks.append(chunk)
             if time.monotonic() > deadline:
                 raise _NoAnswer(f"{origin}: answer not complete within the timeout")
+
+
+def _origin(url: str) -> str:
+    """`scheme://host:port` of `url`, lower case, with the scheme's default port filled in."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
 
 
 def _says_not_leader(answer: Answer) -> bool:

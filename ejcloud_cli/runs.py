@@ -11,6 +11,7 @@ common alternatives, and times may be ISO 8601 or epoch numbers. Logs come from
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,10 @@ TASK_ID_SEPARATOR = "@-@"
 LOG_CHUNK_BYTES = 64 * 1024
 REASON_WIDTH = 80
 MAX_RUNS = 1000
+# What a terminal would act on rather than show: C0 controls but newline and tab, DEL and the C1
+# controls (U+0080-U+009F, among them the one-character CSI and OSC). Escaping ESC disarms every
+# escape sequence (colours, cursor moves, title changes, OSC 52 clipboard writes).
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _KEYS: dict[str, tuple[str, ...]] = {
     "task_id": ("taskId", "id", "task_id"),
     "shard": ("shardingItem", "shard", "item", "shardingItems"),
@@ -180,6 +185,12 @@ class LogReader:
         return any(t.get("id") == self.task_id for t in objects(running))
 
 
+def escape_controls(text: str) -> str:
+    """`text` as a terminal may show it: every control character but newline and tab written as
+    `\\xNN` (ESC becomes the four characters `\\x1b`), so job output cannot drive the terminal."""
+    return _TERMINAL_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def job_of_task(task_id: str) -> str:
     """The job name a task id starts with (`{job}@-@{item}@-@...`); UsageProblem otherwise."""
     job, sep, _ = task_id.partition(TASK_ID_SEPARATOR)
@@ -202,11 +213,26 @@ def job_of_task(task_id: str) -> str:
     show_default=True,
     help="Seconds between reads with --follow.",
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Write the output as it is, control sequences included (only for output you trust).",
+)
 @click.pass_obj
 def logs_command(
-    state: State, task_id: str, use_stderr: bool, follow: bool, job: str | None, interval: float
+    state: State,
+    task_id: str,
+    use_stderr: bool,
+    follow: bool,
+    job: str | None,
+    interval: float,
+    raw: bool,
 ) -> None:
-    """Print a run's output (the task id is in `ejcloud runs JOB`)."""
+    """Print a run's output (the task id is in `ejcloud runs JOB`).
+
+    Control characters other than newline and tab are shown escaped (`\\x1b`) unless `--raw`:
+    a job's output could otherwise set the terminal's title, write its clipboard (OSC 52) or
+    hide lines."""
     reader = LogReader(
         state.client(), job or job_of_task(task_id), task_id, "stderr" if use_stderr else "stdout"
     )
@@ -214,8 +240,9 @@ def logs_command(
     out = sys.stdout.buffer
 
     def write(text: str) -> None:
-        # The job's bytes as they are (click.echo would strip colour codes off a pipe).
-        out.write(text.encode("utf-8", "replace"))
+        # Not click.echo: it would strip colour codes off a pipe even with --raw.
+        shown = text if raw else escape_controls(text)
+        out.write(shown.encode("utf-8", "replace"))
         out.flush()
 
     reader.drain(write)
