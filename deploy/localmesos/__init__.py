@@ -24,9 +24,11 @@ GET_TASKS keeps each status whole but for its data.
 
 Fault injection, on the master port; JSON in, JSON out; ids may be strings or {"value": ...}:
     POST /faults/remove_agent  {"agent_id": A}
-        -> 200 {"removed": A}; 404 if unknown. Offers on A are rescinded, its tasks become
-           TASK_LOST (TASK_GONE for PARTITION_AWARE frameworks, reason REASON_AGENT_REMOVED,
-           no uuid), every framework gets FAILURE{agent_id}, its processes are SIGKILLed.
+        -> 200 {"removed": A}; 404 if unknown. Offers on A are rescinded, every task the
+           master still holds there (running, or ended but its end not yet acknowledged, as
+           Mesos holds it) becomes TASK_LOST (TASK_GONE for PARTITION_AWARE frameworks, reason
+           REASON_AGENT_REMOVED, no uuid), every framework gets FAILURE{agent_id}, its
+           processes are SIGKILLed and its unacknowledged updates die with it.
     POST /faults/kill_executor {"framework_id": F, "executor_id": E}
         -> 200 {"killed": E}; 404 if no such live executor. SIGKILLs the executor's process
            group; its unfinished tasks then get TASK_FAILED/REASON_EXECUTOR_TERMINATED and the

@@ -395,8 +395,15 @@ class Master:
     # -- faults ----------------------------------------------------------------------------
 
     def remove_agent(self, agent_id: str) -> bool:
-        """The agent is gone: rescind its offers, its tasks become LOST (GONE if partition
-        aware), every framework gets FAILURE{agent_id}, and its processes are killed."""
+        """The agent is gone: rescind its offers, every task the master still holds on it
+        becomes LOST (GONE if partition aware), every framework gets FAILURE{agent_id}, and its
+        processes are killed.
+
+        As Mesos's `Master::__removeSlave`: the master holds a task until its terminal update is
+        acknowledged, so a task that ended on the agent but whose end the framework has not
+        acknowledged (or never received: only the head of a task's updates is in flight) is
+        reported LOST/GONE too; its recorded state stays the terminal one, with the master's
+        status appended. The agent's unacknowledged updates die with it."""
         with self.lock:
             agent = self.agents.pop(agent_id, None)
             if agent is None:
@@ -406,25 +413,40 @@ class Master:
                 self.rescind(offer)
             agent.kill_everything()
             self.removed_agents[agent_id] = agent
+            message = f"Agent {agent_id} removed"
             for framework in self.frameworks.values():
+                state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
                 for task in [t for t in framework.tasks.values() if t.agent_id == agent_id]:
-                    state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
                     if task.state not in TERMINAL_STATES:
-                        self._set_state(
-                            task, state, "REASON_AGENT_REMOVED", f"Agent {agent_id} removed"
-                        )
-                        self.master_update(
-                            framework,
-                            task.id,
-                            state,
-                            "REASON_AGENT_REMOVED",
-                            f"Agent {agent_id} removed",
-                            agent_id,
-                            task.executor_id,
-                        )
+                        self._set_state(task, state, "REASON_AGENT_REMOVED", message)
+                    else:
+                        self._append_status(task, state, "REASON_AGENT_REMOVED", message)
+                    self.master_update(
+                        framework,
+                        task.id,
+                        state,
+                        "REASON_AGENT_REMOVED",
+                        message,
+                        agent_id,
+                        task.executor_id,
+                    )
                     self.complete_task(framework, task)
                 self.send(framework, event("FAILURE", {"agent_id": wrap(agent_id)}))
             return True
+
+    def _append_status(self, task: Task, state: str, reason: str, message: str) -> None:
+        """A master status for a task already terminal: kept in its statuses, but its state
+        stays (Mesos's `updateTask` never moves a terminal task's state)."""
+        task.statuses.append(
+            {
+                "state": state,
+                "source": "SOURCE_MASTER",
+                "reason": reason,
+                "message": message,
+                "agent_id": wrap(task.agent_id),
+                "timestamp": time.time(),
+            }
+        )
 
     def kill_executor(self, framework_id: str, executor_id: str) -> bool:
         """SIGKILL an executor's process group, as if it crashed."""
