@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.model.config.policies import webhook_url_problem
 from scheduler.model.errors import SettingsError
+from scheduler.model.http_trust import allowed_hosts_problem, trusted_proxies_problem
 from scheduler.model.trace_url import url_problem
 
 ENV_PREFIX = "EJC_"
@@ -319,9 +320,10 @@ _KEYS: tuple[_Key, ...] = (
     _Key(
         "http_allowed_hosts",
         _parse_str,
-        "Host header values served, comma-separated (host or host:port); empty = this "
-        "replica's hostname, the replicas' identities, localhost, 127.0.0.1 and [::1]; "
+        "Host header values served besides this replica's hostname, the replicas' "
+        "identities, localhost, 127.0.0.1 and [::1], comma-separated (host or host:port); "
         "* = any (others get 421)",
+        allowed_hosts_problem,
     ),
     _Key(
         "http_tls_cert_file",
@@ -334,6 +336,7 @@ _KEYS: tuple[_Key, ...] = (
         _parse_str,
         "CIDRs of reverse proxies whose X-Forwarded-Proto/Forwarded and client address are "
         "believed, comma-separated; empty = none",
+        trusted_proxies_problem,
     ),
     _Key(
         "notify_webhook_allowed_targets",
