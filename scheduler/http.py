@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -45,6 +46,8 @@ _ADDRESS = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1
 # Characters left as they are when a decoded path or a raw query is put back into a URL.
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?%"
+# A standby that refuses to redirect to an unverified leader says so in its log at most this often.
+_UNVOUCHED_WARNING_S = 30.0
 
 
 def http_limits(settings: Settings) -> HttpLimits:
@@ -98,7 +101,7 @@ def redirect_location(leader: str, environ: WSGIEnvironment) -> str:
     return f"http://{leader}{path}" + (f"?{query}" if query else "")
 
 
-_PUBLIC_HEALTH_FIELDS = ("role", "leader", "zookeeper", "identity")
+_PUBLIC_HEALTH_FIELDS = ("role", "leader", "leaderVouched", "zookeeper", "identity")
 
 
 def public_health(body: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +156,11 @@ class ReplicaHttp:
         limits: HttpLimits | None = None,
         authorized: Callable[[WSGIEnvironment], bool] | None = None,
         replicas: Callable[[], Sequence[str]] | None = None,
+        prove: Callable[[str], str | None] | None = None,
     ) -> None:
         self._health = health
+        self._prove = prove
+        self._unvouched_warned_at = 0.0
         self._replicas = replicas or tuple
         self._console = Console()
         self._authorized = authorized
@@ -203,6 +209,9 @@ class ReplicaHttp:
             status = 503 if body.get("reason") else 200
             if self._authorized is not None and not self._authorized(environ):
                 body = public_health(body)
+            proof = self._proof(environ)
+            if proof is not None:
+                body["proof"] = proof
             return _json(start_response, status, body)
         if path == "/metrics":
             return _reply(start_response, 200, generate_latest(self._metrics), CONTENT_TYPE_LATEST)
@@ -211,9 +220,24 @@ class ReplicaHttp:
             start_response, 404, {"error": f"no such path {path[:200]}", "type": "NotFound"}
         )
 
+    def _proof(self, environ: WSGIEnvironment) -> str | None:
+        """This replica's proof for a `/health?challenge=` (see `scheduler.ha.vouching`), or
+        None when there is no well-formed challenge (64 lower-case hex; anything else is
+        ignored). It needs no credentials: it is the HMAC of a value the asker chose."""
+        query = environ.get("QUERY_STRING", "")
+        if self._prove is None or "challenge=" not in query:
+            return None
+        try:
+            fields = parse_qsl(query, max_num_fields=10)
+        except ValueError:
+            return None
+        challenges = [value for name, value in fields if name == "challenge"]
+        return self._prove(challenges[0]) if len(challenges) == 1 else None
+
     def _not_leader(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         leader = self._leader_address()
-        own = self._health().get("identity")
+        health = self._health()
+        own = health.get("identity")
         if leader is None or leader == own or not _ADDRESS.match(leader):
             # No usable leader known, or it is this replica while it is not acting (suspended).
             return _json(
@@ -221,6 +245,27 @@ class ReplicaHttp:
                 503,
                 {"error": "no acting leader is known; retry shortly", "type": "NotLeader"},
                 [("Retry-After", "1")],
+            )
+        if health.get("leader") != leader or health.get("leaderVouched") is not True:
+            # Credentials follow a 307: only to a leader this replica vouches for (issue 23).
+            now = time.monotonic()
+            if now - self._unvouched_warned_at >= _UNVOUCHED_WARNING_S:
+                self._unvouched_warned_at = now
+                log.warning(
+                    "http: the election's leader %r could not be verified (it did not prove it "
+                    "belongs to this cluster); /api requests get 503, not a redirect to it",
+                    leader,
+                )
+            return _json(
+                start_response,
+                503,
+                {
+                    "error": f"the leader {leader} could not be verified; this replica does not "
+                    "redirect to it (see this replica's log); retry shortly or ask the leader "
+                    "directly",
+                    "type": "NotLeader",
+                },
+                [("Retry-After", "2")],
             )
         return _json(
             start_response,

@@ -33,13 +33,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionClosedError, KazooException
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NotEmptyError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry
@@ -47,9 +54,10 @@ from prometheus_client import CollectorRegistry
 from scheduler.authenticator import authenticator_for
 from scheduler.ha.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
+from scheduler.ha.vouching import Vouching, election_locked
 from scheduler.http import ReplicaHttp, http_limits
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
-from scheduler.model.errors import RegistryError, SchedulerError
+from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
 from scheduler.model.settings import Settings
 from scheduler.storage.registry import Registry, digest_acl, make_client
 
@@ -65,6 +73,47 @@ _WATCHDOG_INTERVAL_S = 0.5
 # /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
 # answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
 _SUSPENDED_GRACE_S = 2.0
+# Set (to 1) by deploy/cluster.py for the replicas of the local development cluster: together
+# with a ZooKeeper on loopback only, it silences the missing-zk_digest warning there.
+DEV_CLUSTER_ENV = "EJCLOUD_DEV_CLUSTER"
+# Contenders read per pass at most: a flood of forged nodes cannot make a pass read them all.
+_MAX_CONTENDERS = 64
+# kazoo's Lock names each node `<uuid>__lock__<10 digits>`; the lowest sequence holds the lock.
+_LOCK_NODE = re.compile(r"__lock__(-?\d{10})$")
+_LOOPBACK_HOSTS = re.compile(r"^(localhost|127\.\d+\.\d+\.\d+|\[?::1\]?)$")
+
+
+def in_dev_cluster(settings: Settings, environ: Mapping[str, str]) -> bool:
+    """Whether this replica runs in the local development cluster (`./dev.sh run`).
+
+    Only when deploy/cluster.py said so in the environment and every ZooKeeper server is on
+    loopback, where nobody but this machine's users can write the election.
+    """
+    if environ.get(DEV_CLUSTER_ENV) != "1":
+        return False
+    hosts = settings.zk_servers.split("/", 1)[0].split(",")
+    return all(_LOOPBACK_HOSTS.match(h.strip().rsplit(":", 1)[0]) for h in hosts if h.strip())
+
+
+def startup_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """What an operator must know about this replica's set-up (log at start, `/health`).
+
+    Raises SettingsError when `require_zk_digest` is on without `zk_digest`.
+    """
+    if settings.zk_digest:
+        return []
+    if settings.require_zk_digest:
+        raise SettingsError(
+            {"require_zk_digest": "is true but zk_digest is not set; set zk_digest (user:password)"}
+        )
+    if in_dev_cluster(settings, environ):
+        return []
+    return [
+        f"zk_digest is not set: every node under /{settings.zk_namespace} is world-writable, so "
+        "anyone who reaches ZooKeeper can rewrite jobs (and so run code on the agents) and add "
+        "election members; leaders are then trusted only after they prove they share this "
+        "cluster's settings. Set zk_digest (and require_zk_digest=true) in production"
+    ]
 
 
 def client_death(client: KazooClient) -> str | None:
@@ -81,6 +130,62 @@ def client_death(client: KazooClient) -> str | None:
     return None
 
 
+def _secure_election_path(client: KazooClient, path: str, zk_digest: str) -> str:
+    """Give the election path the digest's ACL (called at start, before contending).
+
+    A path created by a replica with the digest has it from the start. An older open one is,
+    while it has no children, replaced by a fresh node with the digest's ACL in one transaction
+    (so nothing made while it was open survives, and vouching by (a) holds); one with children
+    only gets its ACL changed (then challenges decide). Returns what it did, for the log.
+    Raises KazooException when ZooKeeper fails.
+    """
+    acl = digest_acl(zk_digest)
+    client.ensure_path(path, acl=acl)
+    found, stat = client.get_acls(path)
+    if election_locked(found, stat.aversion, zk_digest):
+        return "already secured"
+    if stat.numChildren == 0:
+        txn = client.transaction()
+        txn.delete(path, version=stat.version)
+        txn.create(path, b"", acl=acl)
+        try:
+            results = txn.commit()
+        except KazooException:
+            results = [None]
+        if not any(isinstance(r, Exception) for r in results):
+            return "re-created with the digest's ACL"
+    try:
+        client.set_acls(path, acl)
+    except NoAuthError:
+        return "left as it is: its ACL does not let zk_digest administer it"
+    except (NotEmptyError, NodeExistsError):
+        return "left as it is"
+    return "ACL set (it had members; they are vouched for by challenge)"
+
+
+def _read_contenders(client: KazooClient, path: str) -> tuple[list[str], Any]:
+    """The election's identities in lock order (leader first), and the path's ACL and stat.
+
+    Like kazoo's `Election.contenders`, but a node whose data is not UTF-8 is read as "" (an
+    identity never vouched for) instead of raising, and at most `_MAX_CONTENDERS` are read.
+    Raises KazooException.
+    """
+    acls, stat = client.get_acls(path)
+    children = client.get_children(path)
+    matched = [(m.group(1), child) for child in children if (m := _LOCK_NODE.search(child))]
+    identities: list[str] = []
+    for _seq, child in sorted(matched)[:_MAX_CONTENDERS]:
+        try:
+            data, _ = client.get(f"{path}/{child}")
+        except KazooException:
+            continue  # gone meanwhile
+        try:
+            identities.append((data or b"").decode("utf-8"))
+        except UnicodeDecodeError:
+            identities.append("")
+    return identities, (acls, stat)
+
+
 class Replica:
     """One `python -m scheduler` process's scheduler logic (not the signal handling)."""
 
@@ -95,6 +200,10 @@ class Replica:
         self._election_path = self.registry.abs(ELECTION_PATH)
         # Identities of the replicas in the election, leader first (for /health and the console).
         self._contenders: tuple[str, ...] = ()
+        # Which of them this replica vouches for (leader-watch thread); only those are listed,
+        # granted CORS and redirected to.
+        self.vouching = Vouching(settings)
+        self.warnings = startup_warnings(settings, os.environ)
         # A registry of this replica's own (several replicas may share a process in tests).
         self.metrics = CollectorRegistry()
         self.scheduler_metrics = SchedulerMetrics(self.metrics)
@@ -107,7 +216,8 @@ class Replica:
             is_acting_leader=self.is_acting_leader,
             limits=http_limits(settings),
             authorized=self._authorized,
-            replicas=lambda: self._contenders,
+            replicas=self.vouched_replicas,
+            prove=self.vouching.answer,
         )
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
@@ -140,13 +250,14 @@ class Replica:
         Raises RegistryError when ZooKeeper cannot be reached within the connection timeout, and
         OSError when the HTTP port is taken.
         """
-        if not self.settings.zk_digest:
-            log.warning(
-                "replica %s: zk_digest is not set, so every node under /%s is world-writable: "
-                "anyone who reaches ZooKeeper can rewrite jobs and so run code on the agents; "
-                "set zk_digest in production",
+        for warning in self.warnings:
+            log.warning("replica %s: WARNING: %s", self.settings.identity, warning)
+        if not self.settings.zk_digest and not self.warnings:
+            log.info(
+                "replica %s: zk_digest is not set (local development cluster: %s=1, ZooKeeper "
+                "on loopback)",
                 self.settings.identity,
-                self.settings.zk_namespace,
+                DEV_CLUSTER_ENV,
             )
         try:
             self._client.start(timeout=self.settings.zk_connection_timeout_seconds)
@@ -157,6 +268,8 @@ class Replica:
                 f"{self.settings.zk_connection_timeout_seconds:g}s"
             ) from exc
         self.registry.ensure(ELECTION_PATH)
+        if self.settings.zk_digest:
+            self._secure_election_path()
         self.registry.probe_multi_read()  # before contending: an old server drops the connection
         self.http.start()
         for target, name in (
@@ -171,6 +284,18 @@ class Replica:
             "replica %s: started (namespace /%s)",
             self.settings.identity,
             self.settings.zk_namespace,
+        )
+
+    def _secure_election_path(self) -> None:
+        """Give the election path the digest's ACL before contending (see `vouching`)."""
+        try:
+            done = _secure_election_path(self._client, self._election_path, self.settings.zk_digest)
+        except KazooException as exc:
+            raise RegistryError(
+                f"cannot secure the election path {self._election_path}: {exc!r}"
+            ) from exc
+        log.info(
+            "replica %s: election path %s: %s", self.settings.identity, self._election_path, done
         )
 
     def stop(self, timeout_s: float = 20.0) -> None:
@@ -491,24 +616,40 @@ class Replica:
                     watched = client
                 except KazooException:
                     log.warning("leader-watch: could not watch %s yet", self._election_path)
+            if self._zk_state == KazooState.CONNECTED:
+                self._follow_sessions()
             self._refresh_leader()
             self._leader_changed.wait(_LEADER_REFRESH_S)
             self._leader_changed.clear()
 
     def _refresh_leader(self) -> None:
+        """Read the election, vouch for its members, publish the leader (leader-watch thread).
+
+        The checks may take a couple of seconds for a member that does not answer; the leader
+        and whether it is vouched for are published together afterwards.
+        """
         if self._zk_state != KazooState.CONNECTED:
             return
         try:
-            contenders = self._client.Election(self._election_path).contenders()
+            contenders, (acls, stat) = _read_contenders(self._client, self._election_path)
         except KazooException:
             return
+        self.vouching.update(contenders, acls, stat.aversion)
         leader = contenders[0] if contenders else None
-        self._contenders = tuple(dict.fromkeys(str(c) for c in contenders))
+        self._contenders = tuple(dict.fromkeys(contenders))
         if leader != self._leader:
             if leader is not None:
                 self.counters["leader_changes"] += 1
-            log.info("leader-watch: leader is now %s", leader or "unknown")
+            log.info(
+                "leader-watch: leader is now %s%s",
+                repr(leader[:80]) if leader is not None else "unknown",
+                "" if leader is None or self.vouching.is_vouched(leader) else " (NOT vouched for)",
+            )
             self._leader = leader
+
+    def vouched_replicas(self) -> list[str]:
+        """The election members this replica vouches for, leader first, itself included."""
+        return self.vouching.vouched(self._contenders)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -537,24 +678,34 @@ class Replica:
         return None
 
     def _authorized(self, environ: Any) -> bool:
-        """Whether a `/health` request carries credentials the API would accept (either role)."""
-        auth = authenticator_for(self.settings)
-        header = environ.get("HTTP_AUTHORIZATION")
-        if not header:
-            return not auth.enabled
-        return auth.identify(header, auth.client_address(environ)) is not None
+        """Whether a `/health` request carries credentials the API would accept (either role):
+        Basic credentials, or a console session's cookie."""
+        return authenticator_for(self.settings).check_request(environ).identify is not None
+
+    def _follow_sessions(self) -> None:
+        """Follow the revoked console sessions on the current client (once per client), so a
+        logout on the leader is refused here too (sched-leader-watch)."""
+        try:
+            authenticator_for(self.settings).sessions.follow(
+                self.registry, self._leader_changed.set
+            )
+        except (SchedulerError, KazooException) as exc:
+            log.warning("leader-watch: cannot follow revoked console sessions yet: %s", exc)
 
     def health(self) -> dict[str, Any]:
         """The /health body; `reason` is not None when the answer should be 503."""
         term = self._term
         acting = self.is_acting_leader()
+        leader = self.settings.identity if acting else self._leader
         return {
             "reason": self.unhealthy_reason(),
             "role": "leader" if acting else "standby",
-            "leader": self.settings.identity if acting else self._leader,
+            "leader": leader,
+            "leaderVouched": acting or self.vouching.is_vouched(leader),
             "zookeeper": str(self._zk_state),
             "identity": self.settings.identity,
-            "replicas": list(self._contenders),
+            "replicas": self.vouched_replicas(),
+            "warnings": list(self.warnings),
             "pid": os.getpid(),
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,

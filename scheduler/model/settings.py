@@ -530,6 +530,8 @@ def load_settings(
         why = spec.check(value)
         if why:
             problems[spec.name] = why
+    if parsed.get("require_zk_digest") and not parsed.get("zk_digest"):
+        problems["require_zk_digest"] = "is true but zk_digest is not set (give zk_digest)"
     if problems:
         raise SettingsError(problems)
     if "log_level" in parsed:

@@ -11,7 +11,7 @@ from deploy.zookeeper import free_port
 from tests.security.conftest import StartReplica
 from tests.support.replicas import ReplicaProcess, http_get
 
-_PUBLIC = {"role", "leader", "zookeeper", "identity", "mesos", "reason"}
+_PUBLIC = {"role", "leader", "leaderVouched", "zookeeper", "identity", "mesos", "reason"}
 
 
 def _health(replica: ReplicaProcess, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
