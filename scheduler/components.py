@@ -226,6 +226,7 @@ def _bind_driver(parts: _TermParts) -> None:
             on_status=parts.status.handle,
             on_connected=on_connected,
             on_disconnected=launcher.drop_offers,
+            on_agent_lost=reconciler.reconcile_agent,
         )
     )
 

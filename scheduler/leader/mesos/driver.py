@@ -105,8 +105,9 @@ class DriverHandlers:
 
     `on_offers(offers)` with the offers of one callback, `on_rescind(offer_id)`,
     `on_status(status) -> bool` (True: processed, acknowledge it), `on_connected()` after each
-    (re)subscription and `on_disconnected()` when the offers in hand are void (disconnected,
-    paused, crashed or failed over).
+    (re)subscription, `on_disconnected()` when the offers in hand are void (disconnected,
+    paused, crashed or failed over) and `on_agent_lost(agent_id)` when Mesos says an agent is
+    gone (the term binds the reconciler's `reconcile_agent`; the default only logs).
     """
 
     on_offers: Callable[[list[dict[str, Any]]], None]
@@ -114,6 +115,7 @@ class DriverHandlers:
     on_status: Callable[[dict[str, Any]], bool]
     on_connected: Callable[[], None]
     on_disconnected: Callable[[], None]
+    on_agent_lost: Callable[[str], None] = lambda agent_id: None
 
 
 class DriverWiringError(SchedulerError):
@@ -428,6 +430,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
                 self._on_error(message)
             case AgentLost(agent_id):
                 log.warning("mesos: agent %s lost", agent_id)
+                self._bound.on_agent_lost(agent_id)
             case ExecutorLost(executor_id, agent_id, status):
                 log.warning(
                     "mesos: executor %s on %s exited with status %s", executor_id, agent_id, status
