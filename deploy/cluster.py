@@ -69,11 +69,13 @@ class Child:
     args: list[str]
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None  # added to this process's environment
 
     def start(self) -> None:
+        env = None if self.env is None else {**os.environ, **self.env}
         with open(self.log_path, "ab") as out:
             self.proc = children.start(
-                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
             )
 
     def exit_code(self) -> int | None:
@@ -239,7 +241,13 @@ class LocalCluster:
             args += ["--http_bind_address", "127.0.0.1", "--http_port", str(port)]
             args += ["--zk_servers", self.zookeeper.hosts, "--mesos_url", mesos_url]
             args += ["--data_dir", str(self.data_dir)]
-            child = self._start_child(address, args, logs / f"scheduler-{port}.log", "replica")
+            # Tells the replicas they run in this local development cluster, where a missing
+            # zk_digest is expected: they then do not warn about it (scheduler/ha/replica.py
+            # believes it only while every ZooKeeper server is on loopback).
+            dev = {"EJCLOUD_DEV_CLUSTER": "1"}
+            child = self._start_child(
+                address, args, logs / f"scheduler-{port}.log", "replica", env=dev
+            )
             self.replicas.append(child)
         for address, child in zip(self.replica_addresses, self.replicas, strict=True):
             self._wait(stop, child, f"scheduler replica {address}", self._replica_ready(address))
@@ -248,9 +256,16 @@ class LocalCluster:
             say(f"scheduler     http://{address}/health  http://{address}/api/...")
         say(f"logs          {logs}")
 
-    def _start_child(self, label: str, args: list[str], log_path: Path, kind: str) -> Child:
+    def _start_child(
+        self,
+        label: str,
+        args: list[str],
+        log_path: Path,
+        kind: str,
+        env: dict[str, str] | None = None,
+    ) -> Child:
         self.logs.append(FollowedLog.from_now(label, log_path, kind))
-        child = Child(label, args, log_path)
+        child = Child(label, args, log_path, env=env)
         child.start()
         return child
 
