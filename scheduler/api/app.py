@@ -20,6 +20,7 @@ from scheduler.api import (
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
+from scheduler.api.quotas import Quotas
 from scheduler.api.term_access import TermAccess
 from scheduler.ha.term import LeaderContext
 from scheduler.leader.mesos.capacity import AgentCapacity
@@ -51,6 +52,7 @@ def create_app(
             ctx.settings.job_state_queue_size,
         )
     app.extensions["ejc_term_access"] = TermAccess.build(stores, actions, statistics, capacity)
+    app.extensions["ejc_quotas"] = Quotas.from_settings(ctx.settings)
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

@@ -7,6 +7,8 @@ import logging
 from flask import Blueprint, Response, jsonify
 
 from scheduler.api.bodies import json_body
+from scheduler.api.paging import named_list
+from scheduler.api.quotas import quotas
 from scheduler.api.term_access import term_access
 from scheduler.model.config.app import AppConfig
 from scheduler.model.errors import Conflict
@@ -26,7 +28,8 @@ def register_app() -> Response:
     access = term_access()
     if access.config.app_exists(app.app_name):
         raise Conflict(f"app '{app.app_name}' already exists")
-    access.config.add_app(app)
+    with quotas().registering_app(access.config, app):  # max_apps, max_job_bytes
+        access.config.add_app(app)
     log.info("api: app %s registered", app.app_name)
     return _no_content()
 
@@ -39,6 +42,7 @@ def update_app() -> Response:
     # the merged whole.
     existing = access.config.require_app(AppConfig.check_patch(body))
     updated = existing.merged(body)
+    quotas().check_app_size(updated)
     access.config.update_app(updated)
     log.info("api: app %s updated", updated.app_name)
     return _no_content()
@@ -46,7 +50,14 @@ def update_app() -> Response:
 
 @bp.get("/list")
 def list_apps() -> Response:
-    return jsonify([a.to_json() for a in term_access().config.apps()])
+    """Every app (paged with `limit`/`cursor`; see `paging`)."""
+    config = term_access().config
+    return named_list(
+        "apps",
+        config.app_names(),
+        lambda names: [app.to_json() for app in config.apps_named(names)],
+        quotas().max_list_items,
+    )
 
 
 @bp.get("/<app_name>")

@@ -8,7 +8,9 @@ from flask import Blueprint, Response, jsonify
 
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
+from scheduler.api.paging import keyed_list, named_list
 from scheduler.api.placement import refuse_unplaceable
+from scheduler.api.quotas import quotas
 from scheduler.api.term_access import term_access
 from scheduler.model.config import OverlapPolicy
 from scheduler.model.config.job import JobConfig, JobExecutionType
@@ -36,8 +38,9 @@ def register_job() -> Response:
     if access.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"app '{job.app_name}' is disabled; enable it before registering jobs")
     refuse_unplaceable(job)
-    access.disabled.enable_job(job.job_name)  # a stale disable node must not hide the new job
-    access.config.add_job(job)
+    with quotas().registering_job(access.config, job):  # max_jobs, max_job_bytes, cron
+        access.disabled.enable_job(job.job_name)  # a stale disable node must not hide the job
+        access.config.add_job(job)
     log.info("api: job %s registered", job.job_name)
     return _no_content()
 
@@ -50,6 +53,7 @@ def update_job() -> Response:
     existing = access.config.require_job(JobConfig.check_patch(body))
     updated = existing.merged(body, app_exists=access.config.app_exists)
     refuse_unplaceable(updated)
+    quotas().check_job(updated)  # max_job_bytes, min_fire_interval_seconds
     access.config.update_job(updated)
     log.info("api: job %s updated", updated.job_name)
     return _no_content()
@@ -74,7 +78,20 @@ def _deregister(job_name: str) -> Response:
 
 @bp.get("/jobs")
 def list_jobs() -> Response:
-    return jsonify([j.to_json() for j in term_access().config.jobs()])
+    """Every job (paged with `limit`/`cursor`; see `paging`), read and written a batch at a
+    time."""
+    config = term_access().config
+    return named_list(
+        "jobs",
+        config.job_names(),
+        lambda names: [_job_json(job) for job in config.jobs_named(names)],
+        quotas().max_list_items,
+    )
+
+
+def _job_json(job: JobConfig) -> dict[str, object]:
+    """A job as the job list shows it."""
+    return job.to_json()
 
 
 @bp.get("/jobs/<job_name>")
@@ -137,20 +154,36 @@ def trigger_job() -> Response:
 
 @bp.get("/tasks/running")
 def running_tasks() -> Response:
-    return jsonify([t.to_json() for t in term_access().running.tasks()])
+    return keyed_list(
+        "running",
+        term_access().running.tasks(),
+        lambda t: (t.task_id,),  # `{job}@-@{item}@-@...`: by job, then shard
+        lambda t: t.to_json(),
+        quotas().max_list_items,
+    )
 
 
 @bp.get("/tasks/ready")
 def ready_tasks() -> Response:
-    counts = term_access().ready.counts()
-    return jsonify([{"jobName": job, "times": str(n)} for job, n in sorted(counts.items())])
+    return keyed_list(
+        "ready",
+        list(term_access().ready.counts().items()),
+        lambda entry: (entry[0],),
+        lambda entry: {"jobName": entry[0], "times": str(entry[1])},
+        quotas().max_list_items,
+    )
 
 
 @bp.get("/tasks/failover")
 def failover_tasks() -> Response:
-    return jsonify(
-        [
-            {"taskInfo": {"jobName": job, "shardingItems": [item]}, "originalTaskId": original}
-            for job, item, original in term_access().failover.entries()
-        ]
+    return keyed_list(
+        "failover",
+        term_access().failover.entries(),
+        # Items in numeric order (zero-padded: keys compare as text).
+        lambda entry: (entry[0], f"{entry[1]:010d}", entry[2]),
+        lambda entry: {
+            "taskInfo": {"jobName": entry[0], "shardingItems": [entry[1]]},
+            "originalTaskId": entry[2],
+        },
+        quotas().max_list_items,
     )

@@ -53,6 +53,24 @@ class Conflict(SchedulerError):
     http_status = 409
 
 
+class QuotaExceeded(SchedulerError):
+    """A registration beyond a quota (`max_apps`, `max_jobs`); the message names the quota and
+    its value. 409, not 429: waiting does not help, deleting something (or raising the quota)
+    does, and clients that retry 429 on their own would only repeat the refusal."""
+
+    http_status = 409
+
+    def __init__(self, quota: str, message: str) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
+class TooLarge(QuotaExceeded):
+    """An app or job whose stored JSON exceeds `max_job_bytes`."""
+
+    http_status = 413
+
+
 class UnsupportedMediaType(SchedulerError):
     """A request body that is not JSON where the API takes JSON (form and text bodies included)."""
 

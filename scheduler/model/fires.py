@@ -36,6 +36,7 @@ __all__ = [
     "due_fires",
     "fire_events",
     "plan_fires",
+    "shortest_gap",
 ]
 
 MAX_FIRES_COUNTED = 10_000
@@ -128,6 +129,26 @@ def _latest(trigger: Trigger, floor: float, now: float) -> float:
         if later is None or later > now:
             return fire
         fire = later
+
+
+def shortest_gap(trigger: Trigger, start: float, fires: int = 500) -> float | None:
+    """The shortest time in seconds between two consecutive fires among the first `fires`
+    fires after epoch `start` (None: it fires fewer than twice).
+
+    Many consecutive gaps, not only the first: `0,1 0 * * * ?` fires 1 s apart once an hour
+    and 3599 s apart the rest of the time, and which one comes first depends on the clock."""
+    shortest: float | None = None
+    previous = _next(trigger, start)
+    for _ in range(fires - 1):
+        if previous is None:
+            break
+        fire = _next(trigger, previous)
+        if fire is None:
+            break
+        gap = fire - previous
+        shortest = gap if shortest is None else min(shortest, gap)
+        previous = fire
+    return shortest
 
 
 def plan_fires(

@@ -361,8 +361,9 @@ _KEYS: tuple[_Key, ...] = (
     _Key(
         "max_job_bytes",
         _parse_int,
-        "largest job or app configuration (its stored JSON) in bytes",
-        _at_least(1024),
+        "largest job or app configuration (its stored JSON) in bytes; refused with 413 "
+        "beyond it (at most 262144, the stored bound)",
+        lambda v: None if 1024 <= v <= 262144 else "must be from 1024 to 262144",
     ),
     _Key(
         "min_fire_interval_seconds",
@@ -452,7 +453,7 @@ class Settings:
     notify_webhook_senders: int = 4
     max_apps: int = 10000
     max_jobs: int = 100000
-    max_job_bytes: int = 262144
+    max_job_bytes: int = 65536
     min_fire_interval_seconds: float = 1.0
     max_fires_per_second: float = 0.0
     max_list_items: int = 10000

@@ -8,6 +8,7 @@ are fenced: only the acting leader changes configuration.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.cron import system_time_zone
@@ -71,6 +72,36 @@ class ConfigStore:
                 out.append(app)
         return out
 
+    def app_count(self) -> int:
+        """How many apps are stored (one stat request, no listing)."""
+        return self._registry.child_count(APPS)
+
+    def app_names(self) -> list[str]:
+        """Names of the stored apps, sorted."""
+        return self._registry.children(APPS)
+
+    def apps_named(self, names: Sequence[str]) -> list[AppConfig]:
+        """The apps of `names` that still exist, in that order, read in bulk (multiRead where
+        the server has it); one that cannot be read is logged and left out."""
+        out = []
+        for name, data in self._read_many(APPS, names):
+            try:
+                out.append(AppConfig.from_bytes(data, strict=False))
+            except InvalidRequest as exc:
+                log.warning("config: skipping app %s: cannot be read: %s", name, exc.message)
+        return out
+
+    def _read_many(self, parent: str, names: Sequence[str]) -> list[tuple[str, bytes]]:
+        """(name, data) of the nodes `parent/name` that exist, in the order of `names`."""
+        plain = [name for name in names if _plain(name)]
+        got = self._registry.get_many([f"{parent}/{name}" for name in plain])
+        out = []
+        for name in plain:
+            found = got.get(f"{parent}/{name}")
+            if found is not None:
+                out.append((name, found[0]))
+        return out
+
     def add_app(self, app: AppConfig) -> None:
         try:
             self._writer().create(f"{APPS}/{app.app_name}", app.to_bytes())
@@ -123,6 +154,21 @@ class ConfigStore:
 
     def job_names(self) -> list[str]:
         return self._registry.children(JOBS)
+
+    def job_count(self) -> int:
+        """How many jobs are stored (one stat request, no listing)."""
+        return self._registry.child_count(JOBS)
+
+    def jobs_named(self, names: Sequence[str]) -> list[JobConfig]:
+        """The jobs of `names` that still exist, in that order, read in bulk (multiRead where
+        the server has it); one that cannot be read is logged and left out."""
+        out = []
+        for name, data in self._read_many(JOBS, names):
+            try:
+                out.append(self.parse_stored_job(name, data))
+            except RegistryError as exc:
+                log.warning("config: skipping job %s: %s", name, exc.message)
+        return out
 
     def add_job(self, job: JobConfig) -> None:
         try:
