@@ -42,9 +42,21 @@ class ReplicaProcess:
     """One replica process on a free port, logging to `log_dir`.
 
     It runs in a process group of its own and dies with the thread that started it.
+    `module` is what `python -m` runs (a test wrapper of `scheduler`, such as
+    `tests.support.skewed_clock`), with `env` added to the environment.
     """
 
-    def __init__(self, zk_servers: str, log_dir: Path, **settings: Any) -> None:
+    def __init__(
+        self,
+        zk_servers: str,
+        log_dir: Path,
+        *,
+        module: str = "scheduler",
+        env: dict[str, str] | None = None,
+        **settings: Any,
+    ) -> None:
+        self.module = module
+        self.env = env
         self.port = int(settings.pop("http_port", 0)) or free_port()
         self.identity = f"127.0.0.1:{self.port}"
         self.log_path = log_dir / f"replica-{self.port}.log"
@@ -61,12 +73,18 @@ class ReplicaProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ReplicaProcess:
-        args = [sys.executable, "-m", "scheduler"]
+        args = [sys.executable, "-m", self.module]
         for key, value in self.settings.items():
             args += [f"--{key}", value]
+        env = None if self.env is None else {**os.environ, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = children.start(
-                args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                args,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
         return self
 

@@ -64,11 +64,19 @@ class TcpProxy:
         except (OSError, ValueError):
             return
         finally:
+            with self._lock:
+                if (a, b) in self._pairs:
+                    self._pairs.remove((a, b))
             for s in (a, b):
                 try:
                     s.close()
                 except OSError:
                     pass
+
+    def connections(self) -> int:
+        """How many connections it forwards now (held ones are not counted)."""
+        with self._lock:
+            return sum(1 for _, upstream in self._pairs if upstream is not None)
 
     def _drop_all(self) -> None:
         for client, upstream in self._pairs:

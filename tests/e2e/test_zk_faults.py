@@ -1,0 +1,185 @@
+"""Faults of the infrastructure under the scheduler, one per test: a 3-server ZooKeeper ensemble
+losing a follower, its leader, its quorum; the leading replica cut off from ZooKeeper while its
+Mesos connection stays up; a replica's wall clock jumping. Each test runs real ZooKeeper
+servers, two real replica processes (each reaching the ensemble through proxies it can be cut
+from), the stand-in with three agents and two jobs firing every 2 s (misfire on and off,
+failover on), and ends with the chaos test's checks: no fire of the misfire job lost, no fire
+run twice, no shard live twice, one acting leader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.infra import (
+    SESSION_S,
+    Infra,
+    check_workload,
+    fires_go_on,
+    infra_system,
+    on_time_after,
+    start_workload,
+)
+from tests.support.skewed_clock import ENV as CLOCK_OFFSET_ENV
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def infra(tmp_path: Path) -> Iterator[Infra]:
+    with infra_system(tmp_path) as infra:
+        yield infra
+
+
+def launches(replica_metrics: dict[str, float]) -> float:
+    """Tasks this replica launched, over all its terms (READY and FAILOVER)."""
+    return sum(v for k, v in replica_metrics.items() if k.startswith("ejc_task_launches_total"))
+
+
+def term_of(infra: Infra, identity: str) -> int | None:
+    for replica in infra.system.replicas:
+        if replica.identity == identity:
+            term = (replica.health() or {}).get("term")
+            return None if term is None else int(term["number"])
+    return None
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_follower_moves_sessions_without_a_term_change(infra: Infra) -> None:
+    load = start_workload(infra)
+    leader = infra.wait_leader()
+    term = term_of(infra, leader.identity)
+    # The follower the leader's session is on, so that the session has to move.
+    on = infra.link(leader).connected_to()
+    follower = on if on is not None and on.mode() == "follower" else infra.ensemble.followers()[0]
+    killed_at = time.time()
+    follower.kill()
+    fires_go_on(infra, fires=3)
+    moved_to = infra.link(leader).connected_to()
+    assert moved_to is not None and moved_to is not follower
+    follower.start()
+    infra.ensemble.wait_quorum()
+    fires_go_on(infra, fires=2)
+    # The same term all along: the session survived the move.
+    assert infra.leaders() == [leader]
+    assert term_of(infra, leader.identity) == term
+    assert (leader.health() or {}).get("lastTerm") is None
+    back = on_time_after(load.starts("off"), killed_at)
+    assert back is not None, "the misfire-off job never fired on time again"
+    check_workload(infra, load)
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_zookeeper_leader_is_replaced_under_the_scheduler(infra: Infra) -> None:
+    load = start_workload(infra)
+    zk_leader = infra.ensemble.leader()
+    assert zk_leader is not None
+    killed_at = time.time()
+    zk_leader.kill()
+    new_zk_leader = wait_for(infra.ensemble.leader, 30, message="a new ZooKeeper leader")
+    assert new_zk_leader is not zk_leader
+    leader = infra.wait_leader()
+    fires_go_on(infra, fires=3)
+    zk_leader.start()
+    infra.ensemble.wait_quorum()
+    fires_go_on(infra, fires=2)
+    assert infra.leaders() == [leader]
+    back = on_time_after(load.starts("off"), killed_at)
+    assert back is not None, "the misfire-off job never fired on time again"
+    check_workload(infra, load)
+
+
+@pytest.mark.timeout(240)
+def test_quorum_loss_stops_every_launch_and_the_gap_is_caught_up(infra: Infra) -> None:
+    load = start_workload(infra)
+    leader = infra.wait_leader()
+    zk_leader = infra.ensemble.leader()
+    assert zk_leader is not None
+    down = [zk_leader, infra.ensemble.followers()[0]]
+    lost_at = time.time()
+    for server in down:
+        server.kill()
+    # The leader stops acting at once: nobody says it leads while there is no quorum.
+    wait_for(lambda: not leader.is_leader(), 3, message="the leader stops acting")
+    stopped_s = time.time() - lost_at
+    gap_until = time.monotonic() + SESSION_S + 4
+    while time.monotonic() < gap_until:
+        assert infra.leaders() == [], "a replica acts without a ZooKeeper quorum"
+        time.sleep(0.2)
+    back_at = time.time()
+    for server in down:
+        server.start(wait=False)
+    infra.ensemble.wait_quorum()
+    new_leader = infra.wait_leader(timeout_s=60)
+    # Nothing was launched without ZooKeeper: no run began between the loss (and a launch
+    # already on its way then) and the quorum's return.
+    for job, runs in load.runs.items():
+        during = [t for t in runs.starts() if lost_at + 1.0 < t < back_at]
+        assert not during, f"{job} started runs while there was no quorum: {during}"
+    fires_go_on(infra, fires=3)
+    assert infra.leaders() == [new_leader]
+    outcomes = check_workload(infra, load)
+    off = next(o for o in outcomes if o.name == "off")
+    assert max(off.skipped) >= 3, "the misfire-off job's fires in the gap were skipped"
+    print(f"quorum loss: the leader stopped acting {stopped_s:.2f} s after it")
+
+
+@pytest.mark.timeout(240)
+def test_a_leader_cut_off_from_zookeeper_launches_nothing_and_forgets_its_term(
+    infra: Infra,
+) -> None:
+    load = start_workload(infra)
+    old = infra.wait_leader()
+    registry = infra.registry()
+    framework = registry.get("/ha/framework_id")
+    assert framework
+    cut_at = time.time()
+    infra.link(old).cut()
+    wait_for(lambda: not old.is_leader(), 3, message="the cut-off leader stops acting")
+    launched = launches(old.metrics())
+    new = infra.wait_leader(timeout_s=SESSION_S + 20, other_than=old.identity)
+    # The framework was taken over, not registered anew.
+    assert registry.get("/ha/framework_id") == framework
+    fires_go_on(infra, fires=3)
+    assert launches(old.metrics()) == launched, "the cut-off leader launched tasks"
+    infra.link(old).restore()
+    wait_for(
+        lambda: (old.health() or {}).get("leader") == new.identity,
+        30,
+        message="the old leader rejoins as a standby",
+    )
+    fires_go_on(infra, fires=3)
+    assert launches(old.metrics()) == launched, "the old leader acted after it came back"
+    assert infra.leaders() == [new]
+    back = on_time_after(load.starts("off"), cut_at)
+    assert back is not None, "the misfire-off job never fired on time again"
+    check_workload(infra, load)
+
+
+@pytest.mark.timeout(240)
+def test_a_leader_whose_wall_clock_jumps_neither_fires_twice_nor_skips_silently(
+    tmp_path: Path,
+) -> None:
+    offset = tmp_path / "clock-offset"
+    offset.write_text("0")
+    skewed = {"module": "tests.support.skewed_clock", "env": {CLOCK_OFFSET_ENV: str(offset)}}
+    with infra_system(tmp_path, first=skewed) as infra:
+        load = start_workload(infra)
+        leader = infra.wait_leader()
+        assert leader.module == "tests.support.skewed_clock"
+        fires_go_on(infra, fires=2)
+        offset.write_text("30")  # 30 s ahead
+        fires_go_on(infra, fires=3)
+        offset.write_text("0")  # and back
+        fires_go_on(infra, fires=3, timeout_s=60)
+        offset.write_text("-20")  # 20 s behind
+        fires_go_on(infra, fires=3, timeout_s=60)
+        offset.write_text("0")
+        fires_go_on(infra, fires=3, timeout_s=60)
+        assert infra.leaders() == [leader]
+        check_workload(infra, load)
