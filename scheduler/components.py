@@ -158,7 +158,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         launcher=launcher,
         producer=producer,
         statistics=statistics,
-        webhooks=WebhookNotifier(settings.notify_webhook_url),
+        webhooks=WebhookNotifier.from_settings(settings),
         listener=ConfigListener(stores, producer, kill_job_tasks),
         status=StatusHandler(stores, driver.kill, wake_launcher.wake, statistics.journal),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
@@ -245,6 +245,12 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
             trace_backlog=int(trace.get("pending", 0)),
             trace_dropped=int(trace.get("dropped", 0)),
             trace_errors=int(trace.get("errors", 0)),
+            trace_database_down_since=statistics.down_since() or 0.0,
+            trace_database_outages=(
+                statistics.database.outages if statistics.database is not None else 0
+            ),
+            results_dropped=statistics.journal.dropped if statistics.journal is not None else 0,
+            samples_dropped=statistics.samples_dropped(),
             job_events=event_counts.counts(),
             webhook_deliveries=webhooks.counts(),
             webhook_queue=webhooks.queue_length(),

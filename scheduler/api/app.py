@@ -53,6 +53,8 @@ def create_app(
         )
     app.extensions["ejc_term_access"] = TermAccess.build(stores, actions, statistics, capacity)
     app.extensions["ejc_quotas"] = Quotas.from_settings(ctx.settings)
+    # Webhook targets allowed although internal (api/job_views.py).
+    app.extensions["ejc_webhook_targets"] = ctx.settings.notify_webhook_allowed_targets
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
     return app

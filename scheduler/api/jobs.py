@@ -8,6 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
+from scheduler.api.job_views import job_json, refuse_internal_webhook
 from scheduler.api.paging import keyed_list, named_list
 from scheduler.api.placement import refuse_unplaceable
 from scheduler.api.quotas import quotas
@@ -33,6 +34,7 @@ def register_job() -> Response:
         default_time_zone=access.config.default_time_zone,
         app_exists=access.config.app_exists,
     )
+    refuse_internal_webhook(job)  # 400 for a webhook the leader may not POST to
     if access.config.job(job.job_name) is not None:
         raise Conflict(f"job '{job.job_name}' already exists")
     if access.disabled.is_app_disabled(job.app_name):
@@ -52,6 +54,7 @@ def update_job() -> Response:
     # Name, field names and strings are checked before the stored job is read.
     existing = access.config.require_job(JobConfig.check_patch(body))
     updated = existing.merged(body, app_exists=access.config.app_exists)
+    refuse_internal_webhook(updated)  # 400 for a webhook the leader may not POST to
     refuse_unplaceable(updated)
     quotas().check_job(updated)  # max_job_bytes, min_fire_interval_seconds
     access.config.update_job(updated)
@@ -90,13 +93,13 @@ def list_jobs() -> Response:
 
 
 def _job_json(job: JobConfig) -> dict[str, object]:
-    """A job as the job list shows it."""
-    return job.to_json()
+    """A job as the job list shows it (its webhook hidden from readers)."""
+    return job_json(job)
 
 
 @bp.get("/jobs/<job_name>")
 def get_job(job_name: str) -> Response:
-    return jsonify(term_access().config.require_job(job_name).to_json())
+    return jsonify(job_json(term_access().config.require_job(job_name)))
 
 
 @bp.get("/<job_name>/disable")

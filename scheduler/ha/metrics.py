@@ -72,6 +72,10 @@ _JOB_EVENT_FAMILIES = {
         "ejc_fires_capped",
         "Cron fires dropped: job_state_queue_size runs already pending.",
     ),
+    JobEventKind.FIRE_DELAYED: (
+        "ejc_fires_delayed",
+        "Cron fires delayed over max_fires_per_second (accounted and run later, not dropped).",
+    ),
 }
 _WEBHOOK_OUTCOMES = ("delivered", "retried", "given_up", "dropped")
 # Shards of one run are launched within one launcher round, a few milliseconds apart.
@@ -89,6 +93,12 @@ class TermFigures:
     trace_backlog: int = 0
     trace_dropped: int = 0
     trace_errors: int = 0
+    trace_database_down_since: float = 0.0
+    """Epoch seconds since when the trace database is down (0: up, or statistics off)."""
+    trace_database_outages: int = 0
+    results_dropped: int = 0
+    """Task results not journaled this term (the journal was full while the database was down)."""
+    samples_dropped: int = 0
     job_events: Mapping[JobEventKind, int] = field(default_factory=dict)
     """Run and fire events of the term, by kind (fires counted one by one)."""
     webhook_deliveries: Mapping[str, int] = field(default_factory=dict)
@@ -222,6 +232,25 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "Event trace entries the database refused this term.",
         value=t.trace_errors,
     )
+    yield GaugeMetricFamily(
+        "ejc_trace_database_down_since_timestamp_seconds",
+        "Since when the trace database has been down (0: up; leader only).",
+        value=t.trace_database_down_since,
+    )
+    yield CounterMetricFamily(
+        "ejc_trace_database_outages",
+        "Trace database outages this term (writes failing for want of reaching it).",
+        value=t.trace_database_outages,
+    )
+    dropped = CounterMetricFamily(
+        "ejc_statistics_dropped",
+        "Statistics records dropped this term while the trace database was down (results: the "
+        "journal in ZooKeeper was full; samples: the sampler's buffer was full).",
+        labels=["kind"],
+    )
+    dropped.add_metric(["results"], t.results_dropped)
+    dropped.add_metric(["samples"], t.samples_dropped)
+    yield dropped
     for kind, (name, text) in _JOB_EVENT_FAMILIES.items():
         yield CounterMetricFamily(name, text, value=t.job_events.get(kind, 0))
     deliveries = CounterMetricFamily(

@@ -18,6 +18,13 @@ from typing import Any
 from scheduler.model.config.policies import webhook_url_problem
 from scheduler.model.errors import SettingsError
 from scheduler.model.http_trust import allowed_hosts_problem, trusted_proxies_problem
+from scheduler.model.net_targets import (
+    AllowList,
+    TargetRefused,
+    allowlist_problem,
+    parse_target,
+    target_problem,
+)
 from scheduler.model.trace_url import url_problem
 
 ENV_PREFIX = "EJC_"
@@ -113,6 +120,17 @@ def _password_hash(value: Any) -> str | None:
 
 def _webhook_url(value: Any) -> str | None:
     return webhook_url_problem(value) if value else None
+
+
+def _webhook_target_problem(url: str, allowed: str) -> str | None:
+    """Why the leader may not POST to `url` (an internal target that `allowed` does not
+    allow); a name is resolved and judged again at every send."""
+    if not url:
+        return None
+    try:
+        return target_problem(parse_target(url), AllowList.parse(allowed))
+    except TargetRefused as exc:
+        return exc.message
 
 
 def _log_level(value: Any) -> str | None:
@@ -342,7 +360,8 @@ _KEYS: tuple[_Key, ...] = (
         "notify_webhook_allowed_targets",
         _parse_str,
         "webhook targets allowed although internal (loopback, private, link-local, metadata): "
-        "CIDRs and host names, comma-separated; empty = none",
+        "CIDRs, host names and *.domain names, comma-separated; empty = none",
+        allowlist_problem,
     ),
     _Key(
         "notify_webhook_timeout_seconds",
@@ -533,6 +552,12 @@ def load_settings(
             problems[spec.name] = why
     if parsed.get("require_zk_digest") and not parsed.get("zk_digest"):
         problems["require_zk_digest"] = "is true but zk_digest is not set (give zk_digest)"
+    if "notify_webhook_url" not in problems and "notify_webhook_allowed_targets" not in problems:
+        why = _webhook_target_problem(
+            parsed.get("notify_webhook_url", ""), parsed.get("notify_webhook_allowed_targets", "")
+        )
+        if why:
+            problems["notify_webhook_url"] = why
     if problems:
         raise SettingsError(problems)
     if "log_level" in parsed:

@@ -15,7 +15,8 @@ a daemon task idle (a `COMPLETE` run). So:
 - the journal survives any leader crash; the next leader's `ResultCounters.roll` moves it into
   the database (see `leader.statistics.counters` for the exactly-once move);
 - the database may be down for a while: results wait in ZooKeeper (up to `MAX_PENDING`, then
-  new results are not journaled, counted in `dropped` and logged).
+  new results are not journaled: counted in `dropped`, which /health and /metrics show, and
+  logged at WARNING at most every 10 s with how many).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = ["MAX_PENDING", "RESULTS", "ResultJournal", "bucket_minute", "bucket_n
 log = logging.getLogger(__name__)
 
 RESULTS = "/statistics/results"
+_DROP_LOG_INTERVAL_S = 10.0
 # ZooKeeper answers getChildren in one packet (jute.maxbuffer, 1 MiB by default): a bucket of
 # 36-character names stays well below that at this size, and so does the whole journal.
 MAX_PENDING = 20_000
@@ -61,25 +63,21 @@ class ResultJournal:
         self._bucket = ""
         self.pending = 0  # as last seen by the roller, plus what was journaled since
         self.dropped = 0
+        self._unlogged = 0  # dropped and not logged yet
+        self._logged_at: float | None = None
 
     def ops(self, success: bool, now: float | None = None) -> list[Op]:
         """The op that journals one result (to commit with the state change); [] when the
         journal is full. Raises SchedulerError when ZooKeeper fails creating the bucket."""
         with self._lock:
-            if self.pending >= MAX_PENDING:
+            full = self.pending >= MAX_PENDING
+            if full:
                 self.dropped += 1
-                dropped = self.dropped
+                self._unlogged += 1
             else:
-                dropped = 0
                 self.pending += 1
-        if dropped:
-            if dropped & (dropped - 1) == 0:
-                log.warning(
-                    "statistics: result journal full (%d entries waiting for the database); "
-                    "%d results not counted so far",
-                    MAX_PENDING,
-                    dropped,
-                )
+        if full:
+            self.log_drops(due_only=True)
             return []
         bucket = bucket_name(time.time() if now is None else now)
         if bucket != self._bucket:
@@ -91,6 +89,27 @@ class ResultJournal:
             self._bucket = bucket
         name = f"{uuid.uuid4().hex}-{'s' if success else 'f'}"
         return [Op("create", f"{RESULTS}/{bucket}/{name}")]
+
+    def log_drops(self, due_only: bool = False) -> None:
+        """Log the results dropped and not logged yet (any thread); with `due_only`, only when
+        no line was logged for 10 s: a flood of drops is a line every 10 s, never silence."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._logged_at
+            if not self._unlogged or (
+                due_only and last is not None and now - last < _DROP_LOG_INTERVAL_S
+            ):
+                return
+            unlogged, self._unlogged = self._unlogged, 0
+            dropped = self.dropped
+            self._logged_at = now
+        log.warning(
+            "statistics: result journal full (%d entries waiting for the database): %d results "
+            "not counted (%d in all)",
+            MAX_PENDING,
+            unlogged,
+            dropped,
+        )
 
     def not_committed(self) -> None:
         """The transaction carrying the op failed: forget the cached bucket, uncount it."""

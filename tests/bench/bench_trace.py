@@ -60,7 +60,7 @@ def measure(database: str, url: str, updates: int, batch_size: int, timeout_s: f
     try:
         upgrade_to_head(engine)
         print(f"{database}: {_settings(engine)}", flush=True)
-        writer = TraceWriter(engine, queue_size=updates, batch_size=batch_size)
+        writer = TraceWriter(engine, max_records=updates, batch_size=batch_size)
         writer.start()
         try:
             started = time.monotonic()

@@ -11,7 +11,8 @@ Checked:
 - inside `scheduler/`, every module sits in a layer (1 model, 2 storage, 3 leader, 4 face and
   wiring) and imports only its own layer or lower ones;
 - in layer 3, a room (each module or package directly inside `leader/`: producer, config
-  listener, mesos, statistics, webhooks, ...) imports no other room, only the shared lifecycle;
+  listener, mesos, statistics, webhooks, ...) imports no other room, only the shared lifecycle
+  and outbound (the leader's outbound HTTP requests);
 - no cycle between units (a unit is a module: one `.py` file, a package's `__init__.py` being a
   unit of its own);
 - the executor imports nothing of the scheduler; the scheduler imports of the executor only its
@@ -59,7 +60,9 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 # Layer 3: every module or package directly inside leader/ is a room, but these, which every
 # room may import.
 LEADER = "scheduler.leader"
-LEADER_SHARED = frozenset({"scheduler.leader", "scheduler.leader.lifecycle"})
+LEADER_SHARED = frozenset(
+    {"scheduler.leader", "scheduler.leader.lifecycle", "scheduler.leader.outbound"}
+)
 # The executor's modules the scheduler may use: the wire formats both sides share.
 EXECUTOR_WIRE = frozenset({"executor.taskdata", "executor.records"})
 PRODUCT = ("scheduler", "executor", "ejcloud_cli")

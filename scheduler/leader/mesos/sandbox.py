@@ -9,7 +9,10 @@ agent serves the files under that directory through `/files/read?path=&offset=&l
 answers `{"data": ..., "offset": N}` with the file's bytes as they are (not necessarily UTF-8)
 and with `offset=-1` the file's size.
 
-Calls block up to `TIMEOUT_S` each and run on the caller's thread (an API worker). Errors:
+Each request (`scheduler/leader/outbound.py`) has one deadline, `TIMEOUT_S`, for all of it
+(connect, send, the whole answer: an agent that answers a byte at a time cannot hold the API
+worker longer), follows no redirect (a 3xx is an answer the agent should not give) and reads at
+most `_MAX_ANSWER_BYTES`; it runs on the caller's thread (an API worker). Errors:
 `AgentUnreachable` (502) when the agent does not answer or answers nonsense,
 `SandboxNotFound` (404) when the agent does not know the task or the file.
 """
@@ -17,14 +20,12 @@ Calls block up to `TIMEOUT_S` each and run on the caller's thread (an API worker
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from http.client import HTTPException
 from typing import Any
 from urllib.parse import urlencode
 
+from scheduler.leader.outbound import request
 from scheduler.model.errors import SchedulerError
 
 __all__ = [
@@ -84,14 +85,22 @@ def address_of(agent: Mapping[str, Any]) -> str | None:
 
 def _get(url: str, what: str) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            return bytes(resp.read(_MAX_ANSWER_BYTES))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise SandboxNotFound(f"{what}: not found") from exc
-        raise AgentUnreachable(f"{what}: the agent answered HTTP {exc.code}") from exc
-    except (OSError, HTTPException) as exc:
+        answer = request(
+            "GET",
+            url,
+            deadline_s=TIMEOUT_S,
+            headers={"Accept": "application/json"},
+            max_answer_bytes=_MAX_ANSWER_BYTES,
+        )
+    except TimeoutError as exc:
+        raise AgentUnreachable(f"{what}: no whole answer within {TIMEOUT_S:g} s") from exc
+    except OSError as exc:
         raise AgentUnreachable(f"{what}: cannot reach it ({exc})") from exc
+    if answer.status == 404:
+        raise SandboxNotFound(f"{what}: not found")
+    if answer.status != 200:
+        raise AgentUnreachable(f"{what}: the agent answered HTTP {answer.status}")
+    return answer.body
 
 
 def get_agents(master: str) -> dict[str, str]:
@@ -99,17 +108,17 @@ def get_agents(master: str) -> dict[str, str]:
 
     Raises OSError/ValueError when the master cannot be read.
     """
-    request = urllib.request.Request(
+    reply = request(
+        "POST",
         f"http://{master}/api/v1",
-        data=b'{"type": "GET_AGENTS"}',
+        deadline_s=TIMEOUT_S,
+        body=b'{"type": "GET_AGENTS"}',
         headers={"Content-Type": "application/json", "Accept": "application/json"},
-        method="POST",
+        max_answer_bytes=_MAX_ANSWER_BYTES,
     )
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
-            answer = json.loads(resp.read(_MAX_ANSWER_BYTES))
-    except HTTPException as exc:
-        raise OSError(str(exc)) from exc
+    if reply.status != 200:
+        raise OSError(f"the Mesos master answered HTTP {reply.status} to GET_AGENTS")
+    answer = json.loads(reply.body)
     try:
         agents = answer["get_agents"].get("agents", [])
         out: dict[str, str] = {}

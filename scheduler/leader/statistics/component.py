@@ -13,8 +13,12 @@ sampled statistics.
   (sampler.py).
   Nothing is flushed at term end: whatever this term journaled and did not move yet is moved by
   the next leader, exactly once, even after a SIGKILL.
-- The database may be down at term start or at any time later: the thread keeps retrying (the
-  schema migration first), results wait in ZooKeeper, trace entries wait in the writer's queue.
+- The database may be down at term start or at any time later (a server stopped, SQLite's disk
+  full): nothing of scheduling waits for it. The thread keeps retrying (the schema migration
+  first) and probes the database every tick; results wait in ZooKeeper, trace entries in the
+  writer's buffer and samples in the sampler's, each bounded by `trace_buffer_max_records` (the
+  oldest dropped beyond it, counted and logged), and are written in order when it is back.
+  `database` (a `DatabaseState`) knows since when it is down; `/health` and `/metrics` show it.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import DBAPIError
 
 from executor.records import RecordError, decode_status_data
 from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.leader.statistics.counters import ResultCounters
 from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics.outage import DatabaseState
 from scheduler.leader.statistics.sampler import Sampler
-from scheduler.leader.statistics.writer import TraceWriter, first_line
+from scheduler.leader.statistics.writer import TraceWriter, first_line, unreachable
 from scheduler.model.job_events import JobEvent
 from scheduler.model.runs import CommandRuns, launch_message
 from scheduler.model.settings import Settings
@@ -50,6 +57,7 @@ ROLL_INTERVAL_S = 5.0
 # then name the task itself, as for any non-failover launch)
 _ORIGINALS_KEPT = 100_000
 _RETRY_MAX_S = 30.0
+_SOURCE = "statistics"
 
 
 def trace_url(settings: Settings) -> URL | None:
@@ -81,12 +89,19 @@ class Statistics(ThreadedComponent):
         self._registry = registry
         self._fence = fence
         self._url = trace_url(settings)
+        self._max_records = settings.trace_buffer_max_records
+        self.database: DatabaseState | None = (
+            None
+            if self._url is None
+            else DatabaseState(self._url.render_as_string(hide_password=True))
+        )
         # The status handler journals results only while statistics are on.
         self.journal: ResultJournal | None = None if self._url is None else ResultJournal(registry)
         # Published once the schema is migrated; the REST API reads it.
         self.engine: Engine | None = None
         self._writer: TraceWriter | None = None
         self._counters: ResultCounters | None = None
+        self._sampler: Sampler | None = None
         self._problem = ""
         self._lock = threading.Lock()
         self._originals: dict[str, str] = {}
@@ -98,9 +113,9 @@ class Statistics(ThreadedComponent):
             log.info("statistics: event trace and statistics off (event_trace_rdb_url=none)")
             return
         engine = create_trace_engine(self._url)
-        # Created now so updates are queued from the first one; its thread starts after the
+        # Created now so updates are buffered from the first one; its thread starts after the
         # schema is migrated.
-        self._writer = TraceWriter(engine)
+        self._writer = TraceWriter(engine, max_records=self._max_records, database=self.database)
         self._start_thread()
 
     def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
@@ -166,29 +181,46 @@ class Statistics(ThreadedComponent):
         )
 
     def info(self) -> dict[str, Any]:
-        """For /health: where the trace goes and how the writers are doing."""
+        """For /health: where the trace goes, whether the database is up (since when it is
+        down, the last outage), and what the writers hold and dropped. Never blocks."""
         if self._url is None:
             return {"database": "off"}
         out: dict[str, Any] = {
             "database": self._url.render_as_string(hide_password=True),
             "ready": self.engine is not None,
         }
+        if self.database is not None:
+            out.update(self.database.describe())
         writer = self._writer
         problem = self._problem or (writer.problem if writer is not None else "")
         if problem:
             out["problem"] = problem
         if writer is not None:
-            out["trace"] = writer.counters()
+            out["trace"] = {**writer.counters(), "max": writer.max_records}
+        sampler = self._sampler
+        if sampler is not None:
+            out["samples"] = {"pending": sampler.pending, "dropped": sampler.dropped}
         if self.journal is not None:
             out["journal"] = {"pending": self.journal.pending, "dropped": self.journal.dropped}
         if self._counters is not None:
             out["counted"] = self._counters.counted
         return out
 
+    def down_since(self) -> float | None:
+        """Epoch seconds since when the trace database is down; None while up (or off)."""
+        return self.database.down_since if self.database is not None else None
+
+    def samples_dropped(self) -> int:
+        sampler = self._sampler
+        return sampler.dropped if sampler is not None else 0
+
     def _run(self) -> None:
         writer = self._writer
         assert writer is not None  # set before the thread starts
         engine = writer.engine
+        assert self.journal is not None
+        # Samples are read from ZooKeeper at each minute whether or not the database is up.
+        self._sampler = sampler = Sampler(engine, self._registry, self._max_records)
         delay = 1.0
         while True:
             try:
@@ -196,48 +228,69 @@ class Statistics(ThreadedComponent):
                 break
             except Exception as exc:  # noqa: BLE001 - any database failure: retry
                 self._failed("migrating the schema", exc)
+            self._observe(sampler)
             if self._stopping.wait(delay):
                 return
             delay = min(delay * 2, _RETRY_MAX_S)
         self._recovered("schema migrated")
         self.engine = engine
         writer.start()
-        assert self.journal is not None
         self._counters = counters = ResultCounters(
             engine, self._registry, self._fence, self.journal
         )
-        sampler = Sampler(engine, self._registry)
         log.info("statistics: event trace in %s", engine.url.render_as_string(hide_password=True))
         while True:
-            try:
-                counters.roll()
-                sampler.sample()
-                self._recovered("writing statistics again")
-            except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
-                if not self._fence.is_acting():
-                    log.info("statistics: not acting; rolling paused (%s)", exc)
-                else:
-                    self._failed("rolling the statistics", exc)
+            self._tick(counters, sampler, writer)
             if self._stopping.wait(_next_tick()):
                 return
+
+    def _tick(self, counters: ResultCounters, sampler: Sampler, writer: TraceWriter) -> None:
+        """One round: samples read, journal moved, samples written, the database probed."""
+        assert self.journal is not None
+        self.journal.log_drops()
+        self._observe(sampler)
+        try:
+            counters.roll()
+            sampler.write()
+            _probe(writer.engine)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
+            if not self._fence.is_acting():
+                log.info("statistics: not acting; rolling paused (%s)", exc)
+            else:
+                self._failed("rolling the statistics", exc)
+            return
+        self._recovered("writing statistics again")
+        if writer.problem:
+            writer.retry_now()  # the database answers: the writer need not wait its back-off
+
+    def _observe(self, sampler: Sampler) -> None:
+        try:
+            sampler.observe()
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper: read again next tick
+            if self._fence.is_acting():
+                log.warning("statistics: running tasks not sampled: %s", first_line(exc))
 
     def _failed(self, what: str, exc: Exception) -> None:
         problem = f"{what}: {first_line(exc)}"
         if problem != self._problem:
             log.warning("statistics: %s (retrying; results wait in ZooKeeper)", problem)
         self._problem = problem
+        if self.database is not None and isinstance(exc, DBAPIError) and unreachable(exc):
+            self.database.failed(_SOURCE, first_line(exc))
 
     def _recovered(self, what: str) -> None:
         if self._problem:
             log.info("statistics: %s after: %s", what, self._problem)
             self._problem = ""
+        if self.database is not None:
+            self.database.succeeded(_SOURCE)
 
     def stop(self) -> None:
         self._stop_thread()
         if self._writer is not None:
             self._writer.stop(3.0)
             self._writer.engine.dispose()
-        self._writer = self._counters = self.engine = None
+        self._writer = self._counters = self._sampler = self.engine = None
 
 
 def _trace(
@@ -261,6 +314,12 @@ def _trace(
         message=message,
         original_task_id=original,
     )
+
+
+def _probe(engine: Engine) -> None:
+    """Ask the database for one row: a server that went away while nothing was written shows."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 def _next_tick() -> float:

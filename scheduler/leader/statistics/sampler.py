@@ -8,11 +8,19 @@ the period already sampled (by the previous leader) leaves it. Periods without a
 back-filled with the latest row's value, as the original did (`findBlankStatisticTimes`), up to
 `BACKFILL_LIMIT` periods back; tasks keep running while no leader runs, so the last value is the
 best estimate, and the endpoints' charts stay continuous.
+
+Reading and writing are apart: `observe` reads ZooKeeper when a period starts and buffers its
+rows (at most `max_rows`; beyond, the oldest are dropped, counted and logged); `write` writes
+the buffered rows in order and keeps them when the database fails, so a database outage costs
+no sample (each period gets the count read at its start, not the last value before the outage).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -25,6 +33,7 @@ from scheduler.leader.statistics.models import (
     JobRunningStatistics,
     TaskRunningStatistics,
 )
+from scheduler.leader.statistics.outage import DropLog
 from scheduler.storage.config_store import JOBS
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import RUNNING
@@ -39,22 +48,49 @@ _Row = TaskRunningStatistics | JobRunningStatistics | JobRegisterStatistics
 _Table = type[TaskRunningStatistics] | type[JobRunningStatistics] | type[JobRegisterStatistics]
 
 
-class Sampler:
-    """Owned by the statistics thread of one term."""
+@dataclass(frozen=True)
+class _Sample:
+    table: _Table
+    interval: StatisticInterval
+    start: datetime
+    count: int
+    taken: datetime
 
-    def __init__(self, engine: Engine, registry: Registry) -> None:
+
+class Sampler:
+    """Owned by the statistics thread of one term; `dropped` may be read from any thread."""
+
+    def __init__(self, engine: Engine, registry: Registry, max_rows: int = 10_000) -> None:
         self._engine = engine
         self._registry = registry
         self._sampled_minute: datetime | None = None
         self._sampled_day: datetime | None = None
+        self._max_rows = max(1, max_rows)
+        self._lock = threading.Lock()
+        self._rows: deque[_Sample] = deque()
+        self._drops = DropLog("statistics: samples", "buffer full while the database was down")
+
+    @property
+    def dropped(self) -> int:
+        return self._drops.total
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._rows)
 
     def sample(self, now: datetime | None = None) -> bool:
-        """Sample the current minute (and day) unless done; True when something was written.
-        Raises what ZooKeeper or the database raises (the next call retries)."""
+        """`observe`, then `write`: True when something was written. Raises what ZooKeeper
+        or the database raises (the next call retries; observed rows stay buffered)."""
+        self.observe(now)
+        return self.write()
+
+    def observe(self, now: datetime | None = None) -> None:
+        """Read the current minute's (and day's) counts from ZooKeeper unless done, and buffer
+        their rows. Raises what ZooKeeper raises (the next call reads again)."""
         moment = utc_naive(now or datetime.now(UTC))
         minute = period_start(StatisticInterval.MINUTE, moment)
         day = period_start(StatisticInterval.DAY, moment)
-        wrote = False
         if minute != self._sampled_minute:
             per_job = [
                 len(self._registry.children(f"{RUNNING}/{job}"))
@@ -62,27 +98,40 @@ class Sampler:
             ]
             tasks = sum(per_job)
             running_jobs = sum(1 for count in per_job if count)
-            with Session(self._engine) as session, session.begin():
-                wrote |= _put(
-                    session, TaskRunningStatistics, StatisticInterval.MINUTE, minute, tasks, moment
-                )
-                wrote |= _put(
-                    session,
-                    JobRunningStatistics,
-                    StatisticInterval.MINUTE,
-                    minute,
-                    running_jobs,
-                    moment,
-                )
+            minutely = StatisticInterval.MINUTE
+            self._buffer(_Sample(TaskRunningStatistics, minutely, minute, tasks, moment))
+            self._buffer(_Sample(JobRunningStatistics, minutely, minute, running_jobs, moment))
             self._sampled_minute = minute
         if day != self._sampled_day:
             registered = len(self._registry.children(JOBS))
-            with Session(self._engine) as session, session.begin():
-                wrote |= _put(
-                    session, JobRegisterStatistics, StatisticInterval.DAY, day, registered, moment
-                )
+            daily = StatisticInterval.DAY
+            self._buffer(_Sample(JobRegisterStatistics, daily, day, registered, moment))
             self._sampled_day = day
-        return wrote
+
+    def write(self) -> bool:
+        """Write the buffered rows, oldest first, each in its own transaction; True when one
+        was written (a period already sampled, by a previous leader, is left). Raises what
+        the database raises; the rows not written stay buffered."""
+        wrote = False
+        while True:
+            with self._lock:
+                if not self._rows:
+                    return wrote
+                row = self._rows[0]
+            with Session(self._engine) as session, session.begin():
+                wrote |= _put(session, row.table, row.interval, row.start, row.count, row.taken)
+            with self._lock:
+                if self._rows and self._rows[0] is row:
+                    self._rows.popleft()
+
+    def _buffer(self, row: _Sample) -> None:
+        with self._lock:
+            full = len(self._rows) >= self._max_rows
+            if full:
+                self._rows.popleft()
+            self._rows.append(row)
+        if full:
+            self._drops.dropped()
 
 
 def _put(

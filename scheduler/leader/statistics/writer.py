@@ -1,26 +1,33 @@
 """TraceWriter: status traces and execution records, written off the caller's thread.
 
-Callers (the Mesos event thread, through `StatusHandler.listeners`) only `put_nowait` to a
-bounded queue; one thread, `sched-trace-writer`, takes what is queued in batches and writes each
-batch in one transaction.
+Callers (the Mesos event thread, through `StatusHandler.listeners`; the launcher; the producer)
+only append to a bounded in-memory buffer, which never blocks them; one thread,
+`sched-trace-writer`, takes what is buffered in batches, in order, and writes each batch in one
+transaction.
 
-- Database unreachable (OperationalError, InterfaceError, a dropped connection): the batch is
-  kept and retried with back-off (0.5 s doubling to 10 s) while new entries queue up, so a short
-  outage loses nothing. Retrying is safe: ids are made when an entry is queued, and a batch that
-  did commit before the connection dropped is found by its ids (duplicates are skipped).
+- Database unreachable (OperationalError, InterfaceError, a dropped connection; SQLite's disk
+  full is an OperationalError too): the batch is kept and retried with back-off (0.5 s doubling
+  to 10 s, at once when `retry_now` says the database answers again) while new entries keep
+  arriving in the buffer, so an outage loses nothing the buffer holds, and everything is written
+  in the order it was recorded. Retrying is safe: ids are made when an entry is recorded, and a
+  batch that did commit before the connection dropped is found by its ids (duplicates are
+  skipped). The outage is reported to the `DatabaseState` (for /health).
 - Anything else (a value the database refuses): the batch is written entry by entry and only
-  the refused entries are lost.
-- The queue is full (a long outage) or the writer stops with entries left: those entries are
-  lost. Every loss is counted (`dropped`, `errors`) and logged at WARNING; never a crash.
+  the refused entries are lost (`errors`).
+- The buffer is full (`max_records`, the batch in hand included: a long outage): the oldest
+  buffered entry is dropped for each new one, so what is written when the database is back is
+  the newest history. Drops are counted (`dropped`) and logged at WARNING at most every 10 s
+  with how many (`outage.DropLog`); entries left when the writer stops are dropped the same way.
+  Never a crash, never a silent loss.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -31,14 +38,17 @@ from sqlalchemy.orm import Session
 from executor.records import ExecutionRecord
 from scheduler.leader.statistics.counters import utc_naive
 from scheduler.leader.statistics.models import ExecutionLog, StatusTraceLog
+from scheduler.leader.statistics.outage import DatabaseState, DropLog
 
-__all__ = ["StatusTrace", "TraceWriter"]
+__all__ = ["DEFAULT_MAX_RECORDS", "StatusTrace", "TraceWriter"]
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MAX_RECORDS = 100_000
 _MAX_MESSAGE_CHARS = 4000  # the original's message VARCHAR(4000)
 _RETRY_FIRST_S = 0.5
 _RETRY_MAX_S = 10.0
+_SOURCE = "trace writer"
 
 
 @dataclass(frozen=True)
@@ -61,13 +71,6 @@ class StatusTrace:
 _Entry = StatusTrace | ExecutionRecord
 
 
-class _Wake:
-    """Queued by `stop()` so a writer waiting on an empty queue notices at once."""
-
-
-_WAKE = _Wake()
-
-
 class TraceWriter:
     """Owns the `sched-trace-writer` thread; `record_*` may be called from any thread."""
 
@@ -75,41 +78,63 @@ class TraceWriter:
         self,
         engine: Engine,
         *,
-        queue_size: int = 10_000,
+        max_records: int = DEFAULT_MAX_RECORDS,
         batch_size: int = 500,
         idle_wait_s: float = 0.5,
         linger_s: float = 0.25,
+        database: DatabaseState | None = None,
     ) -> None:
-        if queue_size < 1 or batch_size < 1:
-            raise ValueError("queue_size and batch_size must be >= 1")
+        """`max_records`: entries held in memory at most (buffered and in the batch in hand).
+        `database`: told when writes fail for want of the database and when they work again."""
+        if max_records < 1 or batch_size < 1:
+            raise ValueError("max_records and batch_size must be >= 1")
         self.engine = engine
-        self._queue: queue.Queue[_Entry | _Wake] = queue.Queue(maxsize=queue_size)
-        self._batch_size = batch_size
+        self.database = database or DatabaseState(engine.url.render_as_string(hide_password=True))
+        self._max_records = max_records
+        # A batch takes at most a quarter of the bound, so that a full buffer still has older
+        # entries to drop than the ones just recorded.
+        self._batch_size = min(batch_size, max(1, max_records // 4))
         self._idle_wait_s = idle_wait_s
         self._linger_s = linger_s
-        self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._buffer: deque[_Entry] = deque()
+        self._in_hand = 0
+        self._stopping = threading.Event()
+        self._retry = threading.Event()
         self._thread: threading.Thread | None = None
         self._drain_deadline = 0.0
+        self._drops = DropLog("trace writer", "buffer full while the database was down")
         self.written = 0
-        self.dropped = 0
         self.errors = 0
         # Why the batch in hand cannot be written ("" while writes succeed); for /health.
         self.problem = ""
 
     @property
+    def dropped(self) -> int:
+        return self._drops.total
+
+    @property
+    def max_records(self) -> int:
+        return self._max_records
+
+    @property
     def pending(self) -> int:
-        return self._queue.qsize()
+        """Entries held: buffered and in the batch in hand."""
+        with self._lock:
+            return len(self._buffer) + self._in_hand
 
     def counters(self) -> dict[str, int]:
         """A snapshot for /health and logs."""
         with self._lock:
-            return {
-                "written": self.written,
-                "dropped": self.dropped,
-                "errors": self.errors,
-                "pending": self._queue.qsize(),
-            }
+            pending = len(self._buffer) + self._in_hand
+            written, errors = self.written, self.errors
+        return {
+            "written": written,
+            "dropped": self._drops.total,
+            "errors": errors,
+            "pending": pending,
+        }
 
     def start(self) -> None:
         """Start the writer thread (once)."""
@@ -135,7 +160,8 @@ class TraceWriter:
         original_task_id: str = "",
         creation_time: datetime | None = None,
     ) -> bool:
-        """Queue one status trace. Never blocks, never raises; False when it was dropped.
+        """Buffer one status trace. Never blocks, never raises; False when the buffer was full
+        (the oldest entry was dropped for it).
 
         `original_task_id` defaults to `task_id` (every launch here has a task id of its own;
         the original copied it from the task's STAGING row). Times are UTC.
@@ -156,87 +182,92 @@ class TraceWriter:
         return self._offer(trace)
 
     def record_execution(self, record: ExecutionRecord) -> bool:
-        """Queue an execution record (start or complete). Never blocks, never raises."""
+        """Buffer an execution record (start or complete). As `record_status`."""
         return self._offer(record)
 
-    def stop(self, timeout_s: float) -> None:
-        """Write what is queued until `timeout_s` runs out, then join the thread.
+    def retry_now(self) -> None:
+        """The database answers again (any thread): retry a held batch without waiting out
+        its back-off."""
+        self._retry.set()
 
-        Entries still queued at the deadline are counted as dropped. Logs an ERROR if the thread
+    def stop(self, timeout_s: float) -> None:
+        """Write what is buffered until `timeout_s` runs out, then join the thread.
+
+        Entries still held at the deadline are counted as dropped. Logs an ERROR if the thread
         is still alive (a database call that does not return).
         """
         deadline = time.monotonic() + timeout_s
         self._drain_deadline = deadline
         self._stopping.set()
-        try:
-            self._queue.put_nowait(_WAKE)
-        except queue.Full:
-            pass  # a full queue: the writer is not waiting on it
+        self._retry.set()
+        with self._changed:
+            self._changed.notify_all()
         thread = self._thread
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 log.error("trace writer: thread %s still alive after %ss", thread.name, timeout_s)
                 return
-        left = 0
-        while True:
-            try:
-                entry = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            left += not isinstance(entry, _Wake)
+        with self._lock:
+            left = len(self._buffer)
+            self._buffer.clear()
         if left:
-            with self._lock:
-                self.dropped += left
             log.warning("trace writer: %d entries not written before the stop deadline", left)
+            self._drops.dropped(left)
+        self._drops.flush()
 
     def _offer(self, entry: _Entry) -> bool:
-        try:
-            self._queue.put_nowait(entry)
-        except queue.Full:
-            with self._lock:
-                self.dropped += 1
-                dropped = self.dropped
-            # Power-of-two throttle: a full queue under load must not flood the log.
-            if dropped & (dropped - 1) == 0:
-                log.warning("trace writer: queue full, %d entries dropped so far", dropped)
-            return False
-        return True
+        with self._changed:
+            full = len(self._buffer) + self._in_hand >= self._max_records
+            # Full with nothing buffered: all is in the batch in hand (a bound below 4), and
+            # the new entry is the one dropped.
+            if self._buffer or not full:
+                if full:
+                    self._buffer.popleft()  # the oldest waiting entry makes room
+                self._buffer.append(entry)
+                self._changed.notify()
+        if full:
+            self._drops.dropped()
+        return not full
 
     def _run(self) -> None:
         try:
             while True:
                 if self._stopping.is_set() and (
-                    self._queue.empty() or time.monotonic() >= self._drain_deadline
+                    self.pending == 0 or time.monotonic() >= self._drain_deadline
                 ):
                     return
                 batch = self._take_batch()
                 if batch:
-                    self._write_retrying(batch)
+                    try:
+                        self._write_retrying(batch)
+                    finally:
+                        with self._lock:
+                            self._in_hand = 0
+                self._drops.flush(due_only=True)
         except Exception:
             log.exception("trace writer: thread failed")
 
     def _take_batch(self) -> list[_Entry]:
-        try:
-            first = self._queue.get(timeout=0.05 if self._stopping.is_set() else self._idle_wait_s)
-        except queue.Empty:
-            return []
-        batch = [] if isinstance(first, _Wake) else [first]
-        # Linger: status updates come in bursts right after launches; writing after the burst
-        # keeps the writer's Python work (it holds the GIL) off the launcher's critical path,
-        # and makes bigger batches.
-        until = time.monotonic() + (0.0 if self._stopping.is_set() else self._linger_s)
-        while len(batch) < self._batch_size:
-            left = until - time.monotonic()
-            try:
-                entry = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(entry, _Wake):
-                until = 0.0  # stopping: write what there is now
-            else:
-                batch.append(entry)
-        return batch
+        """Up to a batch of the oldest entries (now the batch in hand); [] after an idle wait."""
+        with self._changed:
+            if not self._buffer:
+                self._changed.wait(0.05 if self._stopping.is_set() else self._idle_wait_s)
+                if not self._buffer:
+                    return []
+            # Linger: status updates come in bursts right after launches; writing after the
+            # burst keeps the writer's Python work (it holds the GIL) off the launcher's
+            # critical path, and makes bigger batches.
+            until = time.monotonic() + self._linger_s
+            while len(self._buffer) < self._batch_size and not self._stopping.is_set():
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            count = min(self._batch_size, len(self._buffer))
+            batch = [self._buffer.popleft() for _ in range(count)]
+            self._in_hand = count
+            return batch
 
     def _write_retrying(self, batch: list[_Entry]) -> None:
         delay = _RETRY_FIRST_S
@@ -251,6 +282,7 @@ class TraceWriter:
                     return
                 failures += 1
                 self.problem = f"database unreachable: {first_line(exc)}"
+                self.database.failed(_SOURCE, first_line(exc))
                 if failures == 1:
                     log.warning(
                         "trace writer: database unreachable, holding %d entries and retrying: %s",
@@ -260,15 +292,22 @@ class TraceWriter:
                 if self._stopping.is_set() and time.monotonic() + delay >= self._drain_deadline:
                     self._lost(batch, "the writer stopped while the database was unreachable")
                     return
-                self._stopping.wait(delay)
+                self._retry.wait(delay)
+                if not self._stopping.is_set():
+                    self._retry.clear()
                 delay = min(delay * 2, _RETRY_MAX_S)
                 continue
             except Exception as exc:  # noqa: BLE001 - an ORM-side failure: same fallback
                 self._one_by_one(batch, exc)
                 return
+            self.database.succeeded(_SOURCE)
             if failures:
                 self.problem = ""
-                log.info("trace writer: database reachable again after %d failed tries", failures)
+                log.info(
+                    "trace writer: database reachable again after %d failed tries; %d entries held",
+                    failures,
+                    self.pending,
+                )
             with self._lock:
                 self.written += len(batch)
             return

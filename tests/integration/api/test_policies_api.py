@@ -92,7 +92,7 @@ def test_policy_fields_are_stored_next_to_the_originals_and_misspellings_refused
         "timeoutSeconds": 30,
         "maxRetries": 2,
         "overlapPolicy": "ALLOW",
-        "notifyWebhookUrl": "http://127.0.0.1:9/hook",
+        "notifyWebhookUrl": "http://8.8.8.8:9/hook",  # public: internal targets are refused
     }
     setup(api, failover=True, **policies)
     stored = json.loads(api.registry.get("/config/job/demo_job") or b"")

@@ -181,11 +181,16 @@ def test_unreachable_database_holds_entries_and_writes_them_when_it_is_back(
     try:
         assert writer.record_status(job_name="j", task_id="t", state="TASK_FAILED")
         assert writer.record_execution(_record(1))
-        wait_for(lambda: writer.counters()["pending"] == 0, 5, message="batch taken")
+        wait_for(lambda: writer.problem, 5, message="the batch failed")
         assert writer.counters()["written"] == 0
+        assert writer.counters()["pending"] == 2  # held, in the batch in hand
+        assert writer.database.describe()["state"] == "down"
         (tmp_path / "later").mkdir()
         upgrade_to_head(url)  # the database is back
-        wait_for(lambda: writer.counters()["written"] == 2, 20, message="held batch written")
+        writer.retry_now()
+        wait_for(lambda: writer.counters()["written"] == 2, 5, message="held batch written")
+        assert writer.database.describe()["state"] == "up"
+        assert writer.database.describe()["lastOutage"]["seconds"] >= 0
     finally:
         writer.stop(timeout_s=5)
     assert writer.counters()["errors"] == 0
@@ -201,7 +206,7 @@ def test_entries_held_for_an_unreachable_database_are_counted_as_lost_at_stop(
     writer.start()
     assert writer.record_status(job_name="j", task_id="t", state="TASK_FAILED")
     assert writer.record_execution(_record(1))
-    wait_for(lambda: writer.counters()["pending"] == 0, 5, message="batch taken")
+    wait_for(lambda: writer.problem, 5, message="the batch failed")
     writer.stop(timeout_s=1)
     assert writer.counters() == {"written": 0, "dropped": 0, "errors": 2, "pending": 0}
     engine.dispose()
@@ -224,13 +229,25 @@ def test_a_refused_entry_is_lost_alone(engine: Engine) -> None:
     assert queries.executions(engine, {"jobName": "job_a"})["rows"][0]["id"] == good.id
 
 
-def test_full_queue_drops_and_counts(engine: Engine) -> None:
-    writer = TraceWriter(engine, queue_size=2)
+def test_a_full_buffer_drops_the_oldest_entries_counts_and_logs_them(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = TraceWriter(engine, max_records=2)
     accepted = [writer.record_status(job_name="j", task_id=f"t{n}", state="X") for n in range(5)]
     assert accepted == [True, True, False, False, False]
     writer.start()
     writer.stop(timeout_s=5)
     assert writer.counters() == {"written": 2, "dropped": 3, "errors": 0, "pending": 0}
+    # The newest history is kept.
+    rows = queries.status_traces(engine, {"jobName": "j"})["rows"]
+    assert sorted(row["taskId"] for row in rows) == ["t3", "t4"]
+    # Logged at most once per interval, each line naming how many: here the first drop at once,
+    # the two after it when the writer stopped.
+    lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert lines == [
+        "trace writer: 1 dropped (buffer full while the database was down); 1 dropped in all",
+        "trace writer: 2 dropped (buffer full while the database was down); 3 dropped in all",
+    ]
 
 
 def test_statistics_queries_answer_empty_tables(engine: Engine) -> None:
