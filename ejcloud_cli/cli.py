@@ -43,6 +43,12 @@ _HOST_PORT = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]
     metavar="PATH",
     help="Config file [env EJCLOUD_CONFIG; default $XDG_CONFIG_HOME/ejcloud/config.toml].",
 )
+@click.option(
+    "--cacert",
+    metavar="PATH",
+    help="PEM certificate(s) to verify https servers against [env EJCLOUD_CACERT; default: "
+    "the system's].",
+)
 @click.option("--json", "json_output", is_flag=True, help="Print JSON for scripts.")
 @click.version_option(package_name="ejcloud", prog_name="ejcloud")
 @click.pass_context
@@ -53,6 +59,7 @@ def cli(
     password: str | None,
     timeout: float | None,
     config_path: str | None,
+    cacert: str | None,
     json_output: bool,
 ) -> None:
     """Command-line client of the ejcloud scheduler's REST API.
@@ -62,7 +69,7 @@ def cli(
     4 not found, 5 not allowed (401/403), 6 conflict (409).
     """
     state = ctx.ensure_object(State)
-    state.flags = Flags(tuple(servers), user, password, timeout, config_path)
+    state.flags = Flags(tuple(servers), user, password, timeout, config_path, cacert)
     state.json_output = state.json_output or json_output
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
-from ejcloud_cli.errors import EXIT_ERROR, ApiError, ConnectFailed
+from ejcloud_cli.errors import EXIT_ERROR, ApiError, ConnectFailed, UsageProblem
 from ejcloud_cli.settings import ConnectionSettings
 
 USER_AGENT = "ejcloud-cli/0.1"
@@ -113,6 +113,18 @@ class ApiClient:
         # Origins (scheme://host:port, lower case) credentials may go to: the configured
         # servers, and leaders one of them vouched for during this invocation.
         self._trusted = {_origin(base) for base in settings.servers}
+        self._tls: ssl.SSLContext | None = None
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The context https servers are verified with: `--cacert`'s certificates, else the
+        system's (built once; UsageProblem when the file holds no PEM certificate)."""
+        if self._tls is None:
+            cacert = self.settings.cacert
+            try:
+                self._tls = ssl.create_default_context(cafile=cacert)
+            except (ssl.SSLError, OSError) as exc:
+                raise UsageProblem(f"--cacert {cacert}: no usable PEM certificate ({exc})") from exc
+        return self._tls
 
     # ------------------------------------------------------------------ requests to the API
 
@@ -280,7 +292,7 @@ class ApiClient:
                 parts.hostname or "",
                 parts.port,
                 timeout=timeout_s,
-                context=ssl.create_default_context(),
+                context=self._tls_context(),
             )
         else:
             connection = http.client.HTTPConnection(

@@ -116,7 +116,7 @@ def _with_prompted_password(settings: ConnectionSettings) -> ConnectionSettings:
     )
     sources = {**settings.sources, "password": "prompt"}
     return ConnectionSettings(
-        settings.servers, settings.user, password, settings.timeout_s, sources
+        settings.servers, settings.user, password, settings.timeout_s, sources, settings.cacert
     )
 
 

@@ -1,10 +1,12 @@
 """Where the CLI connects and as whom: flags, then environment, then config file, then defaults.
 
 Each setting is taken from the first place that gives it: a command-line flag (`--server`,
-`--user`, `--password`, `--timeout`), the environment (`EJCLOUD_SERVER`, `EJCLOUD_USER`,
-`EJCLOUD_PASSWORD`, `EJCLOUD_TIMEOUT`; empty counts as unset), the TOML config file (keys
-`server`, `user`, `password`, `timeout`), else the default (`http://127.0.0.1:8899`, no
-credentials, 10 s). The config file is `--config PATH`, else `$EJCLOUD_CONFIG`, else
+`--user`, `--password`, `--timeout`, `--cacert`), the environment (`EJCLOUD_SERVER`,
+`EJCLOUD_USER`, `EJCLOUD_PASSWORD`, `EJCLOUD_TIMEOUT`, `EJCLOUD_CACERT`; empty counts as unset),
+the TOML config file (keys `server`, `user`, `password`, `timeout`, `cacert`), else the default
+(`http://127.0.0.1:8899`, no credentials, 10 s, the system's trusted certificates). `cacert` is a
+PEM file of the certificates that https servers are verified against instead. The config file
+is `--config PATH`, else `$EJCLOUD_CONFIG`, else
 `$XDG_CONFIG_HOME/ejcloud/config.toml`, else `~/.config/ejcloud/config.toml`; only a file that
 was named explicitly must exist.
 """
@@ -31,7 +33,8 @@ ENV_USER = "EJCLOUD_USER"
 ENV_PASSWORD = "EJCLOUD_PASSWORD"
 ENV_TIMEOUT = "EJCLOUD_TIMEOUT"
 ENV_CONFIG = "EJCLOUD_CONFIG"
-_FILE_KEYS = ("server", "user", "password", "timeout")
+ENV_CACERT = "EJCLOUD_CACERT"
+_FILE_KEYS = ("server", "user", "password", "timeout", "cacert")
 _MAX_CONFIG_BYTES = 64 * 1024
 
 
@@ -44,6 +47,7 @@ class Flags:
     password: str | None = None
     timeout_s: float | None = None
     config_path: str | None = None
+    cacert: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class ConnectionSettings:
     password: str | None
     timeout_s: float
     sources: Mapping[str, str]
+    cacert: str | None = None  # PEM file https servers are verified against (None: the system's)
 
     def describe(self) -> dict[str, Any]:
         """The settings as `--json` may show them (never the password)."""
@@ -64,7 +69,7 @@ class ConnectionSettings:
             "password": "set" if self.password is not None else None,
             "timeout": self.timeout_s,
             "sources": dict(self.sources),
-        }
+        } | ({"cacert": self.cacert} if self.cacert is not None else {})
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ def _checked_file_values(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
             values["server"] = tuple(server)
         else:
             raise UsageProblem(f"config file {path}: server must be a string or a list of strings")
-    for key in ("user", "password"):
+    for key in ("user", "password", "cacert"):
         if key in data:
             if not isinstance(data[key], str):
                 raise UsageProblem(f"config file {path}: {key} must be a string")
@@ -232,7 +237,23 @@ def resolve(flags: Flags, env: Mapping[str, str], config: ConfigFile) -> Connect
     else:
         timeout_s = DEFAULT_TIMEOUT_S
         sources["timeout"] = "default"
-    return ConnectionSettings(servers, user, password, timeout_s, sources)
+    cacert, source = _pick(flags.cacert, env.get(ENV_CACERT), file_values.get("cacert"))
+    if cacert is not None:
+        sources["cacert"] = source
+        where = {"flag": "--cacert", "env": ENV_CACERT}.get(source, f"{file_name}: cacert")
+        cacert = _readable_file(cacert, where)
+    return ConnectionSettings(servers, user, password, timeout_s, sources, cacert)
+
+
+def _readable_file(path: str, where: str) -> str:
+    """`path` expanded, if it names a readable file; UsageProblem naming `where` otherwise."""
+    expanded = os.path.expanduser(path)
+    try:
+        with open(expanded, "rb"):
+            pass
+    except OSError as exc:
+        raise UsageProblem(f"{where}: cannot read {path}: {exc.strerror}") from exc
+    return expanded
 
 
 def _pick(flag: str | None, env: str | None, file: str | None) -> tuple[str | None, str]:

@@ -11,6 +11,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 
+from scheduler.http import http_edge
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import (
     ENV_PREFIX,
@@ -61,4 +62,8 @@ def settings_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = 
                 file_values = read_properties(fh.read())
         except OSError as exc:
             raise SettingsError({"--config": f"cannot read {args.config}: {exc.strerror}"}) from exc
-    return load_settings(file_values, os.environ if environ is None else environ, flags)
+    settings = load_settings(file_values, os.environ if environ is None else environ, flags)
+    # The TLS certificate and key are read now: a bad pair is a settings error (exit 2), not
+    # a failure of a replica half started.
+    http_edge(settings)
+    return settings

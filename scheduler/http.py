@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import ssl
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
@@ -31,15 +33,24 @@ from scheduler.console.origins import (
     preflight_headers,
     replica_origin,
 )
+from scheduler.model.errors import SettingsError
+from scheduler.model.http_trust import HostAllowList, TrustedProxies, absolute_form_authority
 from scheduler.model.settings import Settings
-from scheduler.wsgiserver import EdgeServer, HttpLimits
+from scheduler.wsgiserver import EdgeServer, HttpLimits, TlsSetupError, server_tls_context
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HttpLimits", "ReplicaHttp", "http_limits"]
+__all__ = [
+    "DIRECT_SCHEME_KEY",
+    "EdgePolicy",
+    "HttpLimits",
+    "ReplicaHttp",
+    "http_edge",
+    "http_limits",
+]
 
 # What a leader address from the election may look like before it goes into a Location header.
 _ADDRESS = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}$")
@@ -63,6 +74,51 @@ def http_limits(settings: Settings) -> HttpLimits:
     )
 
 
+# Set in the WSGI environ of every request: the scheme this replica itself serves (`http`, or
+# `https` with TLS), whatever a trusted proxy said the client used (`wsgi.url_scheme` then).
+DIRECT_SCHEME_KEY = "ejcloud.direct_scheme"
+# The TCP peer's address, kept when a trusted proxy's client address replaces `REMOTE_ADDR`.
+PEER_ADDRESS_KEY = "ejcloud.peer_address"
+
+
+@dataclass(frozen=True)
+class EdgePolicy:
+    """Who may address this replica and how: the Host allow-list, the proxies whose forwarding
+    headers are believed, and the TLS context (None: plain http)."""
+
+    hosts: HostAllowList
+    proxies: TrustedProxies
+    tls: ssl.SSLContext | None = None
+
+    @classmethod
+    def default(cls, port: int) -> EdgePolicy:
+        """Loopback names and the replicas' identities only; no proxies; plain http."""
+        return cls(HostAllowList.build("", "localhost", port, "http"), TrustedProxies())
+
+
+def http_edge(settings: Settings) -> EdgePolicy:
+    """The edge policy the `http_*` settings ask for.
+
+    Raises SettingsError naming `http_tls_cert_file` when the certificate and key cannot be
+    used (unreadable, not PEM, encrypted, not a pair); `python -m scheduler` exits 2 then.
+    """
+    tls = None
+    if settings.http_tls_cert_file or settings.http_tls_key_file:
+        try:
+            tls = server_tls_context(settings.http_tls_cert_file, settings.http_tls_key_file)
+        except TlsSetupError as exc:
+            raise SettingsError({"http_tls_cert_file": exc.message}) from exc
+    scheme = "https" if tls is not None else "http"
+    try:
+        hosts = HostAllowList.build(
+            settings.http_allowed_hosts, settings.hostname, settings.http_port, scheme
+        )
+        proxies = TrustedProxies.parse(settings.http_trusted_proxies)
+    except ValueError as exc:  # load_settings checked both already
+        raise SettingsError({"http_allowed_hosts/http_trusted_proxies": str(exc)}) from exc
+    return EdgePolicy(hosts, proxies, tls)
+
+
 def _reply(
     start_response: StartResponse,
     status: int,
@@ -70,6 +126,10 @@ def _reply(
     content_type: str,
     headers: Iterable[tuple[str, str]] = (),
 ) -> list[bytes]:
+    if status == 204:
+        # No content: no Content-Type or Content-Length that would describe one.
+        start_response(f"204 {HTTPStatus(204).phrase}", list(headers))
+        return []
     start_response(
         f"{status} {HTTPStatus(status).phrase}",
         [("Content-Type", content_type), ("Content-Length", str(len(body))), *headers],
@@ -98,7 +158,8 @@ def redirect_location(leader: str, environ: WSGIEnvironment) -> str:
         safe=_PATH_SAFE,
     )
     query = quote(environ.get("QUERY_STRING", "").encode("latin-1"), safe=_QUERY_SAFE)
-    return f"http://{leader}{path}" + (f"?{query}" if query else "")
+    scheme = "https" if environ.get(DIRECT_SCHEME_KEY) == "https" else "http"
+    return f"{scheme}://{leader}{path}" + (f"?{query}" if query else "")
 
 
 _PUBLIC_HEALTH_FIELDS = ("role", "leader", "leaderVouched", "zookeeper", "identity")
@@ -142,7 +203,9 @@ class ReplicaHttp:
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
     replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
     the election, whose web origins may call `/api` and `/health` across origins. They are
-    called from the server's worker threads and must not block.
+    called from the server's worker threads and must not block. `edge` (default: loopback
+    names, no proxies, plain http) is checked before anything else: a request for a `Host` it
+    does not allow gets 421 on every path, before any credential is looked at.
     """
 
     def __init__(
@@ -156,6 +219,7 @@ class ReplicaHttp:
         limits: HttpLimits | None = None,
         authorized: Callable[[WSGIEnvironment], bool] | None = None,
         replicas: Callable[[], Sequence[str]] | None = None,
+        edge: EdgePolicy | None = None,
         prove: Callable[[str], str | None] | None = None,
     ) -> None:
         self._health = health
@@ -168,7 +232,10 @@ class ReplicaHttp:
         self._leader_address = leader_address
         self._is_acting_leader = is_acting_leader
         self._api: WSGIApplication | None = None
-        self._server = EdgeServer(self, bind_address, port, limits or HttpLimits())
+        self._edge = edge or EdgePolicy.default(port)
+        self._server = EdgeServer(
+            self, bind_address, port, limits or HttpLimits(), tls=self._edge.tls
+        )
         metrics.register(self._server)
 
     def mount_api(self, app: WSGIApplication | None) -> None:
@@ -177,6 +244,13 @@ class ReplicaHttp:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         try:
+            refusal = self._admit(environ)
+            if refusal is not None:
+                return _json(start_response, 421, {"error": refusal, "type": "MisdirectedRequest"})
+            if environ.get("PATH_INFO") == "/health":
+                # A probe must never see a cached answer, and the full body (with credentials)
+                # must never be stored by a cache.
+                start_response = _adding(start_response, [("Cache-Control", "no-store")])
             return self._route(environ, start_response)
         except Exception:
             log.exception("http: unexpected error serving %s", environ.get("PATH_INFO", "")[:200])
@@ -185,6 +259,40 @@ class ReplicaHttp:
                 500,
                 {"error": "internal error; see the scheduler log", "type": "InternalError"},
             )
+
+    def _admit(self, environ: WSGIEnvironment) -> str | None:
+        """Why the request is not for this replica (its `Host`, or an absolute-form target's
+        host, is not allowed), or None; a trusted proxy's scheme and client address are put in
+        `wsgi.url_scheme` and `REMOTE_ADDR` (the direct ones in DIRECT_SCHEME_KEY and
+        PEER_ADDRESS_KEY). Runs before routing and authentication."""
+        edge = self._edge
+        direct = "https" if edge.tls is not None else "http"
+        environ[DIRECT_SCHEME_KEY] = direct
+        environ["wsgi.url_scheme"] = direct
+        names: list[str | None] = []
+        if environ.get("SERVER_PROTOCOL") != "HTTP/1.0" or "HTTP_HOST" in environ:
+            names.append(environ.get("HTTP_HOST"))
+        target = absolute_form_authority(environ.get("REQUEST_URI", ""))
+        if target is not None:
+            names.append(target)
+        if names and not edge.hosts.any_host:
+            identities = self._replicas()
+            for name in names:
+                if not edge.hosts.allows(name, identities):
+                    shown = "no Host" if name is None else f"the host {name[:100]!r}"
+                    return (
+                        f"this replica does not answer for {shown}; it answers for its own "
+                        "names and those in http_allowed_hosts"
+                    )
+        peer = str(environ.get("REMOTE_ADDR", ""))
+        forwarding = edge.proxies.forwarding(peer, environ)
+        if forwarding is not None:
+            if forwarding.scheme is not None:
+                environ["wsgi.url_scheme"] = forwarding.scheme
+            if forwarding.client is not None:
+                environ[PEER_ADDRESS_KEY] = peer
+                environ["REMOTE_ADDR"] = forwarding.client
+        return None
 
     def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")

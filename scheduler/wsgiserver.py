@@ -20,6 +20,14 @@ itself is added here (each point checked against waitress 3.0's source):
   connected; poll() is used for the server's own loop.
 - the answers waitress gives itself (400, 408, 413, 431, 501) are JSON like every other error,
   and it never logs per request or per queued task.
+- TLS (waitress has none), without giving up that a slow client costs a buffer, never a
+  thread: an accepted socket is wrapped once its first byte arrives, the handshake is driven
+  by the I/O loop without blocking (SSLWantRead/SSLWantWrite wait for the next poll), and it
+  must end within the header deadline counted from the accept, however slowly its bytes
+  trickle; reads drain every byte OpenSSL has already decrypted (`pending()`), which poll()
+  cannot see. A client that speaks plain HTTP to the TLS port gets a plain-text JSON 400
+  saying so, then the connection is closed. TLS 1.2 and 1.3 only, no compression, no
+  renegotiation; the handshake's CPU cost is spent in the I/O thread (one signature each).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import json
 import logging
 import resource
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -73,6 +82,62 @@ _MAX_CHUNK_LINE_BYTES = 1024
 _MAX_TRAILER_BYTES = 8192
 _ACCEPT_PAUSE_S = 0.5
 _WARN_INTERVAL_S = 10.0
+# The first byte of a TLS connection: a handshake record.
+_TLS_HANDSHAKE_RECORD = 0x16
+# What a plain-HTTP request to the TLS port may send before it is answered (then discarded).
+_PLAIN_DISCARD_BYTES = 65536
+
+
+class TlsSetupError(Exception):
+    """The certificate or key cannot be used; `message` says which file and why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def server_tls_context(cert_file: str, key_file: str = "") -> ssl.SSLContext:
+    """A server-side TLS context for the PEM certificate chain `cert_file` and the PEM key
+    `key_file` (empty: the key is in `cert_file`): TLS 1.2+, no compression, no renegotiation.
+
+    Raises TlsSetupError naming the file for a path that cannot be read, a file that is not
+    PEM, an encrypted key (no one could type its passphrase), or a key that is not the
+    certificate's.
+    """
+    for what, path in (("certificate", cert_file), ("key", key_file)):
+        if path:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                raise TlsSetupError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    if not cert_file:
+        raise TlsSetupError("a key file was given without a certificate file")
+
+    def no_passphrase() -> bytes:
+        raise TlsSetupError(f"the key in {key_file or cert_file} is encrypted; give it unencrypted")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
+    context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    context.set_alpn_protocols(["http/1.1"])
+    try:
+        context.load_cert_chain(cert_file, key_file or None, password=no_passphrase)
+    except TlsSetupError:
+        raise
+    except ssl.SSLError as exc:
+        reason = str(exc.reason or exc).replace("_", " ").lower()
+        if "mismatch" in reason:
+            why = "the key does not belong to the certificate"
+        elif "pem" in reason or "no start line" in reason:
+            why = "not a PEM certificate and key"
+        else:
+            why = reason
+        raise TlsSetupError(
+            f"cannot use the certificate {cert_file} with the key {key_file or cert_file}: {why}"
+        ) from exc
+    return context
 
 
 @dataclass(frozen=True)
@@ -262,6 +327,152 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
             self.total_outbufs_len += len(head) + len(body)
 
 
+class _TlsChannel(_Channel):
+    """A client connection on the TLS port: sniffed, wrapped, handshaken, then HTTP as usual.
+
+    States: `sniff` (nothing received yet; plain socket), `handshake` (wrapped, the handshake
+    under way), `open` (HTTP over TLS), `plain` (the client spoke plain HTTP; it is being
+    answered and closed). All methods but `send` run in the I/O thread; `send` also runs in
+    worker threads, under the channel's outbuf lock (as waitress does).
+    """
+
+    socket: Any  # the accepted socket, then the SSLSocket wrapping it
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._tls_state = "sniff"
+        self._handshake_wants_write = False
+        self._accepted_at = time.monotonic()
+        super().__init__(*args, **kwargs)
+
+    def handshake_overdue(self, now: float, limit_s: float) -> bool:
+        """Whether the connection has not finished its handshake within `limit_s` of its
+        accept (a client that sends nothing, or trickles the handshake)."""
+        return self._tls_state in ("sniff", "handshake") and now - self._accepted_at > limit_s
+
+    def readable(self) -> bool:
+        if self._tls_state == "sniff":
+            return True
+        if self._tls_state == "handshake":
+            return not self._handshake_wants_write
+        return bool(super().readable())
+
+    def writable(self) -> bool:
+        if self._tls_state == "handshake":
+            return self._handshake_wants_write
+        return bool(super().writable())
+
+    def handle_read(self) -> None:
+        if self._tls_state == "sniff":
+            self._sniff()
+        elif self._tls_state == "handshake":
+            self._handshake()
+        elif self._tls_state == "plain":
+            self._discard()
+        else:
+            self._read_open()
+
+    def handle_write(self) -> None:
+        if self._tls_state == "handshake":
+            self._handshake()
+        else:
+            super().handle_write()
+
+    def _sniff(self) -> None:
+        try:
+            first = self.socket.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.handle_close()
+            return
+        if not first:
+            self.handle_close()
+        elif first[0] == _TLS_HANDSHAKE_RECORD:
+            tls = self.server.edge.tls
+            self.socket = tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self._tls_state = "handshake"
+            self._handshake()
+        else:
+            self._tls_state = "plain"
+            self._discard()
+            self._answer_plain()
+
+    def _handshake(self) -> None:
+        try:
+            self.socket.do_handshake()
+        except ssl.SSLWantReadError:
+            self._handshake_wants_write = False
+            return
+        except ssl.SSLWantWriteError:
+            self._handshake_wants_write = True
+            return
+        except OSError:  # ssl.SSLError included: a bad hello, an alert, a reset
+            self.server.edge.tls_failed += 1
+            self.handle_close()
+            return
+        self._tls_state = "open"
+        self._handshake_wants_write = False
+        self.last_activity = time.time()
+        if self.socket.pending():
+            self._read_open()
+
+    def _read_open(self) -> None:
+        try:
+            data = self.socket.recv(self.adj.recv_bytes)
+            # Bytes OpenSSL already decrypted are invisible to poll(): take them all now.
+            while data and self.socket.pending():
+                data += self.socket.recv(self.socket.pending())
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError:
+            self.handle_close()
+            return
+        if not data:
+            self.handle_close()  # the client closed (close_notify or EOF)
+            return
+        self.last_activity = time.time()
+        self.received(data)
+
+    def _discard(self) -> None:
+        try:
+            if not self.socket.recv(_PLAIN_DISCARD_BYTES):
+                self.handle_close()
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.handle_close()
+
+    def _answer_plain(self) -> None:
+        body = _error_body(
+            "this port serves https; send the request as https://", "PlainHttpToTlsPort"
+        )
+        head = (
+            f"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        with self.outbuf_lock:
+            self.outbufs[-1].append(head + body)
+            self.current_outbuf_count += len(head) + len(body)
+            self.total_outbufs_len += len(head) + len(body)
+        self.close_when_flushed = True
+        self.server.edge.count_refused(400)
+
+    def send(self, data: bytes, do_close: bool = True) -> int:
+        if self._tls_state != "open":
+            return int(super().send(data, do_close))
+        try:
+            return int(self.socket.send(data))
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return 0  # waitress retries with the same bytes first, as OpenSSL requires
+        except ssl.SSLError:
+            if do_close:
+                self.handle_close()
+                return 0
+            raise
+
+
 class _Listener(TcpWSGIServer):  # type: ignore[misc]
     """A listening socket of the server; its hooks run in the I/O thread."""
 
@@ -302,7 +513,8 @@ class _Listener(TcpWSGIServer):  # type: ignore[misc]
             except OSError:
                 conn.close()
                 continue
-            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+            channel_class = self.channel_class if self.edge.tls is None else _TlsChannel
+            channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
 
     def handle_error(self) -> None:
         # waitress would close the listening socket, leaving the replica unreachable for good.
@@ -321,13 +533,20 @@ class EdgeServer:
     """An HTTP/1.1 server for one WSGI app on `bind_address:port`, within `limits`.
 
     Threads (all owned here): `sched-http` runs the I/O loop; `sched-http-api-N` serve requests;
-    `sched-http-ops-N` (two) serve only `/health` and `/metrics`.
+    `sched-http-ops-N` (two) serve only `/health` and `/metrics`. With `tls` (a server context,
+    see `server_tls_context`) every connection is https and `wsgi.url_scheme` is `https`.
     """
 
     def __init__(
-        self, app: WSGIApplication, bind_address: str, port: int, limits: HttpLimits
+        self,
+        app: WSGIApplication,
+        bind_address: str,
+        port: int,
+        limits: HttpLimits,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._app = app
+        self.tls = tls
         self._bind = (bind_address, port)
         self.limits = limits
         self.fd_limit = 0
@@ -344,6 +563,8 @@ class EdgeServer:
         self.timed_out = 0
         self.idle_closed = 0
         self.evicted = 0
+        self.tls_failed = 0
+        self.tls_timed_out = 0
         self._next_warning = 0.0
 
     # -- lifecycle (caller's thread) ---------------------------------------------------------
@@ -372,6 +593,10 @@ class EdgeServer:
                 max_request_body_size=self.limits.max_body_bytes + 1,
                 channel_timeout=max(1, int(self.limits.channel_timeout_s)),
                 asyncore_use_poll=True,
+                url_scheme="http" if self.tls is None else "https",
+                # waitress would delete every X-Forwarded-*/Forwarded header (no trusted_proxy
+                # set): the replica decides itself whom to believe (http_trusted_proxies).
+                clear_untrusted_proxy_headers=False,
                 log_socket_errors=False,
                 expose_tracebacks=False,
                 ident="ejcloud",
@@ -400,8 +625,9 @@ class EdgeServer:
         self._thread = threading.Thread(target=self._serve, name="sched-http", daemon=True)
         self._thread.start()
         log.info(
-            "http: serving on %s:%s (%s workers + %s for /health and /metrics, connection limit "
+            "http: serving %s on %s:%s (%s workers + %s for /health and /metrics, connection limit "
             "%s, file-descriptor limit %s)",
+            "https" if self.tls is not None else "http",
             host,
             port,
             self.limits.threads,
@@ -481,6 +707,12 @@ class EdgeServer:
         idle_cutoff = time.time() - self.limits.channel_timeout_s
         grace_cutoff = time.time() - _CLOSE_GRACE_S
         for channel in self._channels():
+            if self.tls is not None and channel.handshake_overdue(
+                now, self.limits.header_timeout_s
+            ):
+                channel.handle_close()
+                self.tls_timed_out += 1
+                continue
             if channel.will_close or channel.close_when_flushed:
                 # A last answer is being flushed; a client that does not take it is cut off.
                 if channel.last_activity < grace_cutoff:
@@ -571,6 +803,16 @@ class EdgeServer:
             "ejc_http_connections_evicted",
             "Idle connections closed at the limit.",
             value=self.evicted,
+        )
+        yield CounterMetricFamily(
+            "ejc_http_tls_handshakes_failed",
+            "TLS handshakes that failed (bad hello, alert, reset).",
+            value=self.tls_failed,
+        )
+        yield CounterMetricFamily(
+            "ejc_http_tls_handshakes_timed_out",
+            "TLS connections closed for not finishing the handshake within the header timeout.",
+            value=self.tls_timed_out,
         )
         refusals = CounterMetricFamily(
             "ejc_http_requests_refused",

@@ -1,4 +1,6 @@
-"""JSON errors for every `/api` answer: `{"error": message, "type": name[, "fields": {...}]}`."""
+"""JSON errors for every `/api` answer: `{"error": message, "type": name[, "fields": {...}]}`,
+and content types that tell the truth: an error is `application/json`, and an answer without
+content (204, 304) has no `Content-Type` (Flask gives every response `text/html` by default)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,13 @@ from werkzeug.exceptions import HTTPException
 from scheduler.model.errors import InvalidRequest, SchedulerError
 
 
+def _without_content_type_when_empty(response: Response) -> Response:
+    if response.status_code in (204, 304):
+        response.headers.pop("Content-Type", None)
+        response.headers.pop("Content-Length", None)
+    return response
+
+
 def error_response(status: int, message: str, kind: str, **extra: Any) -> Response:
     body: dict[str, Any] = {"error": message, "type": kind}
     body.update(extra)
@@ -19,6 +28,8 @@ def error_response(status: int, message: str, kind: str, **extra: Any) -> Respon
 
 
 def install_error_handlers(app: Flask) -> None:
+    app.after_request(_without_content_type_when_empty)
+
     @app.errorhandler(SchedulerError)
     def _scheduler_error(exc: SchedulerError) -> Response:
         extra: dict[str, Any] = {}

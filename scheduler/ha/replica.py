@@ -55,7 +55,7 @@ from scheduler.authenticator import authenticator_for
 from scheduler.ha.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
 from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
 from scheduler.ha.vouching import Vouching, election_locked
-from scheduler.http import ReplicaHttp, http_limits
+from scheduler.http import ReplicaHttp, http_edge, http_limits
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
 from scheduler.model.settings import Settings
@@ -215,6 +215,7 @@ class Replica:
             leader_address=lambda: self._leader,
             is_acting_leader=self.is_acting_leader,
             limits=http_limits(settings),
+            edge=http_edge(settings),
             authorized=self._authorized,
             replicas=self.vouched_replicas,
             prove=self.vouching.answer,

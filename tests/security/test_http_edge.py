@@ -389,7 +389,7 @@ def test_a_crlf_path_to_a_standby_is_redirected_not_500(start_replica: StartRepl
     with _sockets() as held:
         sock = _connect(standby.port)
         held.append(sock)
-        sock.sendall(b"GET /api/a%0Db%FF?x=\x01\x7f HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /api/a%0Db%FF?x=\x01\x7f HTTP/1.1\r\nHost: localhost\r\n\r\n")
         answer = sock.recv(65536)
     assert _status(answer) == 307
     location = answer.split(b"Location: ", 1)[1].split(b"\r\n", 1)[0]
