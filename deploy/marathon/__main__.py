@@ -89,8 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--insecure",
         action="store_true",
-        help="deploy even with default passwords, secrets in the app's plain env or "
-        "authentication off (warns about each)",
+        help="deploy even with default passwords, secrets in the app's plain env, "
+        "authentication off or an http:// artifact URL (warns about each)",
+    )
+    p.add_argument(
+        "--insecure-zk",
+        action="store_true",
+        help="deploy without zk_digest (the replicas then run with require_zk_digest=false): "
+        "anyone who reaches ZooKeeper can rewrite jobs (warns)",
     )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
     p.add_argument("--poll-interval", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -165,10 +171,10 @@ def _checked_hashes(
         env[account.setting] = value
 
 
-def _warn(lines: Sequence[str]) -> None:
+def _warn(lines: Sequence[str], because: str = "--insecure") -> None:
     if not lines:
         return
-    print(f"{_PROG}: WARNING: INSECURE deployment (--insecure):", file=sys.stderr)
+    print(f"{_PROG}: WARNING: INSECURE deployment ({because}):", file=sys.stderr)
     for line in lines:
         print(f"{_PROG}: WARNING:   {line}", file=sys.stderr)
 
@@ -219,9 +225,13 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         image=args.image,
         secrets=secrets,
         insecure=args.insecure,
+        insecure_zk=args.insecure_zk,
     )
     app = render(spec)
-    _warn(spec.warnings())
+    flags = [
+        f for f, on in (("--insecure", args.insecure), ("--insecure-zk", args.insecure_zk)) if on
+    ]
+    _warn(spec.warnings(), " ".join(flags))
     if args.dry_run:
         print(json.dumps(app, indent=2))
         return 0

@@ -1,10 +1,16 @@
 """Build the `.tar.gz` the Marathon app fetches: this project's sources plus `bin/run-scheduler`.
 
+The artifact carries `requirements.lock` (every dependency pinned with its hashes) and, when
+`./dev.sh setup` built it, the http-parser wheel with a hash-pinned `wheels/requirements.txt`:
+`bin/run-scheduler` installs only those, each checked against its hash (`pip --require-hashes
+--no-deps`), and runs the project from the extracted sources (it never `pip install`s them).
+
 Run alone to build one without deploying: `python -m deploy.marathon.artifact OUT.tar.gz`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import sys
 import tarfile
@@ -14,7 +20,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TOP_DIR = "ejcloud"
 _SOURCE_DIRS = ("scheduler", "executor", "deploy")
-_SOURCE_FILES = ("pyproject.toml", "README.md")
+_SOURCE_FILES = ("pyproject.toml", "README.md", "requirements.lock")
 # dev.sh builds this wheel once (pymesos 0.3.15 needs http-parser 0.9.0, which does not build on
 # Python 3.11 from PyPI); shipping it lets a host with a compatible CPython 3.11 install the
 # project without repeating that build.
@@ -26,8 +32,10 @@ RUN_SCHEDULER = """\
 # Start one scheduler replica from the extracted artifact (Marathon runs this from `cmd`).
 # Python: $EJC_PYTHON if set (a Python 3.11 that already has the dependencies, e.g. the .venv of
 # `./dev.sh setup`), else a virtual environment ($EJC_VENV, default ./venv next to this
-# directory) created on first start with python3.11 and `pip install`, using the http-parser
-# wheel shipped in wheels/ when there is one.
+# directory) created on first start with python3.11. Into it go only the distributions the
+# shipped requirements.lock names and the http-parser wheel shipped in wheels/, every file
+# checked against its hash (pip --require-hashes, no resolver); the project itself runs from
+# this directory (PYTHONPATH), never installed.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 case "${hostname:-}" in
@@ -36,18 +44,27 @@ case "${hostname:-}" in
       "this one at (Marathon: hostname=\\$HOST)" >&2
     exit 2 ;;
 esac
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 if [ -n "${EJC_PYTHON:-}" ]; then
-  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "$EJC_PYTHON" -m scheduler "$@"
+  exec "$EJC_PYTHON" -m scheduler "$@"
 fi
 venv=${EJC_VENV:-$here/../venv}
 if [ ! -x "$venv/bin/python" ]; then
+  if [ ! -f "$here/wheels/requirements.txt" ]; then
+    echo "run-scheduler: the artifact has no http-parser wheel (wheels/); build it where" \
+      "./dev.sh setup has run, or set EJC_PYTHON" >&2
+    exit 1
+  fi
   base=$(command -v python3.11 || command -v python3)
   echo "run-scheduler: creating $venv with $base" >&2
-  "$base" -m venv "$venv"
-  links=""
-  if [ -d "$here/wheels" ]; then links="--find-links $here/wheels"; fi
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $links "$here" || { rm -rf "$venv"; exit 1; }
+  "$base" -m venv "$venv.part"
+  if ! "$venv.part/bin/pip" install -q --require-hashes --no-deps -r "$here/requirements.lock" \
+    || ! "$venv.part/bin/pip" install -q --require-hashes --no-deps --no-index \
+      --find-links "$here/wheels" -r "$here/wheels/requirements.txt"; then
+    rm -rf "$venv.part"
+    exit 1
+  fi
+  mv "$venv.part" "$venv"
 fi
 exec "$venv/bin/python" -m scheduler "$@"
 """
@@ -74,6 +91,24 @@ def _arcname(rel: Path) -> str:
     return f"{TOP_DIR}/{rel.as_posix()}"
 
 
+def _wheel_pins(root: Path) -> str:
+    """A requirements file pinning each shipped wheel to its sha256 ("" when none)."""
+    lines = []
+    wheels = root / _WHEEL_DIR
+    for wheel in sorted(wheels.glob("*.whl")) if wheels.is_dir() else ():
+        name, version = wheel.name.split("-")[:2]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines.append(f"{name.replace('_', '-')}=={version} --hash=sha256:{digest}\n")
+    return "".join(lines)
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    tar.addfile(info, io.BytesIO(data))
+
+
 def build_artifact(out: Path, root: Path = PROJECT_ROOT) -> Path:
     """Write the artifact to `out` (parents created) and return its absolute path.
 
@@ -85,11 +120,10 @@ def build_artifact(out: Path, root: Path = PROJECT_ROOT) -> Path:
     with tarfile.open(tmp, "w:gz") as tar:
         for rel in _source_files(root):
             tar.add(root / rel, arcname=_arcname(rel), recursive=False)
-        script = RUN_SCHEDULER.encode()
-        info = tarfile.TarInfo(f"{TOP_DIR}/bin/run-scheduler")
-        info.size = len(script)
-        info.mode = 0o755
-        tar.addfile(info, io.BytesIO(script))
+        _add_bytes(tar, f"{TOP_DIR}/bin/run-scheduler", RUN_SCHEDULER.encode(), 0o755)
+        pins = _wheel_pins(root)
+        if pins:
+            _add_bytes(tar, f"{TOP_DIR}/wheels/requirements.txt", pins.encode(), 0o644)
     tmp.replace(out)
     return out
 

@@ -24,6 +24,8 @@ _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _APP_ID = re.compile(r"^(/[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$")
 # Exported by `cmd` from Marathon's $HOST and $PORT0; an env value would be overridden anyway.
 _SET_BY_CMD = frozenset({"hostname", "http_port"})
+# Given by the template on the command line (true; --insecure-zk without a digest: false).
+_SET_BY_TEMPLATE = frozenset({"require_zk_digest"})
 _LOCAL_HOSTS = re.compile(r"(^|[/@,:])(localhost|127\.\d+\.\d+\.\d+)([:/,]|$)")
 
 
@@ -50,8 +52,20 @@ class AppSpec:
     image: str | None = None
     # scheduler setting -> its source in the cluster's secret store (Marathon `secrets`)
     secrets: Mapping[str, str] = field(default_factory=dict)
-    # allow default passwords, secrets in the plain env and auth turned off (see `warnings`)
+    # allow default passwords, secrets in the plain env, auth turned off and an http:// artifact
+    # URL (see `warnings`)
     insecure: bool = False
+    # allow an app without zk_digest (its replicas then run with require_zk_digest=false)
+    insecure_zk: bool = False
+
+    def has_zk_digest(self) -> bool:
+        """Whether the replicas get a zk_digest (from the secret store, or the plain env)."""
+        return "zk_digest" in self.secrets or any(
+            setting_of(key) == "zk_digest" and value.strip() for key, value in self.env.items()
+        )
+
+    def _plain_artifact(self) -> bool:
+        return self.artifact_url.strip().lower().startswith("http://")
 
     def _auth_disabled(self) -> bool:
         return any(
@@ -111,10 +125,22 @@ class AppSpec:
         return found
 
     def warnings(self) -> list[str]:
-        """What is insecure about a spec that `insecure` lets through, empty when nothing."""
-        if not self.insecure:
-            return []
+        """What is insecure about a spec that `insecure` or `insecure_zk` let through, empty
+        when nothing."""
         found: list[str] = []
+        if self.insecure_zk and not self.has_zk_digest():
+            found.append(
+                "no zk_digest: every node in ZooKeeper is world-writable, so anyone who reaches "
+                "ZooKeeper can rewrite jobs (and so run code on the agents); the replicas run "
+                "with require_zk_digest=false and warn about it"
+            )
+        if not self.insecure:
+            return found
+        if self._plain_artifact():
+            found.append(
+                f"the artifact {self.artifact_url} is fetched over plain http: anyone on the "
+                "path can replace the code every replica runs"
+            )
         if self._auth_disabled():
             found.append("authentication is off: anyone who reaches /api may change and run jobs")
         else:
@@ -151,9 +177,26 @@ class AppSpec:
                     f"{name} {value!r} names localhost, which on a Mesos agent is the agent "
                     "itself: give addresses every agent reaches"
                 )
+        if not self.has_zk_digest() and not self.insecure_zk:
+            found.append(
+                "no zk_digest: without it anyone who reaches ZooKeeper can rewrite jobs (and so "
+                "run code on the agents) and add members to the election; store user:password "
+                "in your secret store and give --secret zk_digest=SOURCE (or --insecure-zk)"
+            )
+        if self._plain_artifact() and not self.insecure:
+            found.append(
+                f"--artifact-url {self.artifact_url!r} is plain http: anyone on the path could "
+                "replace the code every replica runs; serve it over https:// (or file:// on "
+                "every agent, or --insecure)"
+            )
         for key in sorted(self.env):
             if key in _SET_BY_CMD:
                 found.append(f"--env {key}: set by Marathon ($HOST/$PORT0), not by --env")
+            elif setting_of(key) in _SET_BY_TEMPLATE:
+                found.append(
+                    f"--env {key}: set by the template (true; false only with --insecure-zk "
+                    "and no zk_digest)"
+                )
             elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 found.append(f"--env {key!r}: not an environment variable name")
         return found + self._secret_problems()
@@ -205,6 +248,8 @@ def render(spec: AppSpec, template_path: Path = TEMPLATE_PATH) -> dict[str, Any]
         "env": env,
         "secrets": secrets,
         "artifact_url": spec.artifact_url,
+        # The replicas refuse to start without a digest, unless the user asked for none.
+        "require_zk_digest": "false" if spec.insecure_zk and not spec.has_zk_digest() else "true",
     }
     try:
         app: dict[str, Any] = _substitute(template, values)

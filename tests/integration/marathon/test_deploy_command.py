@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -26,6 +27,8 @@ SECURE = [
     "--admin-password-hash-secret", "/ejcloud/admin_password_hash",
     "--guest-password-hash-secret", "/ejcloud/guest_password_hash",
 ]  # fmt: skip
+# Where it holds zk_digest: without one the command refuses (unless --insecure-zk).
+DIGEST = ["--secret", "zk_digest=/ejcloud/zk_digest"]
 ADMIN_HASH = generate_password_hash("admin-s3cret-1")
 GUEST_HASH = generate_password_hash("guest-s3cret-2")
 
@@ -60,19 +63,23 @@ def _args(url: str, *extra: str) -> list[str]:
         "--marathon", url,
         "--zk", "zk1:2181,zk2:2181",
         "--mesos", "zk://zk1:2181/mesos",
-        "--artifact-url", "http://files.example/ejcloud.tar.gz",
+        "--artifact-url", "https://files.example/ejcloud.tar.gz",
         *FAST,
         *SECURE,
+        *DIGEST,
         *extra,
     ]  # fmt: skip
 
 
 def _insecure_args(url: str, *extra: str) -> list[str]:
-    """`_args` without the secret sources, with --insecure."""
-    plain = _args(url, "--insecure", *extra)
+    """`_args` without the secret sources (hashes and zk_digest), with --insecure and
+    --insecure-zk."""
+    plain = _args(url, "--insecure", "--insecure-zk", *extra)
     for option in SECURE[::2]:
         at = plain.index(option)
         del plain[at : at + 2]
+    at = plain.index(DIGEST[1])
+    del plain[at - 1 : at + 1]
     return plain
 
 
@@ -89,7 +96,7 @@ def test_rendered_app_has_every_field_marathon_needs() -> None:
     spec = AppSpec(
         zk_servers="zk1:2181",
         mesos_url="zk://zk1:2181/mesos",
-        artifact_url="http://files.example/a.tar.gz",
+        artifact_url="https://files.example/a.tar.gz",
         instances=3,
         cpus=0.25,
         mem_mb=256,
@@ -113,7 +120,7 @@ def test_rendered_app_has_every_field_marathon_needs() -> None:
     assert app["upgradeStrategy"]["minimumHealthCapacity"] >= 0.5
     assert app["upgradeStrategy"]["maximumOverCapacity"] <= 1
     assert app["fetch"] == [
-        {"uri": "http://files.example/a.tar.gz", "extract": True, "executable": False,
+        {"uri": "https://files.example/a.tar.gz", "extract": True, "executable": False,
          "cache": False}
     ]  # fmt: skip
     assert app["env"]["zk_servers"] == "zk1:2181"
@@ -414,7 +421,7 @@ def test_insecure_deploys_with_the_defaults_and_warns(
     assert main(_insecure_args(url, "--env", "zk_digest=u:p"), environ={}) == 0
     captured = capsys.readouterr()
     warnings = [line for line in captured.err.splitlines() if "WARNING" in line]
-    assert "WARNING: INSECURE deployment (--insecure):" in warnings[0]
+    assert "WARNING: INSECURE deployment (--insecure --insecure-zk):" in warnings[0]
     assert any(
         "no admin password hash: the replicas accept the default login root/root" in w
         for w in warnings
@@ -516,7 +523,7 @@ def test_command_as_a_subprocess_builds_the_artifact_and_deploys(
 ) -> None:
     url, state, leader = cluster
     out = tmp_path / "ejc.tar.gz"
-    argv = [a for a in _args(url) if not a.startswith(("--artifact-url", "http://files"))]
+    argv = [a for a in _args(url) if not a.startswith(("--artifact-url", "https://files"))]
     # The hash comes from the environment, so it is not on the command line (ps).
     env = {**os.environ, "EJC_AUTH_ADMIN_PASSWORD_HASH": ADMIN_HASH}
     env.pop("EJC_AUTH_GUEST_PASSWORD_HASH", None)
@@ -557,3 +564,101 @@ def test_artifact_holds_the_sources_and_a_runnable_start_script(tmp_path: Path) 
     refused = subprocess.run([script], env=env, capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2
     assert "hostname is 'localhost'" in refused.stderr
+
+
+def test_an_app_without_zk_digest_is_refused_unless_insecure_zk(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _args("http://127.0.0.1:1", "--dry-run")
+    at = argv.index(DIGEST[1])
+    del argv[at - 1 : at + 1]
+    assert main(argv, environ={}) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "no zk_digest" in captured.err and "--secret zk_digest=SOURCE" in captured.err
+    assert "--insecure-zk" in captured.err
+
+    assert main([*argv, "--insecure-zk"], environ={}) == 0
+    captured = capsys.readouterr()
+    app = json.loads(captured.out)
+    assert app["cmd"].endswith("run-scheduler --require_zk_digest false")
+    assert "WARNING: INSECURE deployment (--insecure-zk):" in captured.err
+    assert "no zk_digest: every node in ZooKeeper is world-writable" in captured.err
+
+
+def test_the_template_makes_the_replicas_require_zk_digest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(_args("http://127.0.0.1:1", "--dry-run", "--insecure-zk"), environ={}) == 0
+    captured = capsys.readouterr()
+    # A digest given: --insecure-zk changes nothing and warns about nothing.
+    assert json.loads(captured.out)["cmd"].endswith("run-scheduler --require_zk_digest true")
+    assert "WARNING" not in captured.err
+    argv = _args("http://127.0.0.1:1", "--dry-run", "--env", "require_zk_digest=false")
+    assert main(argv, environ={}) == 1
+    assert "--env require_zk_digest: set by the template" in capsys.readouterr().err
+
+
+def test_a_plain_http_artifact_url_is_refused_unless_insecure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _args("http://127.0.0.1:1", "--dry-run")
+    argv[argv.index("--artifact-url") + 1] = "http://files.example/ejcloud.tar.gz"
+    assert main(argv, environ={}) == 1
+    err = capsys.readouterr().err
+    assert "--artifact-url 'http://files.example/ejcloud.tar.gz' is plain http" in err
+
+    assert main([*argv, "--insecure"], environ={}) == 0
+    err = capsys.readouterr().err
+    assert "is fetched over plain http: anyone on the path can replace the code" in err
+
+
+def test_the_artifact_carries_the_hash_lock_and_its_script_installs_only_with_hashes(
+    tmp_path: Path,
+) -> None:
+    path = build_artifact(tmp_path / "a.tar.gz")
+    with tarfile.open(path) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    top = tmp_path / "x" / "ejcloud"
+    assert (top / "requirements.lock").read_bytes() == (
+        PROJECT_ROOT / "requirements.lock"
+    ).read_bytes()
+    script = (top / "bin" / "run-scheduler").read_text()
+    installs = [line for line in script.splitlines() if "pip" in line and " install" in line]
+    assert installs and all("--require-hashes" in line for line in installs), installs
+    assert 'install -q --require-hashes --no-deps -r "$here/requirements.lock"' in script
+    wheels = sorted((PROJECT_ROOT / "build" / "http-parser" / "wheels").glob("*.whl"))
+    if wheels:  # built by ./dev.sh setup; shipped pinned to its hash
+        pins = (top / "wheels" / "requirements.txt").read_text()
+        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+        assert f"--hash=sha256:{digest}" in pins
+
+
+def test_the_start_script_refuses_a_wheel_whose_hash_does_not_match(tmp_path: Path) -> None:
+    wheels = sorted((PROJECT_ROOT / "build" / "http-parser" / "wheels").glob("*.whl"))
+    if not wheels:
+        pytest.fail("no http-parser wheel in build/http-parser/wheels: run ./dev.sh setup")
+    path = build_artifact(tmp_path / "a.tar.gz")
+    with tarfile.open(path) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    top = tmp_path / "x" / "ejcloud"
+    # Offline: the lock is cut down to the shipped wheel (found locally), so that pip needs no
+    # index; then the wheel is swapped for other bytes under the same name.
+    (top / "requirements.lock").write_text((top / "wheels" / "requirements.txt").read_text())
+    env = {
+        **os.environ,
+        "hostname": "agent1.example",
+        "EJC_VENV": str(tmp_path / "venv"),
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(top / "wheels"),
+    }
+    env.pop("EJC_PYTHON", None)
+    shipped = top / "wheels" / wheels[0].name
+    shipped.write_bytes(shipped.read_bytes() + b"tampered")
+    run = subprocess.run(
+        [top / "bin" / "run-scheduler", "--help"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 1, run
+    assert "hash" in run.stderr.lower() and "do not match" in run.stderr.lower(), run.stderr
+    assert not (tmp_path / "venv").exists() and not (tmp_path / "venv.part").exists()
