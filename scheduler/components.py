@@ -35,7 +35,7 @@ from scheduler.leader.producer import Producer
 from scheduler.leader.statistics.component import Statistics
 from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.model.errors import SchedulerError
-from scheduler.model.job_events import JobEvent, JobEventCounts
+from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
@@ -145,7 +145,14 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         for task in stores.running.tasks(job_name):
             driver.kill(task.task_id)
 
-    producer = Producer(stores, ctx.term, wake_launcher.wake, settings.job_state_queue_size, view)
+    producer = Producer(
+        stores,
+        ctx.term,
+        wake_launcher.wake,
+        settings.job_state_queue_size,
+        view,
+        max_fires_per_second=settings.max_fires_per_second,
+    )
     launcher = Launcher(
         stores, ctx.term, driver, view, wake=wake_launcher, next_fire=producer.next_fire_at
     )
@@ -176,7 +183,8 @@ def _fan_out_job_events(parts: _TermParts) -> JobEventCounts:
         """Never blocks: each of the three only counts or queues."""
         event_counts.add(event)
         statistics.on_job_event(event)
-        webhooks.notify(event)
+        if event.kind is not JobEventKind.FIRE_DELAYED:  # not a failure: no webhook POST
+            webhooks.notify(event)
 
     parts.status.listeners.append(statistics.on_status)
     parts.status.event_listeners.append(on_job_event)

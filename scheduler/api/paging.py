@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import Response, request
+from flask import Response, request, stream_with_context
 
 from scheduler.model.errors import InvalidRequest
 
@@ -155,7 +155,8 @@ def _answer(
                 first = False
         yield (b'],"nextCursor":' + _dumps(next_cursor) + b"}") if paged else b"]"
 
-    response = Response(body(), mimetype="application/json")
+    # The request's context stays with the generator: later batches may read the caller's role.
+    response = Response(stream_with_context(body()), mimetype="application/json")
     response.headers["X-Total-Count"] = str(total)
     return response
 

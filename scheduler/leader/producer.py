@@ -9,6 +9,15 @@ record is due. With `misfire` each adds a pending run, in order, up to `job_stat
 pending (the rest are capped); without, a missed fire is skipped and one on time adds a run
 unless one is pending or the job still runs under overlapPolicy FORBID. Every skipped or capped
 fire is logged here and reported to `event_listeners` (event trace, metrics, webhooks).
+
+`max_fires_per_second` (0: none) budgets the cron fires of the whole cluster (only the leader
+produces): a job's fire takes one token of a bucket that holds a second's worth. The fires over
+it are delayed, never dropped: the job waits in a queue (in the order its fires came) that the
+producer's pool drains as the budget allows, and is then accounted as any fire, from its record
+and with its fire counted on time, so its run still comes. A fire of a job that already waits is
+accounted with the waiting one. Each delayed fire is reported to `event_listeners` as a
+`fire_delayed` event (event trace and metrics; the log says so at most every 10 s). Catch-up
+fires at term start and on a schedule change are not budgeted.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
     MAX_FIRES_COUNTED,
     DueFires,
+    FireBudget,
     FireOutcome,
     FirePlan,
     Trigger,
@@ -36,7 +46,7 @@ from scheduler.model.fires import (
     fire_events,
     plan_fires,
 )
-from scheduler.model.job_events import JobEvent
+from scheduler.model.job_events import JobEvent, JobEventKind, iso_time
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
@@ -59,6 +69,9 @@ _MISFIRE_GRACE_S = 30
 # earlier and waits for its exact time itself, so that the fire is recorded, and its runs
 # launched, from the cron second on rather than from when APScheduler gets to it.
 _FIRE_LEAD_S = 0.005
+
+# A sustained overload delays fires every second; the log says so at most this often.
+_DELAY_LOG_EVERY_S = 10.0
 
 
 class _EarlyTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler is untyped
@@ -111,6 +124,7 @@ class Producer(LeaderComponent):
         on_work: Callable[[], None],
         queue_size: int = 10_000,
         view: QueueCache | None = None,
+        max_fires_per_second: float = 0.0,
     ) -> None:
         self._stores = stores
         self._cap = queue_size
@@ -140,6 +154,16 @@ class Producer(LeaderComponent):
         # Jobs scheduled at term start whose fires are still to account, by cron key.
         self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
         self._flushing = False
+        # max_fires_per_second (None: no budget), and the jobs whose fire waits for it, in the
+        # order they came: name -> (cron key, the first fire it waits with).
+        self._budget = (
+            FireBudget(max_fires_per_second, time.monotonic()) if max_fires_per_second > 0 else None
+        )
+        self._delayed: dict[str, tuple[tuple[object, ...], float]] = {}
+        self._draining = False
+        self.delayed_fires = 0
+        self._delays_unlogged = 0
+        self._delay_logged_at = float("-inf")
 
     def start(self) -> None:
         self._sched = BackgroundScheduler(
@@ -166,6 +190,9 @@ class Producer(LeaderComponent):
             self._triggers.clear()
             self._fire_after.clear()
             self._deferred.clear()
+            # Not accounted: the next leader accounts them from the same records.
+            self._delayed.clear()
+            self._draining = False
 
     def pause(self) -> None:
         if self._sched is not None:
@@ -447,6 +474,10 @@ class Producer(LeaderComponent):
         if trigger is None:
             return
         now = _wait_for_fire(trigger, time.time())
+        if self._budget is not None:
+            jobs = self._within_budget(key, jobs, now)
+            if not jobs:
+                return
         try:
             self._account_many(
                 [(job, False) for job in jobs], trigger, now, on_time_from=now - _MISFIRE_GRACE_S
@@ -460,3 +491,130 @@ class Producer(LeaderComponent):
                 jobs[0].job_name if jobs else "",
                 exc.message,
             )
+
+    # -- the fire budget (max_fires_per_second) ----------------------------------------------
+
+    def _within_budget(
+        self, key: tuple[object, ...], jobs: list[JobConfig], fire: float
+    ) -> list[JobConfig]:
+        """The jobs of a fire at epoch `fire` that the budget lets account now; the others
+        wait in the delayed queue (behind any waiting already) and are reported delayed."""
+        assert self._budget is not None
+        with self._lock:
+            waiting = [job for job in jobs if job.job_name in self._delayed]
+            fresh = [job for job in jobs if job.job_name not in self._delayed]
+            # Fires wait in the order they came: none goes ahead of a waiting one.
+            granted = 0 if self._delayed else self._budget.take(len(fresh), time.monotonic())
+            now_jobs, late = fresh[:granted], fresh[granted:]
+            for job in late:
+                self._delayed[job.job_name] = (key, fire)
+            queued = len(self._delayed)
+            start_drain = bool(self._delayed) and not self._draining
+            self._draining = self._draining or start_drain
+        if late or waiting:
+            self._report_delayed([*waiting, *late], fire, queued)
+        if start_drain:
+            self._schedule_drain()
+        return now_jobs
+
+    def _report_delayed(self, jobs: list[JobConfig], fire: float, queued: int) -> None:
+        """Tell the event listeners of each delayed fire; log it at most every 10 s."""
+        assert self._budget is not None
+        rate = self._budget.per_second
+        reason = (
+            f"fire at {iso_time(fire)} delayed: over max_fires_per_second={rate:g} for the "
+            f"cluster; {queued} jobs wait for the budget"
+        )
+        now = time.monotonic()
+        with self._lock:
+            self.delayed_fires += len(jobs)
+            self._delays_unlogged += len(jobs)
+            log_now = now - self._delay_logged_at >= _DELAY_LOG_EVERY_S
+            if log_now:
+                count, self._delays_unlogged = self._delays_unlogged, 0
+                self._delay_logged_at = now
+        if log_now:
+            log.warning(
+                "producer: %s fire(s) delayed over max_fires_per_second=%g (job %s...); "
+                "%s jobs wait; they still run, later",
+                count,
+                rate,
+                jobs[0].job_name,
+                queued,
+            )
+        for job in jobs:
+            event = JobEvent(
+                JobEventKind.FIRE_DELAYED, job.job_name, fire, reason, webhook_url=None
+            )
+            for listener in self.event_listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("producer: event listener failed on %s", job.job_name)
+
+    def _schedule_drain(self, at_least_s: float = 0.0) -> None:
+        """Have the pool drain the delayed queue once the budget has room for it."""
+        sched = self._sched
+        budget = self._budget
+        if sched is None or budget is None:
+            return
+        with self._lock:
+            wait_s = budget.wait_s(len(self._delayed), time.monotonic())
+        sched.add_job(
+            self._drain,
+            trigger="date",
+            # Not sooner than 5 ms: a token a rounding short of whole must not spin the pool.
+            run_date=_at(time.time() + max(wait_s, at_least_s, 0.005)),
+            name="fire budget",
+            misfire_grace_time=None,  # however late (a pause): the queue must drain
+        )
+
+    def _drain(self) -> None:
+        """Producer pool: account the delayed jobs the budget has room for, in order; then
+        schedule the next drain while any waits."""
+        budget = self._budget
+        if budget is None:
+            return
+        if not self._term.acting:
+            self._schedule_drain(at_least_s=1.0)  # paused: later; over: stop() clears it
+            return
+        with self._lock:
+            granted = budget.take(len(self._delayed), time.monotonic())
+            names = list(self._delayed)[:granted]
+            groups: dict[tuple[object, ...], tuple[list[JobConfig], float]] = {}
+            for name in names:
+                key, fire = self._delayed.pop(name)
+                job = self._jobs.get(name)
+                if job is None or self._key_of.get(name) != key:
+                    continue  # unscheduled or changed meanwhile: accounted as it is now
+                jobs, first = groups.get(key, ([], fire))
+                jobs.append(job)
+                groups[key] = (jobs, min(first, fire))
+            triggers = {key: self._triggers.get(key) for key in groups}
+        for key, (jobs, first) in groups.items():
+            trigger = triggers[key]
+            if trigger is None:
+                continue
+            try:
+                # On time from the fire they waited with, however long the wait was.
+                self._account_many(
+                    [(job, False) for job in jobs],
+                    trigger,
+                    time.time(),
+                    on_time_from=first - _MISFIRE_GRACE_S,
+                )
+            except NotLeader:
+                return
+            except SchedulerError as exc:
+                # Their next fire accounts this one too (from the same records).
+                log.error(
+                    "producer: delayed fire of %s job(s) (%s...) not recorded: %s",
+                    len(jobs),
+                    jobs[0].job_name,
+                    exc.message,
+                )
+        with self._lock:
+            more = bool(self._delayed)
+            self._draining = more
+        if more:
+            self._schedule_drain()

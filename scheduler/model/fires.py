@@ -29,6 +29,7 @@ from scheduler.model.job_events import JobEvent, JobEventKind, iso_time
 __all__ = [
     "MAX_FIRES_COUNTED",
     "DueFires",
+    "FireBudget",
     "FireDecision",
     "FireOutcome",
     "FirePlan",
@@ -149,6 +150,38 @@ def shortest_gap(trigger: Trigger, start: float, fires: int = 500) -> float | No
         shortest = gap if shortest is None else min(shortest, gap)
         previous = fire
     return shortest
+
+
+class FireBudget:
+    """`max_fires_per_second` as a token bucket: a fire of one job takes one token; tokens come
+    back at `per_second` a second, up to one second's worth (so a burst of that many is taken
+    at once). Not thread-safe: the producer holds its lock around it."""
+
+    def __init__(self, per_second: float, now: float) -> None:
+        if per_second <= 0:
+            raise ValueError("a fire budget needs a positive rate")
+        self.per_second = per_second
+        self.burst = max(1.0, per_second)
+        self._tokens = self.burst
+        self._at = now
+
+    def _refill(self, now: float) -> None:
+        if now > self._at:
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second)
+            self._at = now
+
+    def take(self, wanted: int, now: float) -> int:
+        """Take up to `wanted` tokens at `now`; how many were taken."""
+        self._refill(now)
+        granted = max(0, min(wanted, int(self._tokens)))
+        self._tokens -= granted
+        return granted
+
+    def wait_s(self, wanted: int, now: float) -> float:
+        """Seconds from `now` until `wanted` tokens (at most a burst) are there."""
+        self._refill(now)
+        missing = min(float(wanted), self.burst) - self._tokens
+        return max(0.0, missing / self.per_second)
 
 
 def plan_fires(

@@ -1,6 +1,6 @@
-"""What the leader reports about a job beyond task states: failed runs, timed-out runs, skipped
-and capped fires. Each leaves a log line where it happens, and through the term's listeners an
-event-trace row, a metric and a webhook POST (no I/O here)."""
+"""What the leader reports about a job beyond task states: failed runs, timed-out runs, skipped,
+capped and delayed fires. Each leaves a log line where it happens, and through the term's
+listeners an event-trace row, a metric and (but a delayed fire) a webhook POST (no I/O here)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class JobEventKind(StrEnum):
     """A cron fire that adds no run (misfire off: missed, or the job running or pending)."""
     FIRE_CAPPED = "fire_capped"
     """A cron fire dropped because the job has `job_state_queue_size` runs pending."""
+    FIRE_DELAYED = "fire_delayed"
+    """A cron fire over the cluster's `max_fires_per_second`: accounted (and run) later."""
 
     @property
     def trace_state(self) -> str:

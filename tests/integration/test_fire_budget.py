@@ -1,0 +1,113 @@
+"""The fire budget (max_fires_per_second, issue 23) on a real ZooKeeper with a started producer:
+fires over it are delayed, recorded, and still accounted, each once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from scheduler.leader.producer import Producer
+from scheduler.model.config import JobConfig
+from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.storage.fire_ledger import LAST_FIRE
+from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.term_stores import TermStores
+from tests.support.waiting import wait_for
+
+CRON = "0/4 * * * * ?"
+NAMES = [f"tick{n}" for n in range(5)]
+
+
+class Acting:
+    acting = True
+
+
+def _job(name: str) -> JobConfig:
+    body = {
+        "jobName": name,
+        "jobClass": "demo.jobs:hello",
+        "jobType": "SIMPLE",
+        "jobExecutionType": "TRANSIENT",
+        "cron": CRON,
+        "shardingTotalCount": 1,
+        "appName": "app",
+        "cpuCount": 0.1,
+        "memoryMB": 16,
+        "misfire": True,
+    }
+    return JobConfig.from_json(body, default_time_zone="UTC", strict=False)
+
+
+@pytest.fixture
+def budgeted(registry: Registry, fence: Fence) -> Iterator[tuple[Producer, list[JobEvent]]]:
+    stores = TermStores.build(registry, fence, "UTC", 100)
+    producer = Producer(stores, Acting(), lambda: None, 100, max_fires_per_second=2)
+    events: list[JobEvent] = []
+    producer.event_listeners.append(events.append)
+    producer.start()
+    yield producer, events
+    producer.stop()
+
+
+def _pending(registry: Registry, name: str) -> int:
+    return int(registry.get(f"/state/ready/{name}") or b"0")
+
+
+def test_fires_over_the_budget_are_delayed_recorded_and_still_run(
+    budgeted: tuple[Producer, list[JobEvent]], registry: Registry
+) -> None:
+    producer, events = budgeted
+    # Scheduled at least a second before a fire, so that all five wait for the same one.
+    wait_for(lambda: time.time() % 4 < 2.5, 5, message="time to schedule before a fire")
+    for name in NAMES:
+        producer.schedule(_job(name))
+    fire = (time.time() // 4 + 1) * 4
+    # All five get their run of that fire, two at once and three later.
+    wait_for(
+        lambda: all(_pending(registry, n) == 1 for n in NAMES),
+        fire - time.time() + 6,
+        message="runs",
+    )
+    records = {n: float(registry.get(f"{LAST_FIRE}/{n}") or b"0") for n in NAMES}
+    assert set(records.values()) == {fire}  # each accounted from the fire it waited with
+    delayed = [e for e in events if e.kind is JobEventKind.FIRE_DELAYED and abs(e.time - fire) < 1]
+    assert len(delayed) == 3 and len({e.job_name for e in delayed}) == 3
+    assert "max_fires_per_second=2" in delayed[0].reason
+    assert all(e.webhook_url is None for e in delayed)
+    assert producer.delayed_fires >= 3
+    # The delayed ones were written later: their records changed a second or more after the
+    # first two (ZooKeeper's own modification times).
+    written = sorted(
+        registry.client.get(registry.abs(f"{LAST_FIRE}/{n}"))[1].mtime / 1000 for n in NAMES
+    )
+    assert written[2] - written[0] >= 0.8
+    assert written[4] - written[0] >= 1.3
+    # Nothing is skipped or capped on the way.
+    assert not [e for e in events if e.kind is not JobEventKind.FIRE_DELAYED]
+
+
+def test_without_a_budget_every_fire_is_accounted_at_once(registry: Registry, fence: Fence) -> None:
+    stores = TermStores.build(registry, fence, "UTC", 100)
+    producer = Producer(stores, Acting(), lambda: None, 100)
+    events: list[JobEvent] = []
+    producer.event_listeners.append(events.append)
+    producer.start()
+    try:
+        wait_for(lambda: time.time() % 4 < 2.5, 5, message="time to schedule before a fire")
+        for name in NAMES:
+            producer.schedule(_job(name))
+        fire = (time.time() // 4 + 1) * 4
+        wait_for(
+            lambda: all(_pending(registry, n) == 1 for n in NAMES),
+            fire - time.time() + 3,
+            message="runs",
+        )
+        written = sorted(
+            registry.client.get(registry.abs(f"{LAST_FIRE}/{n}"))[1].mtime / 1000 for n in NAMES
+        )
+        assert written[4] - written[0] < 0.8
+        assert producer.delayed_fires == 0 and events == []
+    finally:
+        producer.stop()
