@@ -299,7 +299,8 @@ class ReplicaHttp:
         if Console.handles(path):
             return self._console.serve(environ, start_response, self._replicas())
         if path in ("/api", "/health") or path.startswith("/api/"):
-            origin = replica_origin(environ.get("HTTP_ORIGIN"), self._replicas())
+            scheme = "https" if self._edge.tls is not None else "http"
+            origin = replica_origin(environ.get("HTTP_ORIGIN"), self._replicas(), scheme)
             if origin is not None:
                 if environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
                     "HTTP_ACCESS_CONTROL_REQUEST_METHOD"

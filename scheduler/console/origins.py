@@ -3,8 +3,11 @@
 The console is served by every replica, but only the leader serves `/api/*`, and a browser drops
 the `Authorization` header when it follows a redirect to another origin. So a console page
 loaded from a standby calls the leader's `/api` (and each replica's `/health`) directly, across
-origins. A replica grants such calls only to the origins of the replicas in the election: an
-identity `host:port` is the origin `http://host:port`. Nothing else is granted, and no wildcard.
+origins. A replica grants such calls only to the origins of the replicas it vouches for
+(`scheduler.ha.vouching`: an address merely written into the election is not enough): an
+identity `host:port` is the origin `http://host:port`, or `https://host:port` when the replicas
+serve TLS (they share their settings, so all do or none). Nothing else is granted, and no
+wildcard.
 
 The grant carries no cookies or browser-stored credentials (`Access-Control-Allow-Credentials`
 is never sent): the console adds the `Authorization` header itself, so a page of another origin
@@ -38,15 +41,19 @@ _PREFLIGHT_MAX_AGE_S = 600
 _ORIGIN_MAX_LENGTH = 300
 
 
-def origin_of(identity: str) -> str | None:
-    """`http://host:port` for a replica identity `host:port`, or None if it is not one."""
-    if not _IDENTITY.match(identity):
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(identity: str, scheme: str = "http") -> str | None:
+    """`scheme://host:port` for a replica identity `host:port`, or None if it is not one."""
+    if not _IDENTITY.match(identity) or scheme not in _DEFAULT_PORTS:
         return None
-    return f"http://{identity}"
+    return f"{scheme}://{identity}"
 
 
-def _key(origin: str) -> tuple[str, int] | None:
-    """(lower-case host, port) of an `http://` origin; None for anything else."""
+def _key(origin: str) -> tuple[str, str, int] | None:
+    """(scheme, lower-case host, port) of an `http://` or `https://` origin; None for anything
+    else."""
     if len(origin) > _ORIGIN_MAX_LENGTH:
         return None
     try:
@@ -54,22 +61,26 @@ def _key(origin: str) -> tuple[str, int] | None:
         port = parts.port
     except ValueError:
         return None
-    if parts.scheme != "http" or not parts.hostname or parts.username or parts.password:
+    scheme = parts.scheme
+    if scheme not in _DEFAULT_PORTS or not parts.hostname or parts.username or parts.password:
         return None
     if parts.path or parts.query or parts.fragment:
         return None
-    return parts.hostname.lower(), port if port is not None else 80
+    return scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
 
 
-def replica_origin(origin: str | None, identities: Iterable[str]) -> str | None:
-    """`origin` (the request's `Origin` header) if it is the origin of one of `identities`."""
+def replica_origin(
+    origin: str | None, identities: Iterable[str], scheme: str = "http"
+) -> str | None:
+    """`origin` (the request's `Origin` header) if it is the origin of one of `identities`
+    served over `scheme` (`https` when the replicas serve TLS)."""
     if not origin:
         return None
     wanted = _key(origin)
     if wanted is None:
         return None
     for identity in identities:
-        own = origin_of(identity)
+        own = origin_of(identity, scheme)
         if own is not None and _key(own) == wanted:
             return origin
     return None

@@ -207,6 +207,13 @@ def test_other_origins_are_not(origin: str | None) -> None:
     assert replica_origin(origin, REPLICAS) is None
 
 
+def test_replicas_serving_tls_grant_their_https_origins_only() -> None:
+    assert origin_of("127.0.0.1:8899", "https") == "https://127.0.0.1:8899"
+    assert replica_origin("https://127.0.0.1:8899", REPLICAS, "https") == "https://127.0.0.1:8899"
+    assert replica_origin("http://127.0.0.1:8899", REPLICAS, "https") is None
+    assert replica_origin("https://sched.example", ["sched.example:443"], "https") is not None
+
+
 def test_default_port_matches_an_identity_on_port_80() -> None:
     assert replica_origin("http://sched.example", ["sched.example:80"]) == "http://sched.example"
 
