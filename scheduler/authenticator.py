@@ -19,6 +19,11 @@ expensive thing a client can make the server do without credentials, so it is bo
   hash is computed, whatever it sends. Failed logins are logged at WARNING with the user name
   (escaped, bounded) and the address.
 
+A console session (scheduler.sessions: a signed token in an HttpOnly cookie, issued by a login)
+is an alternative to Basic credentials for requests without an `Authorization` header: it costs
+an HMAC, no hash, and a token that is forged, expired or logged out is a 401 that counts as no
+failure (nothing was guessed).
+
 The client address is the TCP peer (`REMOTE_ADDR`). `X-Forwarded-For` is ignored unless
 `auth_trust_x_forwarded_for` is set (only safe when every request comes through a proxy that
 appends the peer it saw); then its last entry, the one that proxy appended, is used.
@@ -45,6 +50,7 @@ from typing import Any
 from werkzeug.security import check_password_hash
 
 from scheduler.model.settings import Settings
+from scheduler.sessions import Session, Sessions, session_token
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +82,14 @@ class AuthResult:
     message: str = ""
     kind: str = ""
     retry_after_s: int = 0
+    session: Session | None = None  # set when a console session was accepted
 
 
 _NO_CREDENTIALS = AuthResult(401, message="authentication required", kind="Unauthorized")
 _WRONG = AuthResult(401, message="wrong user name or password", kind="Unauthorized")
+_SESSION_ENDED = AuthResult(
+    401, message="the console session has expired or was ended; log in again", kind="Unauthorized"
+)
 
 
 def _limited(retry_after_s: int) -> AuthResult:
@@ -309,6 +319,7 @@ class Authenticator:
         self.counters: dict[str, int] = dict.fromkeys(
             ("hashes", "accepted", "failed", "limited", "busy"), 0
         )
+        self.sessions = Sessions(settings, clock=time.time)
 
     # -- what callers use ----------------------------------------------------------------
 
@@ -326,19 +337,46 @@ class Authenticator:
         (missing, wrong, refused for this address, or busy); `"root"` while auth is off."""
         return self.check(authorization, remote_addr).identify
 
+    def check_request(self, environ: Mapping[str, Any]) -> AuthResult:
+        """Check a WSGI request: its `Authorization` header when it has one, else its session
+        cookie (see AuthResult; `session` is set when the cookie was accepted)."""
+        if not self.enabled:
+            return AuthResult(200, identify=ROOT)
+        header = environ.get("HTTP_AUTHORIZATION")
+        if header:
+            return self.check(str(header), self.client_address(environ))
+        token = session_token(environ.get("HTTP_COOKIE"))
+        if token is None:
+            return _NO_CREDENTIALS
+        session = self.sessions.check(token)
+        if session is None:
+            return _SESSION_ENDED
+        return AuthResult(
+            200, identify=session.identify, username=session.username, session=session
+        )
+
     def check(self, authorization: str | None, remote_addr: str) -> AuthResult:
         """Check an `Authorization` header value sent from `remote_addr` (see AuthResult)."""
         if not self.enabled:
             return AuthResult(200, identify=ROOT)
         if not authorization or authorization.split(" ", 1)[0].lower() != "basic":
             return _NO_CREDENTIALS  # nothing guessed: not a failure
+        return self._checked(_parse_basic(authorization), remote_addr)
+
+    def check_credentials(self, user: str, password: str, remote_addr: str) -> AuthResult:
+        """Check a user name and password (a console login), as `check` checks Basic ones."""
+        if not self.enabled:
+            return AuthResult(200, identify=ROOT)
+        return self._checked((user, password), remote_addr)
+
+    def _checked(self, parsed: tuple[str, str] | None, remote_addr: str) -> AuthResult:
+        """The failure budget, the bounded check and its accounting (None: malformed)."""
         with self._lock:
             retry_after_s = self._limiter.blocked_for(remote_addr, self._clock())
             if retry_after_s:
                 self.counters["limited"] += 1
         if retry_after_s:
             return _limited(retry_after_s)
-        parsed = _parse_basic(authorization)
         result = _WRONG if parsed is None else self._verify(parsed[0], parsed[1], remote_addr)
         with self._lock:
             blocked = False

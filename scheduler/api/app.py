@@ -43,7 +43,7 @@ def create_app(
     app.url_map.strict_slashes = False
     install_error_handlers(app)
     install_input_checks(app)  # before auth: a refused request costs no password check
-    install_auth(app, ctx.settings)
+    install_auth(app, ctx.settings, revocations=(ctx.registry, ctx.registry.fenced(ctx.term.fence)))
     if stores is None:
         stores = TermStores.build(
             ctx.registry,

@@ -8,6 +8,16 @@ client address) is bounded by the process's `Authenticator`: 401 for missing or 
 credentials, 429 with `Retry-After` for an address that failed too often, 503 with `Retry-After`
 while too many password checks wait.
 
+Console sessions (scheduler.sessions): `POST /api/session` with `{"user": ..., "password": ...}`
+(or Basic credentials and no body) checks them as above and answers `{"user", "role",
+"expiresAt"}` with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring
+after `auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials
+are; `DELETE /api/session` revokes the cookie's session on every replica and removes the cookie.
+A request without `Authorization` is authenticated by its cookie. A write authenticated by the
+cookie must also come from this server's own origin: its `Origin` header must be present and
+name the scheme, host and port the request was sent to (SameSite=Strict already keeps other
+sites' requests from carrying it; this also refuses a same-site page of another port).
+
 `python -m scheduler.api.auth hash` prints a password hash for `auth_*_password_hash`.
 """
 
@@ -15,19 +25,29 @@ from __future__ import annotations
 
 import getpass
 import logging
+import math
 import sys
+from datetime import UTC, datetime
+from typing import Any
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, g, jsonify, request
 from werkzeug.security import generate_password_hash
 
 from scheduler.api.errors import error_response
 from scheduler.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
+from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import Settings
+from scheduler.sessions import Session, clear_cookie, session_cookie
+from scheduler.storage.registry import FencedWriter, Registry
 
 log = logging.getLogger(__name__)
 
 REALM = "Elastic Job Console Auth"
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SESSION_PATH = "/api/session"
+_LOGIN_FIELDS = frozenset({"user", "password"})
+_MAX_CREDENTIAL_CHARS = 1024
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def warn_about_defaults(settings: Settings) -> None:
@@ -58,26 +78,71 @@ def warn_about_defaults(settings: Settings) -> None:
 
 
 def install_auth(
-    app: Flask, settings: Settings, authenticator: Authenticator | None = None
+    app: Flask,
+    settings: Settings,
+    authenticator: Authenticator | None = None,
+    revocations: tuple[Registry, FencedWriter] | None = None,
 ) -> None:
-    """Check credentials before every request of `app`.
+    """Check credentials before every request of `app`, and serve `/api/session`.
 
     `authenticator` defaults to the process's one for `settings` (authenticator_for), so every
-    term's app shares its caches and failure counts.
+    term's app shares its caches, failure counts and sessions. `revocations` is the term's
+    registry and fenced writer, with which a logout revokes a session cluster-wide (None: a
+    logout only removes the cookie and refuses the session on this replica).
     """
     auth = authenticator if authenticator is not None else authenticator_for(settings)
 
     @app.before_request
     def _authenticate() -> Response | None:
-        result = auth.check(
-            request.headers.get("Authorization"), auth.client_address(request.environ)
-        )
+        if request.path == SESSION_PATH and request.method in ("POST", "DELETE"):
+            return None  # a login checks the credentials it is given; a logout needs none
+        result = auth.check_request(request.environ)
         if result.identify is None:
             return _refusal(result)
         g.identify = result.identify
+        g.auth = result
+        if result.session is not None and request.method not in _READ_METHODS:
+            refused = _cross_origin_session_write()
+            if refused is not None:
+                return refused
         if result.identify == GUEST and request.method not in _READ_METHODS:
             return error_response(403, f"user {result.username} may only read", "Forbidden")
         return None
+
+    @app.post(SESSION_PATH)
+    def _login() -> Response:
+        user, password = _login_credentials()
+        result = auth.check_credentials(user, password, auth.client_address(request.environ))
+        if result.identify is None:
+            return _refusal(result)
+        g.identify = result.identify
+        if not auth.enabled:
+            return jsonify({"user": "", "role": result.identify, "expiresAt": None})
+        token, session = auth.sessions.issue(result.username, result.identify)
+        log.info("auth: console session for user %s started", _shown(result.username))
+        response = jsonify(_describe(session))
+        max_age_s = max(1, math.floor(auth.sessions.timeout_s))
+        response.headers["Set-Cookie"] = session_cookie(token, max_age_s, _secure())
+        return response
+
+    @app.get(SESSION_PATH)
+    def _whoami() -> Response:
+        result: AuthResult = g.auth
+        if result.session is not None:
+            return jsonify(_describe(result.session))
+        return jsonify({"user": result.username, "role": result.identify, "expiresAt": None})
+
+    @app.delete(SESSION_PATH)
+    def _logout() -> Response:
+        result = auth.check_request(request.environ)
+        session = result.session
+        if session is not None:
+            if revocations is not None:
+                auth.sessions.revoke(revocations[0], revocations[1], session)
+            log.info("auth: console session for user %s ended", _shown(session.username))
+        response = Response(status=204)
+        response.headers["Set-Cookie"] = clear_cookie(_secure())
+        return response
 
     @app.after_request
     def _identify(response: Response) -> Response:
@@ -88,9 +153,78 @@ def install_auth(
         return response
 
 
+def _login_credentials() -> tuple[str, str]:
+    """(user, password) from the login's JSON body, or from Basic credentials without a body;
+    InvalidRequest naming the problem otherwise."""
+    if not request.content_length and request.authorization is not None:
+        basic = request.authorization
+        return str(basic.username or ""), str(basic.password or "")
+    body: Any = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise InvalidRequest('send {"user": ..., "password": ...} as JSON')
+    problems: dict[str, str] = {}
+    for name in sorted(set(body) - _LOGIN_FIELDS):
+        problems[str(name)[:100]] = "unknown field"
+    for name in sorted(_LOGIN_FIELDS):
+        value = body.get(name)
+        if not isinstance(value, str) or not value:
+            problems[name] = "is required (a string)"
+        elif len(value) > _MAX_CREDENTIAL_CHARS:
+            problems[name] = f"must be at most {_MAX_CREDENTIAL_CHARS} characters"
+    if problems:
+        raise InvalidRequest("invalid login: " + ", ".join(sorted(problems)), problems)
+    return body["user"], body["password"]
+
+
+def _describe(session: Session) -> dict[str, Any]:
+    expires = datetime.fromtimestamp(session.expires_at_ms / 1000, UTC)
+    return {
+        "user": session.username,
+        "role": session.identify,
+        "expiresAt": expires.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    }
+
+
+def _secure() -> bool:
+    """Whether the request came over https (directly, or through a trusted proxy that said so:
+    the HTTP front sets the WSGI scheme from it)."""
+    return request.scheme == "https"
+
+
+def _own_origin() -> str:
+    scheme = request.scheme
+    host = request.host.lower()
+    default = _DEFAULT_PORTS.get(scheme)
+    if default and host.endswith(f":{default}") and not host.endswith("]"):
+        host = host[: -len(default) - 1]
+    return f"{scheme}://{host}"
+
+
+def _cross_origin_session_write() -> Response | None:
+    """403 unless a write carried by the session cookie names this server's origin."""
+    origin = request.headers.get("Origin")
+    own = _own_origin()
+    if origin is not None and origin.strip().lower().rstrip("/") == own:
+        return None
+    shown = "no Origin header" if origin is None else f"Origin {_shown(origin)}"
+    return error_response(
+        403,
+        f"a write with the console's session cookie needs the console's own origin ({own}); "
+        f"it came with {shown}",
+        "CrossOriginRefused",
+    )
+
+
+def _shown(text: str) -> str:
+    return repr(text[:64])
+
+
 def _refusal(result: AuthResult) -> Response:
     response = error_response(result.status, result.message, result.kind)
-    if result.status == 401:
+    mode = request.headers.get("Sec-Fetch-Mode")
+    if result.status == 401 and mode in (None, "navigate"):
+        # Not to a page's script (fetch sends Sec-Fetch-Mode: cors): a browser would answer
+        # the challenge with its own password dialog instead of the console's login.
         response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}"'
     if result.retry_after_s:
         response.headers["Retry-After"] = str(result.retry_after_s)

@@ -367,6 +367,13 @@ _SANDBOX = (
     "work directory, from each agent's /state"
 )
 _RECONCILE = "(at most every 10 s; 429 otherwise)"
+_LOGIN = (
+    "console login: a session cookie (HttpOnly, SameSite=Strict) expiring after "
+    "auth_session_timeout_seconds"
+)
+_EXPIRES = _schema("string", "ISO 8601; null for Basic credentials", nullable=True)
+_SESSION = _object({"user": _STRING, "role": _STRING, "expiresAt": _EXPIRES})
+_LOGIN_BODY = {"required": True, **_json(_object({"user": _STRING, "password": _STRING}))}
 
 ROUTES: tuple[Route, ...] = (
     Route("POST /api/app", "register an app", body=_APP_BODY),
@@ -414,6 +421,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST /api/operate/reconcile/implicit", f"reconcile all tasks {_RECONCILE}"),
     Route("GET /api/operate/sandbox", _SANDBOX, _SANDBOXES, _SANDBOX_QUERIES, agent=True),
     Route("GET /api/openapi.json", "this document", _OBJECT),
+    Route("POST /api/session", _LOGIN, _SESSION, body=_LOGIN_BODY),
+    Route("GET /api/session", "who the request's credentials (Basic or cookie) are", _SESSION),
+    Route("DELETE /api/session", "log out: revoke the cookie's session on every replica"),
 )
 
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "scheduler.console",
             "scheduler.ha",
             "scheduler.http",
+            "scheduler.sessions",
             "scheduler.settings_file",
             "scheduler.wsgiserver",
         ),
