@@ -16,19 +16,16 @@ import signal
 import time
 from collections.abc import Iterator
 from functools import partial
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.model.config import parse_cron
-from scheduler.model.fires import due_fires
-from scheduler.storage.fire_ledger import LAST_FIRE
 from scheduler.storage.registry import Registry
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.replicas import ReplicaProcess
+from tests.support.run_checks import counting_from, recorded, recorded_after, settle_and_check
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -44,30 +41,6 @@ SHARDS = 2
 def system(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[System]:
     with running_system(zk.hosts, zk_namespace, tmp_path, replicas=3) as system:
         yield system
-
-
-def fires_between(first: float, last: float) -> int:
-    """Cron fire times in (first, last]."""
-    trigger = parse_cron(CRON, "UTC").trigger()
-    return len(due_fires(trigger, first, last, limit=1_000_000).times)
-
-
-def recorded(registry: Registry, job: str) -> float | None:
-    data = registry.get(f"{LAST_FIRE}/{job}")
-    return float(data) if data else None
-
-
-def counting_from(first_record: float) -> float:
-    """Where a job's fires are counted from: its first record is the moment it was scheduled,
-    unless a fire was accounted before the test read it (a fire time, a whole even second):
-    then that fire counts too."""
-    if first_record == int(first_record) and int(first_record) % 2 == 0:
-        return first_record - 0.001
-    return first_record
-
-
-def recorded_after(registry: Registry, job: str, when: float) -> bool:
-    return (recorded(registry, job) or 0.0) >= when
 
 
 def passed(since: float, seconds: float) -> bool:
@@ -162,47 +135,11 @@ def test_leader_chaos_loses_no_fire_and_runs_no_shard_twice(
             message=f"fires go on under {current.identity}",
         )
 
-    # A quiet moment: no run pending or running, and no fire accounted meanwhile.
-    seen: dict[str, str] = {}
-
-    def settled(name: str) -> tuple[float, list[int]] | None:
-        last = recorded(registry, name)
-        leader = system.leader()
-        if last is None or leader is None:
-            seen[name] = f"last fire {last}, leader {leader}"
-            return None
-        pending = [r for r in system.api("GET", "/api/job/tasks/ready")[1] if r["jobName"] == name]
-        busy = [t for t in system.running() if t["metaInfo"]["jobName"] == name]
-        runs = records[name]
-        starts = [len(runs.starts(item)) for item in range(SHARDS)]
-        ends = [len(runs.ends(item)) for item in range(SHARDS)]
-        seen[name] = (
-            f"pending {pending}, running {[t['metaInfo'] for t in busy]}, starts {starts}, "
-            f"ends {ends}, last fire {last}"
-        )
-        if pending or busy or ends != starts or recorded(registry, name) != last:
-            return None
-        return last, starts
-
-    figures = []
-    for name, misfire in JOBS.items():
-        try:
-            last, starts = wait_for(partial(settled, name), 60, message=f"{name} settled")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; last seen: {seen.get(name)}") from exc
-        fires = fires_between(first[name], last)
-        runs = records[name]
-        relaunched = sum("@-@FAILOVER@-@" in line[3] for line in runs.lines() if line[0] == "start")
-        figures.append((name, misfire, fires, starts, relaunched))
-        for item in range(SHARDS):
-            intervals = sorted(runs.intervals(item))
-            overlaps = [(a, b) for a, b in pairwise(intervals) if b[0] < a[1]]
-            assert not overlaps, f"{name} shard {item} ran twice at once: {overlaps[:3]}"
-            if misfire:
-                assert starts[item] == fires, f"{name} shard {item}: {starts[item]} of {fires}"
-            else:
-                assert starts[item] <= fires, f"{name} shard {item}: {starts[item]} > {fires}"
-        assert not misfire or fires > CHAOS_S / 2 * 0.8  # the fires went on through the chaos
+    # A quiet moment: no run pending or running, and no fire accounted meanwhile; then every
+    # fire of a misfire job ran once, none twice, and no shard twice at once.
+    outcomes = settle_and_check(system, registry, CRON, JOBS, records, first, SHARDS)
+    for outcome in outcomes:
+        assert not outcome.misfire or outcome.fires > CHAOS_S / 2 * 0.8  # fires went on
 
     changes = sum(
         r.metrics().get("ejc_leader_changes_total", 0) for r in system.replicas if r.alive()
@@ -211,9 +148,5 @@ def test_leader_chaos_loses_no_fire_and_runs_no_shard_twice(
         print(f"\nchaos: {time.monotonic() - began:.0f} s, leader kills {kills}, "
               f"replicas started {len(system.replicas)}, leader changes seen by the live "
               f"replicas {changes:.0f}")  # fmt: skip
-        for name, misfire, fires, starts, relaunched in figures:
-            skipped = [fires - s for s in starts]
-            print(
-                f"chaos: job {name} misfire={'on' if misfire else 'off'}: fires {fires}, runs "
-                f"per shard {starts}, skipped {skipped}, failover relaunches {relaunched}"
-            )
+        for outcome in outcomes:
+            print(f"chaos: {outcome.line()}")
