@@ -42,7 +42,13 @@ def system(
     zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path, receiver: Receiver
 ) -> Iterator[System]:
     setting = receiver.url.replace("/hook?", "/setting?")
-    with running_system(zk.hosts, zk_namespace, tmp_path, notify_webhook_url=setting) as system:
+    with running_system(
+        zk.hosts,
+        zk_namespace,
+        tmp_path,
+        notify_webhook_url=setting,
+        notify_webhook_allowed_targets="127.0.0.1/32",  # the test receivers are on loopback
+    ) as system:
         yield system
 
 
