@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from ejcloud_cli import paging
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import UsageProblem
 from ejcloud_cli.output import objects, ordered_fields, render_fields
@@ -31,8 +32,8 @@ def app_group() -> None:
 @json_option
 @click.pass_obj
 def list_apps(state: State) -> None:
-    """List the registered apps."""
-    apps = state.client().call("GET", "/api/app/list")
+    """List the registered apps, in name order."""
+    apps = list(paging.walk(state.client(), "/api/app/list"))
     rows = [
         (
             a.get("appName"),

@@ -6,9 +6,11 @@ from typing import Any
 
 import click
 
+from ejcloud_cli import paging
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import ApiError, UsageProblem
 from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
+from ejcloud_cli.paging import PAGE_SIZE
 from ejcloud_cli.specs import build_body, load_spec, parse_sets
 
 _FIELD_ORDER = (
@@ -40,13 +42,22 @@ def job_group() -> None:
 
 @job_group.command("list")
 @click.option("--app", "app_name", help="Only the jobs of this app.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="At most this many jobs (default: all, asked 500 to a request).",
+)
 @json_option
 @click.pass_obj
-def list_jobs(state: State, app_name: str | None) -> None:
-    """List the registered jobs."""
-    jobs = state.client().call("GET", "/api/job/jobs")
-    if app_name is not None and isinstance(jobs, list):
-        jobs = [j for j in jobs if isinstance(j, dict) and j.get("appName") == app_name]
+def list_jobs(state: State, app_name: str | None, limit: int | None) -> None:
+    """List the registered jobs, in name order."""
+    jobs: list[Any] = []
+    page_size = min(limit, PAGE_SIZE) if limit is not None and app_name is None else PAGE_SIZE
+    for job in paging.walk(state.client(), "/api/job/jobs", page_size):
+        if app_name is None or (isinstance(job, dict) and job.get("appName") == app_name):
+            jobs.append(job)
+            if limit is not None and len(jobs) >= limit:
+                break
     rows = [
         (
             j.get("jobName"),
