@@ -35,7 +35,17 @@ Fault injection, on the master port; JSON in, JSON out; ids may be strings or {"
            framework a FAILURE with the wait status (9). Command tasks: executor_id = task id.
     POST /faults/add_agent     {"resources": "cpus:2;mem:1024"} (optional)
         -> 200 {"agent_id": A, "endpoint": "127.0.0.1:PORT"}
-The same faults are methods of `LocalMesos`: remove_agent, kill_executor, add_agent.
+    POST /faults/master_failover {"agent_reregister_delay_s": 1.0} (optional, default 0)
+        -> 200 {"master_id": NEW, "previous_master_id": OLD}; 400 for a delay outside
+           [0, 600]. A new master is elected on the same address: every subscription stream
+           closes (frameworks re-subscribe with their ids), outstanding offers are void, the
+           agents re-register with their tasks after the delay and then resend every update
+           not acknowledged; until then their tasks get no reconciliation answer. With --zk,
+           the master's node is replaced by the new master's. `failover.py` says what a real
+           failover does that this one does not.
+The same faults are methods of `LocalMesos`: remove_agent, kill_executor, add_agent,
+fail_over_master(agent_reregister_delay_s); `LocalMesos.master_listeners` are called with the
+new MasterInfo after each failover.
 """
 
 from __future__ import annotations

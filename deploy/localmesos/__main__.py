@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         executor_shutdown_grace_period_s=args.executor_shutdown_grace_period_seconds,
     )
     announcer = ZkAnnouncer(args.zk, mesos.master.master_info()) if args.zk else None
+    if announcer is not None:
+        mesos.master_listeners.append(announcer.reannounce)
     mesos.start()
     try:
         if announcer is not None:

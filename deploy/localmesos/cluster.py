@@ -13,13 +13,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from .agent import Agent
 from .clock import Clock
+from .failover import fail_over
 from .httpserver import HttpServer
 from .master import Master
 from .processes import ProcessSupervisor
@@ -87,6 +88,9 @@ class LocalMesos:
         self._initial_agents = [_resources(spec) for spec in specs]
         self._started = False
         self._stopped = False
+        # Called with the new MasterInfo after each master failover, outside the state lock
+        # (`__main__` re-announces the master in ZooKeeper there).
+        self.master_listeners: list[Callable[[Json], None]] = []
 
     @property
     def address(self) -> str:
@@ -210,8 +214,36 @@ class LocalMesos:
         """Fault: SIGKILL an executor's process group, as a crash would."""
         return self.master.kill_executor(framework_id, executor_id)
 
+    def fail_over_master(self, agent_reregister_delay_s: float = 0.0) -> str:
+        """Fault: a Mesos master failover (`failover.py` says what it does and what a real one
+        does that it does not). Every scheduler subscription ends, outstanding offers are void,
+        the agents re-register with their tasks after `agent_reregister_delay_s` and then send
+        their unacknowledged updates again. Returns the new master id; raises ValueError for a
+        negative delay. Blocks only for the `master_listeners`."""
+        master_id = fail_over(self.master, agent_reregister_delay_s)
+        info = self.master.master_info()
+        for listener in self.master_listeners:
+            try:
+                listener(info)
+            except Exception:
+                log.exception("localmesos: master listener failed")
+        return master_id
+
     def inject_fault(self, name: str, args: Json) -> Json:
         """The `/faults/<name>` endpoints. Raises CallError(400/404)."""
+        if name == "master_failover":
+            delay = args.get("agent_reregister_delay_s", 0.0)
+            if (
+                isinstance(delay, bool)
+                or not isinstance(delay, int | float)
+                or not 0 <= delay <= 600
+            ):
+                raise CallError(400, "'agent_reregister_delay_s' must be a number in [0, 600]")
+            previous = self.master.id
+            return {
+                "master_id": self.fail_over_master(float(delay)),
+                "previous_master_id": previous,
+            }
         if name == "remove_agent":
             agent_id = _string(args, "agent_id")
             if not self.remove_agent(agent_id):

@@ -100,12 +100,15 @@ class Master:
         self.host = "127.0.0.1"
         self.port = 0
         self.start_time = time.time()
+        self.elected_time = self.start_time
         self.agents: dict[str, Agent] = {}
         self.removed_agents: dict[str, Agent] = {}
         self.frameworks: dict[str, Framework] = {}
         self.completed_frameworks: deque[Framework] = deque(maxlen=100)
         self.removed_framework_ids: set[str] = set()
         self.offers = OfferBook(master_id)
+        # Agents not yet re-registered with the master elected by a failover (failover.py).
+        self.reregistering: set[str] = set()
         self._framework_seq = 0
         self._allocation_pending = False
         self._stopping = False
@@ -155,17 +158,25 @@ class Master:
             framework = self.frameworks.get(framework_id)
             if framework is None or framework.stream is not stream or self._stopping:
                 return
-            framework.stream = None
-            framework.connected = False
-            framework.active = False
-            framework.unregistered_time = time.time()
-            self.offers.remove_where(framework_id=framework_id)  # no RESCIND, as Mesos
-            timeout_s = float(framework.info.get("failover_timeout") or 0.0)
-            log.info("framework %s: disconnected, failover timeout %gs", framework_id, timeout_s)
-            framework.failover_timer = self.clock.call_later(
-                timeout_s, lambda: self._failover_expired(framework)
-            )
-            self.request_allocation()
+            self.disconnect(framework)
+
+    def disconnect(self, framework: Framework) -> None:
+        """The framework has no subscription any more: inactive, its offers discarded (no
+        RESCIND, as Mesos), and removed unless it re-subscribes within its failover timeout.
+        The caller closes the stream, if any."""
+        framework.stream = None
+        framework.connected = False
+        framework.active = False
+        framework.unregistered_time = time.time()
+        self.offers.remove_where(framework_id=framework.id)
+        if framework.failover_timer is not None:
+            framework.failover_timer.cancel()
+        timeout_s = float(framework.info.get("failover_timeout") or 0.0)
+        log.info("framework %s: disconnected, failover timeout %gs", framework.id, timeout_s)
+        framework.failover_timer = self.clock.call_later(
+            timeout_s, lambda: self._failover_expired(framework)
+        )
+        self.request_allocation()
 
     def _failover_expired(self, framework: Framework) -> None:
         with self.lock:
@@ -280,8 +291,8 @@ class Master:
 
     def forward_update(self, agent: Agent, framework_id: str, status: Json) -> None:
         framework = self.frameworks.get(framework_id)
-        if framework is None:
-            return
+        if framework is None or agent.id in self.reregistering:
+            return  # a re-registering agent resends its pending updates once it is back
         forwarded = dict(status)
         forwarded.setdefault("agent_id", wrap(agent.id))
         task = framework.tasks.get(status["task_id"]["value"])
@@ -342,6 +353,8 @@ class Master:
             eligible.sort(key=self._cpu_share)
             batches: dict[str, list[Offer]] = {}
             for agent in self.agents.values():
+                if agent.id in self.reregistering:
+                    continue
                 free = agent.total - agent.used - self.offers.offered_on(agent.id)
                 if not free.allocatable():
                     continue
@@ -408,6 +421,7 @@ class Master:
             agent = self.agents.pop(agent_id, None)
             if agent is None:
                 return False
+            self.reregistering.discard(agent_id)
             log.warning("agent %s: removed", agent_id)
             for offer in self.offers.remove_where(agent_id=agent_id):
                 self.rescind(offer)
@@ -462,20 +476,29 @@ class Master:
         """Implicit (`tasks` empty) or explicit reconciliation, answered as a Mesos master does:
         an update without a uuid for each known task; for an asked task it does not know,
         TASK_LOST, or for PARTITION_AWARE frameworks TASK_GONE, TASK_GONE_BY_OPERATOR or
-        TASK_UNKNOWN depending on what it knows of the agent."""
+        TASK_UNKNOWN depending on what it knows of the agent.
+
+        After a master failover, a task on an agent that has not re-registered yet is unknown
+        to the master, and an unknown task is not answered while its agent (or, without an
+        agent id, any agent) may still re-register with it: no reply, as Mesos."""
         if not tasks:
             for task in framework.tasks.values():
-                self._reconcile_known(framework, task)
+                if task.agent_id not in self.reregistering:
+                    self._reconcile_known(framework, task)
             return
         for entry in tasks:
             task_id = id_value(entry, "task_id")
             if task_id is None:
                 continue
             known = framework.tasks.get(task_id)
-            if known is not None:
+            if known is not None and known.agent_id not in self.reregistering:
                 self._reconcile_known(framework, known)
                 continue
             agent_id = id_value(entry, "agent_id")
+            if known is not None or (
+                self.reregistering if agent_id is None else agent_id in self.reregistering
+            ):
+                continue  # no reply until the agents re-registered
             if agent_id is not None and agent_id in self.agents:
                 state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
                 message = "Reconciliation: Task is unknown to the agent"

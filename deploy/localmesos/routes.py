@@ -152,7 +152,7 @@ def master_routes(cluster: LocalMesos) -> dict[str, Route]:
         "/master/api/v1": operator,
         "/api/v1/executor": executor,
     }
-    for name in ("remove_agent", "add_agent", "kill_executor"):
+    for name in ("remove_agent", "add_agent", "kill_executor", "master_failover"):
         routes[f"/faults/{name}"] = fault(name)
     return routes
 

@@ -115,7 +115,8 @@ def subscribe(master: Master, call: Json, principal: str | None) -> EventStream:
         for agent in master.agents.values():
             if framework_id in agent.frameworks:
                 agent.frameworks[framework_id] = info
-                agent.updates.resend(framework_id)
+                if agent.id not in master.reregistering:  # else: resent once it re-registers
+                    agent.updates.resend(framework_id)
         master.request_allocation()
         return stream
 
@@ -228,8 +229,8 @@ def _kill(master: Master, framework: Framework, payload: Json) -> None:
     if task is None:
         master.reconcile(framework, [{"task_id": wrap(task_id)}])
         return
-    if task.state in TERMINAL_STATES:
-        return
+    if task.state in TERMINAL_STATES or task.agent_id in master.reregistering:
+        return  # a task on an agent not re-registered after a failover is unknown: no reply
     agent = master.agents.get(task.agent_id)
     if agent is not None:
         agent.kill_task(framework.id, task_id, payload.get("kill_policy"))

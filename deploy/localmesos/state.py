@@ -61,7 +61,7 @@ def master_state(master: Master) -> Json:
         "leader": pid,
         "leader_info": master.master_info(),
         "start_time": master.start_time,
-        "elected_time": master.start_time,
+        "elected_time": master.elected_time,
         "activated_slaves": len(agents),
         "deactivated_slaves": 0,
         "unreachable_slaves": 0,
@@ -299,7 +299,7 @@ def operator_call(master: Master, call: Json) -> Json:
         "GET_MASTER": lambda: {
             "master_info": master.master_info(),
             "start_time": master.start_time,
-            "elected_time": master.start_time,
+            "elected_time": master.elected_time,
         },
         "GET_STATE": lambda: {
             "get_tasks": _get_tasks(master),

@@ -65,6 +65,26 @@ class ZkAnnouncer:
         log.info("zk: announced master as %s on %s", node, self._url.hosts)
         return node
 
+    def reannounce(self, master_info: Json) -> None:
+        """A master failover: the old master's node goes (its session would end with it) and the
+        new master's is created, with a higher sequence. Blocks on two ZooKeeper calls; called
+        outside the state lock. Does nothing once stopped."""
+        client = self._client
+        if client is None:
+            return
+        if self.node is not None:
+            client.delete(self.node)
+            self.node = None
+        self._master_info = master_info
+        node: str = client.create(
+            f"{self._url.path}/json.info_",
+            json.dumps(master_info).encode("utf-8"),
+            ephemeral=True,
+            sequence=True,
+        )
+        self.node = node
+        log.info("zk: announced the new master as %s", node)
+
     def stop(self) -> None:
         """Delete the node and close the session (the node would expire with it anyway)."""
         client, self._client = self._client, None
