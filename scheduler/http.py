@@ -347,7 +347,7 @@ class ReplicaHttp:
         leader = self._leader_address()
         health = self._health()
         own = health.get("identity")
-        if leader is None or leader == own or not _ADDRESS.match(leader):
+        if leader is None or leader == own or not _ADDRESS.fullmatch(leader):
             # No usable leader known, or it is this replica while it is not acting (suspended).
             return _json(
                 start_response,

@@ -46,7 +46,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 def origin_of(identity: str, scheme: str = "http") -> str | None:
     """`scheme://host:port` for a replica identity `host:port`, or None if it is not one."""
-    if not _IDENTITY.match(identity) or scheme not in _DEFAULT_PORTS:
+    # fullmatch: `$` in the pattern would let a trailing newline into a header.
+    if not _IDENTITY.fullmatch(identity) or scheme not in _DEFAULT_PORTS:
         return None
     return f"{scheme}://{identity}"
 

@@ -53,8 +53,9 @@ __all__ = [
     "valid_challenge",
 ]
 
-IDENTITY = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}$")
-_CHALLENGE = re.compile(r"^[0-9a-f]{64}$")
+# Matched whole (`fullmatch`): `$` would let a trailing newline through.
+IDENTITY = re.compile(r"[A-Za-z0-9._-]+:[0-9]{1,5}|\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
+_CHALLENGE = re.compile(r"[0-9a-f]{64}")
 _CHECK_DEADLINE_S = 2.0
 _MAX_ANSWER_BYTES = 65536
 _RETRY_FIRST_S = 2.0
@@ -68,7 +69,7 @@ _ADMIN = 1 << 4
 
 def valid_challenge(challenge: str) -> bool:
     """Whether `challenge` is exactly 64 lower-case hex characters."""
-    return bool(_CHALLENGE.match(challenge))
+    return _CHALLENGE.fullmatch(challenge) is not None
 
 
 def proof(key: bytes, challenge: str, identity: str) -> str:
@@ -108,7 +109,7 @@ class _Entry:
 
 def _challenge(identity: str, key: bytes, tls: bool, deadline_s: float) -> tuple[bool, str]:
     """Ask `identity` to prove itself; (vouched, why not). Blocks up to `deadline_s`."""
-    if not IDENTITY.match(identity):
+    if IDENTITY.fullmatch(identity) is None:
         return False, "not a host:port address"
     host, _, port_text = identity.rpartition(":")
     host = host.strip("[]")

@@ -170,7 +170,16 @@ def test_a_missing_static_folder_answers_404(tmp_path: Path) -> None:
 def test_identities_that_are_not_host_port_never_reach_a_header() -> None:
     assert origin_of("127.0.0.1:8899") == "http://127.0.0.1:8899"
     assert origin_of("[::1]:8899") == "http://[::1]:8899"
-    for bad in ("host", "host:port", "a b:1", "h:1\r\nX-Evil: 1", "http://h:1", "h:123456", ""):
+    for bad in (
+        "host",
+        "host:port",
+        "a b:1",
+        "h:1\r\nX-Evil: 1",
+        "h:1\n",
+        "http://h:1",
+        "h:123456",
+        "",
+    ):
         assert origin_of(bad) is None
 
 
