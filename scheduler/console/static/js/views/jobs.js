@@ -266,6 +266,10 @@ export function detail(ctx) {
   let latest = null;
   const poll = ctx.every(5000, async () => {
     let job;
+  // A reader is given only scheme://host[:port]/... of a webhook (its path may hold a token).
+  if (key === "notifyWebhookUrl" && typeof value === "string" && value.endsWith("/...")) {
+    return h("span", {}, h("code", { class: "wrap" }, value), " ", h("span", { class: "muted" }, "(path hidden from your role)"));
+  }
     try {
       job = await api.get(`/api/job/jobs/${segment(name)}`);
     } catch (error) {
