@@ -232,6 +232,10 @@ function fieldValue(key, value) {
   if (key === "jobProperties") return describeProperties(value);
   if (key === "appName") return link(["apps", value], value);
   if (key === "cron" || key === "scriptCommandLine" || key === "jobClass") return h("code", { class: "wrap" }, String(value));
+  // A reader is given only scheme://host[:port]/... of a webhook (its path may hold a token).
+  if (key === "notifyWebhookUrl" && typeof value === "string" && value.endsWith("/...")) {
+    return h("span", {}, h("code", { class: "wrap" }, value), " ", h("span", { class: "muted" }, "(path hidden from your role)"));
+  }
   if (typeof value === "boolean") return value ? "yes" : "no";
   if (value === "" || value === null || value === undefined) return h("span", { class: "muted" }, "—");
   if (typeof value === "object") return h("code", { class: "wrap" }, JSON.stringify(value));
@@ -266,10 +270,6 @@ export function detail(ctx) {
   let latest = null;
   const poll = ctx.every(5000, async () => {
     let job;
-  // A reader is given only scheme://host[:port]/... of a webhook (its path may hold a token).
-  if (key === "notifyWebhookUrl" && typeof value === "string" && value.endsWith("/...")) {
-    return h("span", {}, h("code", { class: "wrap" }, value), " ", h("span", { class: "muted" }, "(path hidden from your role)"));
-  }
     try {
       job = await api.get(`/api/job/jobs/${segment(name)}`);
     } catch (error) {
