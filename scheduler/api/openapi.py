@@ -105,7 +105,9 @@ _OVERLAP = (
 _WEBHOOK = (
     "http(s) URL the leader POSTs this job's failure events to (run_failed, run_timed_out, "
     "fire_skipped, fire_capped); overrides the notify_webhook_url setting. No credentials "
-    "(user:password@), no #fragment"
+    "(user:password@), no #fragment; not an internal address or name (loopback, private, "
+    "link-local, metadata, ...) unless notify_webhook_allowed_targets allows it (400 otherwise). "
+    "A reader (guest) is shown only scheme://host[:port]/..."
 )
 _JOB = _refusing(
     "job",
