@@ -22,13 +22,14 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import math
+import re
 import socket
 import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from scheduler.model.net_targets import (
     AllowList,
@@ -43,6 +44,7 @@ from scheduler.model.net_targets import (
 __all__ = ["Answer", "OutboundError", "request", "resolve", "resolve_target"]
 
 DEFAULT_MAX_ANSWER_BYTES = 65536
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 class OutboundError(OSError):
@@ -232,6 +234,8 @@ def request(
     path = parts.path or "/"
     if parts.query:
         path = f"{path}?{parts.query}"
+    # The request line is ASCII: anything else in a URL is sent percent-encoded (UTF-8).
+    path = _NOT_ASCII.sub(lambda found: quote(found.group(), safe=""), path)
     sent = {"User-Agent": "ejcloud-scheduler", "Connection": "close", **(headers or {})}
     sent["Host"] = host_header or parts.netloc.rpartition("@")[2]
     try:
@@ -239,7 +243,7 @@ def request(
         response = connection.getresponse()
         data = response.read(max_answer_bytes)
         return Answer(response.status, data, dict(response.headers.items()))
-    except http.client.HTTPException as exc:
+    except (http.client.HTTPException, UnicodeError) as exc:
         raise OutboundError(f"{type(exc).__name__}: {exc}") from exc
     except ssl.SSLError as exc:
         raise OutboundError(f"TLS: {exc}") from exc

@@ -335,3 +335,14 @@ def test_each_destination_has_its_own_bounded_queue() -> None:
     finally:
         gate.set()
         notifier.stop()
+
+
+def test_a_url_with_unicode_in_its_path_is_sent_percent_encoded(receiver: Receiver) -> None:
+    notifier = WebhookNotifier("", allowed=LOOPBACK, attempts=1, timeout_s=2)
+    notifier.start()
+    try:
+        notifier.notify(event(url=receiver.url.replace("/hook", "/h\u00e9/\u2603")))
+        wait_for(lambda: receiver.hosts, 10, message="the POST")
+    finally:
+        notifier.stop()
+    assert receiver.paths == ["/h%C3%A9/%E2%98%83?token=s3cret"]
