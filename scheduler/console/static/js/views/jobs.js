@@ -33,6 +33,29 @@ import {
 } from "../dom.js";
 
 const NOT_AVAILABLE = "Not available on this server (its API has no such endpoint yet).";
+// Jobs are listed a page at a time (GET /api/job/jobs?limit=&cursor=); "More jobs" loads one
+// more page, and each refresh reloads as many pages as are shown.
+const JOBS_PAGE = 100;
+const APPS_LISTED = 1000;
+
+// The items of a paged answer ({items, nextCursor}) or of an older server's plain array.
+function pageOf(answer) {
+  if (Array.isArray(answer)) return { items: answer, nextCursor: null };
+  return { items: (answer && answer.items) || [], nextCursor: (answer && answer.nextCursor) || null };
+}
+
+async function jobPages(api, pages) {
+  const jobs = [];
+  let cursor = null;
+  for (let n = 0; n < pages; n += 1) {
+    const query = cursor ? { limit: JOBS_PAGE, cursor } : { limit: JOBS_PAGE };
+    const page = pageOf(await api.get("/api/job/jobs", query));
+    jobs.push(...page.items);
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  return { jobs, more: Boolean(cursor) };
+}
 
 function enabledBadge(disabled) {
   if (disabled === undefined) return badge("?", "muted");
@@ -82,6 +105,10 @@ export function list(ctx) {
   );
   const body = h("div");
   const count = h("span", { class: "muted" });
+  let pages = 1;
+  // Only there while the server has more jobs than are loaded.
+  const more = h("button", { type: "button", class: "button", "data-more": "jobs" }, "More jobs");
+  const moreBox = h("p");
   const el = h(
     "div",
     { class: "view" },
@@ -93,6 +120,7 @@ export function list(ctx) {
     ),
     h("div", { class: "filters" }, search, appFilter, typeFilter, execFilter, stateFilter),
     body,
+    moreBox,
   );
 
   let data = null;
@@ -112,7 +140,9 @@ export function list(ctx) {
       if (value(stateFilter) === "disabled" && disabled !== true) return false;
       return true;
     });
-    count.textContent = rows.length === data.jobs.length ? `(${rows.length})` : `(${rows.length} of ${data.jobs.length})`;
+    const loaded = data.more ? `${data.jobs.length} loaded, more on the server` : `${data.jobs.length}`;
+    count.textContent = rows.length === data.jobs.length ? `(${loaded})` : `(${rows.length} of ${loaded})`;
+    fill(moreBox, data.more ? more : null);
     fill(
       body,
       table(
@@ -149,12 +179,14 @@ export function list(ctx) {
     label.querySelector("select").addEventListener("change", onFilter);
   }
 
-  ctx.every(10000, async () => {
-    const [jobs, apps, nextKnown] = await Promise.all([
-      api.get("/api/job/jobs"),
-      api.get("/api/app/list"),
+  const refresh = ctx.every(10000, async () => {
+    const [listed, appsAnswer, nextKnown] = await Promise.all([
+      jobPages(api, pages),
+      api.get("/api/app/list", { limit: APPS_LISTED }),
       api.has("GET", NEXT_PATH),
     ]);
+    const { jobs } = listed;
+    const apps = pageOf(appsAnswer).items;
     const names = jobs.map((j) => j.jobName);
     const [disabled, next, last] = await Promise.all([
       mapLimit(names, 4, (n) => api.get(`/api/job/${segment(n)}/disable`)),
@@ -173,13 +205,17 @@ export function list(ctx) {
       // An app named in the link but gone stays chosen, so the filter says what it filters.
       chosen && !apps.some((a) => a.appName === chosen) ? h("option", { value: chosen, selected: true }, chosen) : null,
     );
-    data = { jobs, nextKnown, disabled: new Map(), next: new Map(), last: new Map() };
+    data = { jobs, more: listed.more, nextKnown, disabled: new Map(), next: new Map(), last: new Map() };
     names.forEach((n, i) => {
       if (typeof disabled[i] === "boolean") data.disabled.set(n, disabled[i]);
       if (nextKnown) data.next.set(n, next[i]);
       data.last.set(n, last[i]);
     });
     render();
+  });
+  more.addEventListener("click", () => {
+    pages += 1;
+    refresh.now();
   });
   return el;
 }
