@@ -202,8 +202,10 @@ class ReplicaHttp:
     to it);
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
     replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
-    the election, whose web origins may call `/api` and `/health` across origins. They are
-    called from the server's worker threads and must not block. `edge` (default: loopback
+    the election that this replica vouches for (`scheduler.ha.vouching`), whose web origins may
+    call `/api` and `/health` across origins; `prove` this replica's proof for a `/health`
+    challenge (None for a malformed one). They are called from the server's worker threads and
+    must not block. `edge` (default: loopback
     names, no proxies, plain http) is checked before anything else: a request for a `Host` it
     does not allow gets 421 on every path, before any credential is looked at.
     """
