@@ -9,14 +9,15 @@ credentials, 429 with `Retry-After` for an address that failed too often, 503 wi
 while too many password checks wait.
 
 Console sessions (scheduler.sessions): `POST /api/session` with `{"user": ..., "password": ...}`
-(or Basic credentials and no body) checks them as above and answers `{"user", "role",
-"expiresAt"}` with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring
-after `auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials
-are; `DELETE /api/session` revokes the cookie's session on every replica and removes the cookie.
-A request without `Authorization` is authenticated by its cookie. A write authenticated by the
-cookie must also come from this server's own origin: its `Origin` header must be present and
-name the scheme, host and port the request was sent to (SameSite=Strict already keeps other
-sites' requests from carrying it; this also refuses a same-site page of another port).
+(or Basic credentials and no body) checks them as above and answers `{"user", "role", "expiresAt"}`
+with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring after
+`auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials are
+(`"role": null`: none, or refused ones); `DELETE /api/session` revokes the cookie's session on
+every replica and removes the cookie. A request without `Authorization` is authenticated by its
+cookie. A write authenticated by the cookie must also come from this server's own origin: its
+`Origin` header must be present and name the scheme, host and port the request was sent to
+(SameSite=Strict already keeps other sites' requests from carrying it; this also refuses a
+same-site page of another port).
 
 `python -m scheduler.api.auth hash` prints a password hash for `auth_*_password_hash`.
 """
@@ -94,13 +95,13 @@ def install_auth(
 
     @app.before_request
     def _authenticate() -> Response | None:
-        if request.path == SESSION_PATH and request.method in ("POST", "DELETE"):
-            return None  # a login checks the credentials it is given; a logout needs none
+        if request.path == SESSION_PATH and request.method in ("GET", "POST", "DELETE"):
+            # A login checks the credentials it is given; "who am I" and a logout need none.
+            return None
         result = auth.check_request(request.environ)
         if result.identify is None:
             return _refusal(result)
         g.identify = result.identify
-        g.auth = result
         if result.session is not None and request.method not in _READ_METHODS:
             refused = _cross_origin_session_write()
             if refused is not None:
@@ -127,9 +128,13 @@ def install_auth(
 
     @app.get(SESSION_PATH)
     def _whoami() -> Response:
-        result: AuthResult = g.auth
+        result = auth.check_request(request.environ)
+        if result.status in (429, 503):
+            return _refusal(result)
+        g.identify = result.identify
         if result.session is not None:
             return jsonify(_describe(result.session))
+        # Nobody (no, wrong or ended credentials): 200, so that a page asking is no error.
         return jsonify({"user": result.username, "role": result.identify, "expiresAt": None})
 
     @app.delete(SESSION_PATH)

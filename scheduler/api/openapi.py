@@ -424,7 +424,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET /api/operate/sandbox", _SANDBOX, _SANDBOXES, _SANDBOX_QUERIES, agent=True),
     Route("GET /api/openapi.json", "this document", _OBJECT),
     Route("POST /api/session", _LOGIN, _SESSION, body=_LOGIN_BODY),
-    Route("GET /api/session", "who the request's credentials (Basic or cookie) are", _SESSION),
+    Route(
+        "GET /api/session", "who the credentials (Basic or cookie) are; role null: none", _SESSION
+    ),
     Route("DELETE /api/session", "log out: revoke the cookie's session on every replica"),
 )
 

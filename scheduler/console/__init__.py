@@ -5,8 +5,10 @@ served (no path is ever joined to a directory at request time). Each answer carr
 type, an `ETag` with `Cache-Control: no-cache` (the browser revalidates and gets 304 while the
 file is unchanged, so a replica upgrade is picked up at once), and headers that keep the page
 from being framed, sniffed or given inline script: the Content-Security-Policy allows scripts
-and styles from this replica only, and connections to this replica and the other replicas in
-the election (the console calls the leader's `/api` and each replica's `/health` directly).
+and styles from this replica only, and connections to this replica and to the replicas it
+vouches for (`replicas`, never an address merely written in the election): the console calls
+only its own origin's `/api`, with its session cookie, and reads the others' public `/health`
+without credentials.
 
 The console itself is plain JavaScript modules that call the public REST API; the charting
 library (uPlot) is vendored under `static/vendor/`, pinned by `console/package-lock.json` at the
@@ -81,8 +83,9 @@ class Console:
         start_response: StartResponse,
         replicas: Iterable[str],
     ) -> list[bytes]:
-        """Answer a request for a console path; `replicas` are the election's identities
-        (`host:port`), which the page may connect to."""
+        """Answer a request for a console path; `replicas` are the identities (`host:port`) of
+        the replicas this one vouches for, which the page may connect to (over the request's
+        scheme)."""
         path = environ.get("PATH_INFO", "")
         name = "index.html" if path == "/" else path[len(ASSET_PREFIX) :]
         asset = self._assets.get(name)
@@ -98,10 +101,11 @@ class Console:
                 "MethodNotAllowed",
                 [("Allow", "GET, HEAD")],
             )
+        scheme = str(environ.get("wsgi.url_scheme", "http"))
         headers = [
             ("ETag", asset.etag),
             ("Cache-Control", "no-cache"),
-            *security_headers(replicas),
+            *security_headers(replicas, scheme),
         ]
         if asset.etag in _etags(environ.get("HTTP_IF_NONE_MATCH", "")):
             start_response("304 Not Modified", headers)
@@ -117,9 +121,10 @@ class Console:
         return [] if method == "HEAD" else [asset.body]
 
 
-def security_headers(replicas: Iterable[str]) -> list[tuple[str, str]]:
-    """Headers of every console answer: no sniffing, no framing, no inline or foreign code."""
-    origins = sorted({o for o in map(origin_of, replicas) if o is not None})
+def security_headers(replicas: Iterable[str], scheme: str = "http") -> list[tuple[str, str]]:
+    """Headers of every console answer: no sniffing, no framing, no inline or foreign code, and
+    connections only to this origin and to `replicas` (vouched identities) over `scheme`."""
+    origins = sorted({o for o in (origin_of(r, scheme) for r in replicas) if o is not None})
     connect = " ".join(["'self'", *origins])
     policy = "; ".join(
         [

@@ -38,6 +38,7 @@ _ALLOWED_METHODS = "GET, HEAD, POST, PUT, DELETE"
 _ALLOWED_HEADERS = "Authorization, Content-Type"
 _EXPOSED_HEADERS = "identify, Retry-After"
 _PREFLIGHT_MAX_AGE_S = 600
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _ORIGIN_MAX_LENGTH = 300
 
 
@@ -67,7 +68,11 @@ def _key(origin: str) -> tuple[str, str, int] | None:
         return None
     if parts.path or parts.query or parts.fragment:
         return None
-    return scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
+    host = parts.hostname.lower()
+    # One server answers all three on a given port of this machine: a console opened at
+    # http://localhost:8899 is the same replica's as http://127.0.0.1:8899 (issue 30).
+    host = "127.0.0.1" if host in _LOOPBACK_NAMES else host
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
 
 
 def replica_origin(

@@ -1,10 +1,11 @@
 """The web console in a real browser (Playwright driving Debian's chromium) against real replica
 processes, the local Mesos stand-in and a real ZooKeeper.
 
-The console is opened on the STANDBY, so every API call it makes goes across origins to the
-leader (a browser drops credentials on a cross-origin redirect, so it never relies on the 307).
-A screenshot of each view is written to `data/screenshots/console/` (printed in the output) for a
-person to look at; a phone-sized and a dark-mode one too.
+The console is opened on the LEADER: it sends its session cookie only to the origin that served it,
+so a standby's page says it is a standby and links to the leader's console (see
+test_console_trust.py for what never leaves the page). A screenshot of each view is written to
+`data/screenshots/console/` (printed in the output) for a person to look at; a phone-sized and a
+dark-mode one too.
 
 Endpoints that other work adds (next fire times, kill, runs, run logs) are checked precisely
 whichever applies: the leader's OpenAPI document says whether it serves them, and the console
@@ -264,14 +265,15 @@ def new_tab(browser: Browser, base: str, shots: Path, **options: Any) -> Console
     return ConsolePage(context.new_page(), base, shots)
 
 
-def test_admin_works_the_whole_cycle_from_the_standby(
+def test_admin_works_the_whole_cycle_on_the_leader(
     cluster: Cluster, browser: Browser, screenshots: Path
 ) -> None:
     standby = cluster.standby
-    tab = new_tab(browser, f"http://{standby.identity}", screenshots)
+    tab = new_tab(browser, f"http://{cluster.leader.identity}", screenshots)
     page = tab.page
     try:
-        # Log in; the overview shows both replicas, from each one's own /health.
+        # Log in; the overview shows both replicas, from each one's own /health (the other's
+        # public part, read without credentials).
         tab.open()
         expect(page.locator("form#login")).to_be_visible()
         tab.shot("00-login")
@@ -284,8 +286,10 @@ def test_admin_works_the_whole_cycle_from_the_standby(
         expect(leader_row).to_contain_text("connected")  # its Mesos connection
         expect(leader_row).to_contain_text("since")  # its term start
         expect(replicas.filter(has_text=standby.identity)).to_contain_text("standby")
-        expect(replicas.filter(has_text=standby.identity)).to_contain_text("(this page)")
-        expect(page.locator("#who")).to_contain_text(f"leader {cluster.leader.identity}")
+        expect(leader_row).to_contain_text("(this page)")
+        expect(page.locator("#who")).to_contain_text(
+            f"leader {cluster.leader.identity} (this replica)"
+        )
         tab.shot("01-overview")
 
         # An app through the form.
@@ -457,7 +461,7 @@ def test_phone_and_dark_mode_render_every_view_without_errors(
 ) -> None:
     cluster.add_app("look_app")
     cluster.add_job("look_job", "look_app")
-    base = f"http://{cluster.standby.identity}"
+    base = f"http://{cluster.leader.identity}"
     for name, options in (
         ("phone", {"viewport": PHONE, "is_mobile": True, "has_touch": True}),
         ("dark", {"color_scheme": "dark"}),
@@ -493,7 +497,7 @@ def test_guest_sees_everything_and_no_write_control(
 ) -> None:
     cluster.add_app("guest_app")
     cluster.add_job("guest_job", "guest_app")
-    tab = new_tab(browser, f"http://{cluster.standby.identity}", screenshots)
+    tab = new_tab(browser, f"http://{cluster.leader.identity}", screenshots)
     page = tab.page
     try:
         tab.login("guest", "guest")
@@ -518,18 +522,16 @@ def test_guest_sees_everything_and_no_write_control(
                 tab.shot("guest-job-detail")
 
         # The server enforces the role whatever the page shows: a write sent from the page with
-        # the guest's credentials is refused, and nothing is queued.
-        leader = cluster.leader.identity
+        # the guest's session is refused, and nothing is queued.
         answer = page.evaluate(
-            """async ([leader, auth]) => {
-                const res = await fetch(`http://${leader}/api/job/trigger`, {
-                    method: "POST", credentials: "omit",
-                    headers: {Authorization: auth, "Content-Type": "application/json"},
+            """async () => {
+                const res = await fetch("/api/job/trigger", {
+                    method: "POST", credentials: "same-origin",
+                    headers: {"Content-Type": "application/json"},
                     body: JSON.stringify({jobName: "guest_job"}),
                 });
                 return [res.status, await res.json()];
-            }""",
-            [leader, basic("guest", "guest")],
+            }"""
         )
         assert answer[0] == 403, answer
         assert answer[1]["type"] == "Forbidden"
@@ -606,22 +608,32 @@ def test_replicas_serve_the_console_and_grant_cors_only_to_replica_origins(
     assert "replicas" not in body  # without credentials only the public part
 
 
-def test_the_page_follows_the_leader_when_it_stops(
+def test_a_standby_page_links_to_the_leader_and_takes_over_the_session_when_it_leads(
     cluster: Cluster, browser: Browser, screenshots: Path
 ) -> None:
-    """Opened on the standby, the console keeps working when the leader stops and the standby
-    takes over: it finds the new leader (this very replica) and writes go there."""
+    """A standby's page says it is a standby and links to the vouched leader's console; logged
+    in there, the session (a cookie of the same host) is accepted by the standby too once it
+    leads: the session survives the leader change and writes go to the new leader."""
     old_leader, standby = cluster.leader, cluster.standby
-    tab = new_tab(browser, f"http://{standby.identity}", screenshots)
-    page = tab.page
+    context = browser.new_context(viewport=LAPTOP)
+    leader_tab = ConsolePage(context.new_page(), f"http://{old_leader.identity}", screenshots)
+    standby_tab = ConsolePage(context.new_page(), f"http://{standby.identity}", screenshots)
+    page = standby_tab.page
     try:
-        tab.login("root", "root")
-        expect(page.locator("#who")).to_contain_text(f"leader {old_leader.identity}")
-        tab.open("apps")
+        standby_tab.open()
+        expect(page.locator("[data-standby]")).to_contain_text("This replica is a standby")
+        link = page.locator("a[data-leader-console]")
+        expect(link).to_have_attribute("href", f"http://{old_leader.identity}/")
+        expect(page.locator("form#login")).to_have_count(0)  # no login on a standby
+        standby_tab.shot("11-standby")
+        leader_tab.login("root", "root")
         old_leader.stop()
+        # The standby leads: its page logs in with the cookie the leader's page got.
         expect(page.locator("#who")).to_contain_text(
             f"leader {standby.identity} (this replica)", timeout=RUN_WAIT_MS
         )
+        expect(page.locator("#who [data-role=root]")).to_be_visible()
+        standby_tab.open("apps")
         page.click("[data-action=add-app]")
         form = page.locator("form[data-form=app]")
         form.locator("[name=appName]").fill("after_failover")
@@ -633,9 +645,9 @@ def test_the_page_follows_the_leader_when_it_stops(
             call(standby, "GET", "/api/app/after_failover", None, {"Authorization": ADMIN})[0]
             == 200
         )
-        tab.assert_clean(set(), gone=old_leader.identity)
+        standby_tab.assert_clean(set(), gone=old_leader.identity)
     finally:
-        page.context.close()
+        context.close()
         # The module's cluster has two replicas again for whatever runs next.
         if not old_leader.alive():
             old_leader.start()

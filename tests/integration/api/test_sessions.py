@@ -20,6 +20,7 @@ from tests.integration.api.conftest import APP, Api, make_api
 from tests.support.waiting import wait_for
 
 ORIGIN = "http://localhost"  # the Flask test client's own origin
+PROBE = "/api/app/no_such_app"  # 404 with accepted credentials, 401 without
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_the_cookie_reads_and_writes_from_the_own_origin_only(api: Api) -> None:
     api.client.set_cookie(COOKIE_NAME, token)
     whoami = api.client.get("/api/session")
     assert whoami.status_code == 200 and whoami.get_json()["role"] == "root"
-    assert api.client.get("/api/session").status_code == 200
+    assert api.client.get(PROBE).status_code == 404
     # A write with the cookie but without the console's own Origin: refused, nothing written.
     for headers in ({}, {"Origin": "http://localhost:9999"}, {"Origin": "http://evil.example"}):
         refused = api.client.post("/api/app", json=APP, headers=headers)
@@ -111,7 +112,7 @@ def test_the_cookie_reads_and_writes_from_the_own_origin_only(api: Api) -> None:
     assert written.status_code == 204
     # A guest's session reads but may not write.
     api.client.set_cookie(COOKIE_NAME, login(api, "guest", "guest"))
-    assert api.client.get("/api/session").status_code == 200
+    assert api.client.get(PROBE).status_code == 404
     assert (
         api.client.delete(f"/api/app/{APP['appName']}", headers={"Origin": ORIGIN}).status_code
         == 403
@@ -129,9 +130,10 @@ def test_a_forged_or_foreign_token_is_refused(api: Api) -> None:
     foreign, _ = other_cluster.issue("root", "root")
     for bad in (f"{forged.decode()}.{mac}", body + "." + mac[::-1], foreign, "x" * 3000, "a.b"):
         api.client.set_cookie(COOKIE_NAME, bad)
-        answer = api.client.get("/api/session")
+        answer = api.client.get(PROBE)
         assert answer.status_code == 401
         assert answer.get_json()["type"] == "Unauthorized"
+        assert api.client.get("/api/session").get_json()["role"] is None  # nobody
 
 
 def test_a_logout_revokes_the_session_on_every_replica(
@@ -152,7 +154,7 @@ def test_a_logout_revokes_the_session_on_every_replica(
     assert "Max-Age=0" in out.headers["Set-Cookie"]
     # Refused at once where it was logged out, and after its watch fired everywhere else.
     api.client.set_cookie(COOKIE_NAME, token)
-    assert api.client.get("/api/session").status_code == 401
+    assert api.client.get(PROBE).status_code == 401
     assert len(api.registry.children(REVOKED_PATH)) == 1
     wait_for(woken.is_set, 5, message="the other replica's watch to fire")
     assert other.follow(other_registry, woken.set)

@@ -1,15 +1,14 @@
 // The console's client of the public REST API.
 //
-// Every replica serves the console, but only the leader serves /api, and a browser drops the
-// Authorization header when it follows a redirect to another origin. So the console asks the
-// replica that served the page for /health (whose public part names the leader) and calls the
-// leader's /api directly: relative URLs when this replica leads, http://<leader> otherwise. The
-// leader answers CORS for the origins of the replicas in the election. Requests never carry
-// cookies or browser-saved credentials (credentials: "omit"); the user's credentials are kept in
-// sessionStorage for this tab and sent as an Authorization header.
+// Credentials go only to the origin that served the page. A login (POST /api/session) gives an
+// HttpOnly, SameSite=Strict session cookie that the browser sends with this page's own requests
+// (credentials: "same-origin"); the password is never stored, and nothing is kept in
+// sessionStorage or localStorage. Only the acting leader serves /api: on a standby the console
+// says so and links to the leader's console when this replica vouches for it (its /health says
+// leaderVouched); it never calls another replica's /api. The Overview reads the other replicas'
+// public /health, without credentials (credentials: "omit"), and only of replicas this replica
+// vouches for (its /health's `replicas`). Redirects are never followed (redirect: "manual").
 
-const TOKEN_KEY = "ejcloud.console.authorization";
-const USER_KEY = "ejcloud.console.user";
 const IDENTITY = /^(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$/;
 const DOCS_TTL_MS = 5 * 60 * 1000;
 const REDISCOVER_MIN_MS = 1000;
@@ -29,13 +28,6 @@ export class ApiError extends Error {
   }
 }
 
-function basic(user, password) {
-  const bytes = new TextEncoder().encode(`${user}:${password}`);
-  let binary = "";
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return `Basic ${btoa(binary)}`;
-}
-
 function queryString(query) {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query || {})) {
@@ -50,19 +42,22 @@ function template(path) {
   return path.replace(/\{[^}]*\}/g, "{}");
 }
 
-// Events: "leader" (the API's address changed), "role" (identify changed), "unauthorized".
+// Events: "leader" (this replica's role or the leader it names changed), "role" (identify
+// changed), "unauthorized" (the session ended).
 export class Api extends EventTarget {
   constructor() {
     super();
-    this.token = sessionStorage.getItem(TOKEN_KEY);
-    this.user = sessionStorage.getItem(USER_KEY) || "";
+    this.user = "";
     this.identify = null;
     this.authOff = false;
-    this.base = null; // "" when this replica leads, "http://host:port" of the leader, null: none known
-    this.leader = null;
+    this.session = null; // {user, role, expiresAt} while logged in
+    this.checked = false; // whether /api/session was asked since the page loaded
+    this.standby = false; // this replica does not serve the API now
+    this.leader = null; // the acting leader's identity, when known
+    this.leaderConsole = null; // the leader's console URL, only when this replica vouches for it
     this.own = null; // this replica's identity
     this.ownHealth = null;
-    this.problem = ""; // why the leader cannot be used from this page, if it cannot
+    this.vouched = []; // identities of the replicas this replica vouches for (its own included)
     this._docs = null;
     this._docsAt = 0;
     this._discovery = null;
@@ -70,73 +65,40 @@ export class Api extends EventTarget {
   }
 
   get loggedIn() {
-    return this.authOff || Boolean(this.token);
+    return this.authOff || Boolean(this.session);
   }
 
   get canWrite() {
     return this.identify === "root";
   }
 
-  _headers() {
-    return this.token && !this.authOff ? { Authorization: this.token } : {};
-  }
-
-  // Read this replica's /health; learn who leads and whether credentials are needed at all.
+  // Read this replica's /health (with the session cookie, so its details when logged in):
+  // whether it leads, which leader it names and vouches for, which replicas it vouches for.
   async discover() {
     const res = await fetch("/health", {
-      credentials: "omit",
+      credentials: "same-origin",
       cache: "no-store",
-      headers: this._headers(),
+      redirect: "manual",
     });
     const body = await res.json();
     this._discoveredAt = Date.now();
     this.ownHealth = body;
-    this.own = typeof body.identity === "string" ? body.identity : null;
-    // Without credentials the public part has no pid: seeing it means auth is off.
-    if (!this.token && "pid" in body) this.authOff = true;
-    let base = null;
-    let leader = null;
-    if (body.role === "leader") {
-      base = "";
-      leader = this.own;
-    } else if (validIdentity(body.leader) && body.leader !== this.own) {
-      // Another replica holds the election; use it only once it acts (its own /health says
-      // "leader"): while its term starts, its /api would refuse every call with 503.
-      if (await this._acts(body.leader)) {
-        base = `http://${body.leader}`;
-        leader = body.leader;
-      }
-    }
-    // body.leader === this.own with role "standby": this replica won the election and is
-    // starting its term; no leader acts yet, so no call is made until it does.
-    this.problem = "";
-    if (base && this.own && location.host.toLowerCase() !== this.own.toLowerCase()) {
-      this.problem =
-        `This page was opened as ${location.host}, which is not a replica's address ` +
-        `(${this.own}); the leader only answers pages opened at a replica's address.`;
-    }
-    const changed = base !== this.base || leader !== this.leader;
-    this.base = base;
+    this.own = validIdentity(body.identity) ? body.identity : null;
+    const standby = body.role !== "leader";
+    const leader = standby ? (validIdentity(body.leader) && body.leader !== this.own ? body.leader : null) : this.own;
+    const vouched = !standby || body.leaderVouched === true;
+    const leaderConsole = standby && leader && vouched ? `${location.protocol}//${leader}/` : null;
+    this.vouched = (Array.isArray(body.replicas) ? body.replicas : []).filter(validIdentity);
+    const changed =
+      standby !== this.standby || leader !== this.leader || leaderConsole !== this.leaderConsole;
+    this.standby = standby;
     this.leader = leader;
+    this.leaderConsole = leaderConsole;
     if (changed) {
       this._docs = null;
       this.dispatchEvent(new Event("leader"));
     }
     return body;
-  }
-
-  // Whether the replica `identity` says it is the acting leader (public /health, no credentials).
-  async _acts(identity) {
-    try {
-      const res = await fetch(`http://${identity}/health`, {
-        credentials: "omit",
-        cache: "no-store",
-      });
-      const body = await res.json();
-      return body.role === "leader";
-    } catch {
-      return false;
-    }
   }
 
   // discover(), shared by concurrent callers and at most once a second.
@@ -148,7 +110,7 @@ export class Api extends EventTarget {
       try {
         await this.discover();
       } catch {
-        this.base = null;
+        // Unreachable: keep what was known; the next poll asks again.
       } finally {
         this._discovery = null;
       }
@@ -156,69 +118,87 @@ export class Api extends EventTarget {
     return this._discovery;
   }
 
-  async login(user, password) {
-    const token = basic(user, password);
-    const res = await fetch("/health", {
-      credentials: "omit",
-      cache: "no-store",
-      headers: { Authorization: token },
-    });
-    const body = await res.json().catch(() => null);
-    // /health shows its details (pid, term, ...) only to credentials the API accepts.
-    if (!body || !("pid" in body)) return false;
-    this.token = token;
-    this.user = user;
-    sessionStorage.setItem(TOKEN_KEY, token);
-    sessionStorage.setItem(USER_KEY, user);
-    await this.whoami();
-    return true;
-  }
-
-  logout() {
-    this.token = null;
-    this.user = "";
-    this.identify = null;
-    sessionStorage.removeItem(TOKEN_KEY);
-    sessionStorage.removeItem(USER_KEY);
-    this.dispatchEvent(new Event("role"));
-  }
-
-  // The role the API gives these credentials (its identify header): "root" or "guest".
+  // The session this page's cookie holds, if any (null: not logged in). Throws ApiError on a
+  // standby (the API is the leader's).
   async whoami() {
-    await this.get("/api/job/tasks/ready");
+    try {
+      const found = await this.request("GET", "/api/session", { retry: false, quiet: true });
+      this._setSession(found);
+    } catch (error) {
+      if (error.status !== 401) throw error;
+      this._setSession(null);
+    } finally {
+      this.checked = true;
+    }
     return this.identify;
   }
 
-  async request(method, path, { query, body, retry = true } = {}) {
-    if (this.base === null) await this.rediscover();
-    if (this.base === null) {
-      throw new ApiError(503, null, "no acting leader is known; retrying");
+  _setSession(found) {
+    const valid = Boolean(found && typeof found.role === "string" && found.role);
+    this.authOff = Boolean(valid && !found.expiresAt && !found.user);
+    this.session = valid && !this.authOff ? found : null;
+    this.user = this.session ? String(found.user || "") : "";
+    const identify = valid ? found.role : null;
+    if (identify !== this.identify) {
+      this.identify = identify;
+      this.dispatchEvent(new Event("role"));
     }
+  }
+
+  // Log in on this replica (the leader): true, or false for wrong credentials. Throws ApiError
+  // for anything else (a standby, too many failures, ...).
+  async login(user, password) {
+    try {
+      const found = await this.request("POST", "/api/session", {
+        body: { user, password },
+        retry: false,
+        quiet: true,
+      });
+      this._setSession(found);
+      this.checked = true;
+      return true;
+    } catch (error) {
+      if (error.status === 401) return false;
+      throw error;
+    }
+  }
+
+  // End the session everywhere (the leader revokes it), and forget it here whatever happens.
+  async logout() {
+    try {
+      await this.request("DELETE", "/api/session", { retry: false, quiet: true });
+    } catch {
+      // A standby or an unreachable leader: the cookie stays until it expires.
+    }
+    this._setSession(null);
+  }
+
+  async request(method, path, { query, body, retry = true, quiet = false } = {}) {
+    if (this.standby) await this.rediscover();
+    if (this.standby) throw this._standbyError();
     const init = {
       method,
-      credentials: "omit",
+      credentials: "same-origin",
       cache: "no-store",
       redirect: "manual",
-      headers: this._headers(),
+      headers: {},
     };
     if (body !== undefined) {
-      init.headers = { ...init.headers, "Content-Type": "application/json" };
+      init.headers = { "Content-Type": "application/json" };
       init.body = JSON.stringify(body);
     }
     let res;
     try {
-      res = await fetch(this.base + path + queryString(query), init);
+      res = await fetch(path + queryString(query), init);
     } catch {
-      // Unreachable (the leader stopped, or the browser refused the call): find it again.
       await this.rediscover();
-      if (retry && method === "GET") return this.request(method, path, { query, retry: false });
-      throw new ApiError(0, null, this.problem || `the leader ${this.leader || ""} could not be reached; try again`);
+      if (retry && method === "GET") return this.request(method, path, { query, retry: false, quiet });
+      throw new ApiError(0, null, "this replica could not be reached; try again");
     }
     if (res.type === "opaqueredirect") {
-      // A standby redirected: the leader moved and nothing was done. Ask again there.
+      // This replica became a standby: nothing was done. It is never followed.
       await this.rediscover();
-      if (retry) return this.request(method, path, { query, body, retry: false });
-      throw new ApiError(503, null, "the leader moved; try again");
+      throw this._standbyError();
     }
     const identify = res.headers.get("identify");
     if (identify && identify !== this.identify) {
@@ -236,16 +216,21 @@ export class Api extends EventTarget {
     }
     if (res.ok) return data;
     const error = new ApiError(res.status, data);
-    if (res.status === 503 && error.type === "NotLeader" && retry) {
-      // Refused before anything was done: the replica is not (or no longer) the acting leader.
+    if (res.status === 503 && error.type === "NotLeader") {
       await this.rediscover();
-      return this.request(method, path, { query, body, retry: false });
+      if (retry && !this.standby) return this.request(method, path, { query, body, retry: false, quiet });
+      throw this.standby ? this._standbyError() : error;
     }
-    if (res.status === 401 && !this.authOff) {
-      this.logout();
+    if (res.status === 401 && !quiet && !this.authOff) {
+      this._setSession(null);
       this.dispatchEvent(new Event("unauthorized"));
     }
     throw error;
+  }
+
+  _standbyError() {
+    const leader = this.leaderConsole ? `; the leader is ${this.leader}` : "";
+    return new ApiError(503, { type: "NotLeader" }, `this replica is a standby${leader}`);
   }
 
   get(path, query) {
@@ -292,12 +277,19 @@ export class Api extends EventTarget {
     return docs.paths.has(`${method} ${template(path)}`);
   }
 
-  // Another replica's /health, with credentials so it shows its details.
+  // A replica's /health: this one's with the session cookie (its details), another one's
+  // public part without credentials, and only of a replica this one vouches for.
   async healthOf(identity) {
     if (!validIdentity(identity)) return { status: 0, body: null };
-    const url = identity === this.own ? "/health" : `http://${identity}/health`;
+    const own = identity === this.own;
+    if (!own && !this.vouched.includes(identity)) return { status: 0, body: null };
+    const url = own ? "/health" : `${location.protocol}//${identity}/health`;
     try {
-      const res = await fetch(url, { credentials: "omit", cache: "no-store", headers: this._headers() });
+      const res = await fetch(url, {
+        credentials: own ? "same-origin" : "omit",
+        cache: "no-store",
+        redirect: "manual",
+      });
       return { status: res.status, body: await res.json() };
     } catch {
       return { status: 0, body: null };

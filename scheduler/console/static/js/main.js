@@ -146,7 +146,7 @@ class ViewContext {
 let current = null;
 
 function showProblem(text) {
-  const problem = text || api.problem;
+  const problem = text;
   if (problem) {
     fill(banner, problem);
     banner.hidden = false;
@@ -155,16 +155,18 @@ function showProblem(text) {
   }
 }
 
+let shownStandby = null; // whether the view on screen is the standby page
+
 function renderHeader() {
   const parts = [];
-  if (api.loggedIn) {
+  if (api.standby) {
+    nav.hidden = true;
+    parts.push(h("span", { class: "leader bad" }, "standby"));
+  } else if (api.loggedIn) {
     nav.hidden = false;
-    if (api.leader) {
-      const leaderText = api.base === "" ? `leader ${api.leader} (this replica)` : `leader ${api.leader}`;
-      parts.push(h("span", { class: "leader", title: "API calls go to the leader" }, leaderText));
-    } else {
-      parts.push(h("span", { class: "leader bad" }, "no leader"));
-    }
+    parts.push(
+      h("span", { class: "leader", title: "This replica serves the API" }, `leader ${api.own || "?"} (this replica)`),
+    );
     const role = api.identify === "root" ? "admin" : api.identify === "guest" ? "read-only" : "…";
     parts.push(
       h(
@@ -192,9 +194,35 @@ function setActiveNav(segments) {
   }
 }
 
-function logout() {
-  api.logout();
+async function logout() {
+  await api.logout();
   route();
+}
+
+// On a standby: what it is, and the leader's console when this replica vouches for the leader.
+function standbyView() {
+  const own = api.own ? ` (${api.own})` : "";
+  const body = [
+    h("h1", {}, "This replica is a standby"),
+    h(
+      "p",
+      {},
+      `This replica${own} does not serve the API now; only the acting leader does, and the console logs in there.`,
+    ),
+  ];
+  if (api.leaderConsole) {
+    body.push(
+      h("p", {}, `The leader is ${api.leader}, and this replica vouches for it.`),
+      h("p", {}, h("a", { class: "button primary", href: api.leaderConsole, "data-leader-console": api.leader }, "Open the leader's console")),
+    );
+  } else if (api.leader) {
+    body.push(
+      h("p", { class: "muted" }, `The election names ${api.leader}, but this replica cannot vouch for it yet; this page checks again every few seconds.`),
+    );
+  } else {
+    body.push(h("p", { class: "muted" }, "No acting leader is known right now; this page checks again every few seconds."));
+  }
+  return h("section", { class: "card standby", "data-standby": api.own || "" }, body);
 }
 
 function loginView() {
@@ -245,6 +273,21 @@ function loginView() {
 async function route() {
   if (current) current.destroy();
   current = null;
+  shownStandby = api.standby;
+  if (api.standby) {
+    renderHeader();
+    setActiveNav(null);
+    fill(main, standbyView());
+    return;
+  }
+  if (!api.checked) {
+    try {
+      await api.whoami();
+    } catch (error) {
+      if (api.standby) return route();
+      showProblem(error.message);
+    }
+  }
   renderHeader();
   if (!api.loggedIn) {
     setActiveNav(null);
@@ -252,15 +295,6 @@ async function route() {
     fill(main, form);
     form.querySelector("input").focus();
     return;
-  }
-  if (api.identify === null) {
-    try {
-      await api.whoami();
-    } catch (error) {
-      if (!api.loggedIn) return route();
-      showProblem(error.message);
-    }
-    renderHeader();
   }
   const { segments, query } = parseHash();
   setActiveNav(segments);
@@ -284,6 +318,13 @@ async function start() {
   }
   showProblem("");
   api.addEventListener("leader", () => {
+    if (api.standby !== shownStandby) {
+      // This replica became a standby, or the leader: another page altogether.
+      showProblem("");
+      route();
+      return;
+    }
+    if (api.standby) fill(main, standbyView());
     renderHeader();
     showProblem("");
     if (current) current.wake();
@@ -308,10 +349,12 @@ async function start() {
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && current) current.wake();
   });
-  // Follow the leader even when the view polls nothing.
-  setInterval(() => {
+  // Follow the leader even when the view polls nothing (a standby's page more often).
+  const follow = () => {
     if (!document.hidden) api.rediscover();
-  }, 10000);
+    setTimeout(follow, api.standby ? 3000 : 10000);
+  };
+  setTimeout(follow, api.standby ? 3000 : 10000);
   route();
 }
 

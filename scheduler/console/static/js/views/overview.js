@@ -34,6 +34,8 @@ export function view(ctx) {
   );
 
   ctx.every(5000, async () => {
+    // The replicas this one vouches for (its /health's `replicas`, its own included): the
+    // others' public /health is read without credentials.
     const ownHealth = await api.discover();
     const identities = [];
     for (const identity of [...(ownHealth.replicas || []), ownHealth.identity]) {
@@ -74,7 +76,7 @@ export function view(ctx) {
           {
             label: "Replica",
             cell: (r) => [
-              r.own ? h("span", {}, r.identity) : h("a", { href: `http://${r.identity}/` }, r.identity),
+              r.own ? h("span", {}, r.identity) : h("a", { href: `${location.protocol}//${r.identity}/` }, r.identity),
               r.own ? h("span", { class: "muted" }, " (this page)") : null,
             ],
           },

@@ -224,7 +224,12 @@ export function detail(ctx) {
         const chunk = await api.get(path, { stream: reading, offset: state.offset, length: LOG_CHUNK });
         const data = (chunk && typeof chunk.data === "string" && chunk.data) || "";
         if (!data) break;
-        state.offset = Number(chunk.offset) + new TextEncoder().encode(data).length;
+        // The API's nextOffset counts the bytes read: a byte that is not UTF-8 arrives as one
+        // U+FFFD (3 bytes in UTF-8), so the length of the decoded text would skip what follows.
+        const next = Number(chunk.nextOffset);
+        const start = Number(chunk.offset);
+        state.offset =
+          Number.isSafeInteger(next) && next > start ? next : start + new TextEncoder().encode(data).length;
         state.text = (state.text + data).slice(-LOG_KEEP);
         if (data.length < LOG_CHUNK / 4) break;
       }
