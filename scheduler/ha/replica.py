@@ -78,6 +78,8 @@ _SUSPENDED_GRACE_S = 2.0
 DEV_CLUSTER_ENV = "EJCLOUD_DEV_CLUSTER"
 # Contenders read per pass at most: a flood of forged nodes cannot make a pass read them all.
 _MAX_CONTENDERS = 64
+# Longer than any `host:port` (a DNS name has at most 253 characters).
+_MAX_IDENTITY_CHARS = 300
 # kazoo's Lock names each node `<uuid>__lock__<10 digits>`; the lowest sequence holds the lock.
 _LOCK_NODE = re.compile(r"__lock__(-?\d{10})$")
 _LOOPBACK_HOSTS = re.compile(r"^(localhost|127\.\d+\.\d+\.\d+|\[?::1\]?)$")
@@ -92,7 +94,7 @@ def in_dev_cluster(settings: Settings, environ: Mapping[str, str]) -> bool:
     if environ.get(DEV_CLUSTER_ENV) != "1":
         return False
     hosts = settings.zk_servers.split("/", 1)[0].split(",")
-    return all(_LOOPBACK_HOSTS.match(h.strip().rsplit(":", 1)[0]) for h in hosts if h.strip())
+    return all(_LOOPBACK_HOSTS.fullmatch(h.strip().rsplit(":", 1)[0]) for h in hosts if h.strip())
 
 
 def startup_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
@@ -166,9 +168,10 @@ def _secure_election_path(client: KazooClient, path: str, zk_digest: str) -> str
 def _read_contenders(client: KazooClient, path: str) -> tuple[list[str], Any]:
     """The election's identities in lock order (leader first), and the path's ACL and stat.
 
-    Like kazoo's `Election.contenders`, but a node whose data is not UTF-8 is read as "" (an
-    identity never vouched for) instead of raising, and at most `_MAX_CONTENDERS` are read.
-    Raises KazooException.
+    Like kazoo's `Election.contenders`, but data that is not UTF-8 is read with replacement
+    characters instead of raising, and cut at `_MAX_IDENTITY_CHARS` (neither is ever a
+    `host:port`, so neither is vouched for; a forged megabyte does not reach every `/health`),
+    and at most `_MAX_CONTENDERS` are read. Raises KazooException.
     """
     acls, stat = client.get_acls(path)
     children = client.get_children(path)
@@ -179,10 +182,8 @@ def _read_contenders(client: KazooClient, path: str) -> tuple[list[str], Any]:
             data, _ = client.get(f"{path}/{child}")
         except KazooException:
             continue  # gone meanwhile
-        try:
-            identities.append((data or b"").decode("utf-8"))
-        except UnicodeDecodeError:
-            identities.append("")
+        text = (data or b"")[: _MAX_IDENTITY_CHARS * 4].decode("utf-8", errors="replace")
+        identities.append(text[:_MAX_IDENTITY_CHARS])
     return identities, (acls, stat)
 
 
