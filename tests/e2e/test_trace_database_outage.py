@@ -218,8 +218,10 @@ def test_sqlite_disk_full_under_load_with_a_small_buffer(
         # Nothing silently lost: a finished task without its row is one the count covers.
         assert 0 < len(finished - traced) <= dropped
         # The oldest entries were dropped: the last runs before the disk was freed are there.
-        last = sorted(finished, key=lambda task: _finish_order(runs, task))[-2:]
-        assert set(last) <= traced
+        before_freed = [task for task in finished if 0 < _started(runs, task) < freed_at - 1]
+        last = sorted(before_freed, key=lambda task: _started(runs, task))[-2:]
+        assert len(last) == 2
+        assert set(last) <= traced, (last, finished - traced)
         # Results waited in ZooKeeper: every one counted.
         wait_for(lambda: _counted(system) == len(finished), 30, message="results counted")
         log = leader.log_text()
@@ -227,7 +229,7 @@ def test_sqlite_disk_full_under_load_with_a_small_buffer(
         assert "back after" in log
 
 
-def _finish_order(runs: Runs, task: str) -> float:
+def _started(runs: Runs, task: str) -> float:
     """When the run of `task` started, from its sharding context in the record file."""
     for line in runs.lines():
         if line[0] == "start" and task in line[-1]:
