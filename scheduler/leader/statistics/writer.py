@@ -290,7 +290,12 @@ class TraceWriter:
                         first_line(exc),
                     )
                 if self._stopping.is_set() and time.monotonic() + delay >= self._drain_deadline:
-                    self._lost(batch, "the writer stopped while the database was unreachable")
+                    log.warning(
+                        "trace writer: %d entries not written: the writer stopped while the "
+                        "database was unreachable",
+                        len(batch),
+                    )
+                    self._drops.dropped(len(batch))
                     return
                 self._retry.wait(delay)
                 if not self._stopping.is_set():

@@ -198,7 +198,7 @@ def test_unreachable_database_holds_entries_and_writes_them_when_it_is_back(
     engine.dispose()
 
 
-def test_entries_held_for_an_unreachable_database_are_counted_as_lost_at_stop(
+def test_entries_held_for_an_unreachable_database_are_counted_as_dropped_at_stop(
     tmp_path: Path,
 ) -> None:
     engine = create_engine("sqlite:///" + str(tmp_path / "missing" / "x.db"))
@@ -208,7 +208,7 @@ def test_entries_held_for_an_unreachable_database_are_counted_as_lost_at_stop(
     assert writer.record_execution(_record(1))
     wait_for(lambda: writer.problem, 5, message="the batch failed")
     writer.stop(timeout_s=1)
-    assert writer.counters() == {"written": 0, "dropped": 0, "errors": 2, "pending": 0}
+    assert writer.counters() == {"written": 0, "dropped": 2, "errors": 0, "pending": 0}
     engine.dispose()
 
 
