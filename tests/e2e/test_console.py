@@ -146,7 +146,7 @@ class Cluster:
         )
         assert status == 204, body
 
-    def add_job(self, name: str, app: str) -> None:
+    def add_job(self, name: str, app: str, **extra: Any) -> None:
         status, body = self.api(
             "POST",
             "/api/job/register",
@@ -160,6 +160,7 @@ class Cluster:
                 "shardingTotalCount": 1,
                 "cpuCount": 0.1,
                 "memoryMB": 16,
+                **extra,
             },
         )
         assert status == 204, body
@@ -496,7 +497,8 @@ def test_guest_sees_everything_and_no_write_control(
     cluster: Cluster, browser: Browser, screenshots: Path
 ) -> None:
     cluster.add_app("guest_app")
-    cluster.add_job("guest_job", "guest_app")
+    # The webhook's path holds a token: a guest is shown only its scheme, host and port.
+    cluster.add_job("guest_job", "guest_app", notifyWebhookUrl="https://8.8.8.8/T0/s3cret?k=s3cret")
     tab = new_tab(browser, f"http://{cluster.leader.identity}", screenshots)
     page = tab.page
     try:
@@ -520,6 +522,9 @@ def test_guest_sees_everything_and_no_write_control(
             assert page.locator("main button").count() == 0, route
             if route == "jobs/guest_job":
                 tab.shot("guest-job-detail")
+                expect(page.locator("main")).to_contain_text("https://8.8.8.8/...")
+                expect(page.locator("main")).to_contain_text("(path hidden from your role)")
+                assert "s3cret" not in page.content()
 
         # The server enforces the role whatever the page shows: a write sent from the page with
         # the guest's session is refused, and nothing is queued.
