@@ -6,6 +6,7 @@ Prints `localmesos listening on 127.0.0.1:PORT` to stdout once it accepts connec
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from .cluster import DEFAULT_RESOURCES, LocalMesos
+from .fetcher import DEFAULT_MAX_EXTRACTED_BYTES
 from .resources import ResourceError, Resources
 from .zk import ZkAnnouncer
 
@@ -44,6 +46,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--heartbeat-interval-seconds", type=float, default=15.0)
     parser.add_argument("--executor-registration-timeout-seconds", type=float, default=60.0)
     parser.add_argument("--executor-shutdown-grace-period-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--executor-environment-variables",
+        default="{}",
+        metavar="JSON",
+        help="a JSON object of strings: the environment executors and command tasks get besides "
+        "the MESOS_* variables and their own (as Mesos's --executor_environment_variables); "
+        "nothing of this process's environment is passed on",
+    )
+    parser.add_argument(
+        "--max-extracted-bytes",
+        type=int,
+        default=DEFAULT_MAX_EXTRACTED_BYTES,
+        help="the most an archive the fetcher extracts may unpack to (default 1 GiB); over it "
+        "the launch fails",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -70,6 +87,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.agents < 0:
         print("--agents must be >= 0", file=sys.stderr)
         return 2
+    if args.max_extracted_bytes <= 0:
+        print("--max-extracted-bytes must be > 0", file=sys.stderr)
+        return 2
+    try:
+        environment = json.loads(args.executor_environment_variables)
+    except ValueError as exc:
+        print(f"--executor-environment-variables: not JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(environment, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+        for k, v in environment.items()
+    ):
+        print(
+            "--executor-environment-variables wants a JSON object of names to strings",
+            file=sys.stderr,
+        )
+        return 2
 
     stop_requested = threading.Event()
 
@@ -90,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat_interval_s=args.heartbeat_interval_seconds,
         executor_registration_timeout_s=args.executor_registration_timeout_seconds,
         executor_shutdown_grace_period_s=args.executor_shutdown_grace_period_seconds,
+        executor_environment=environment,
+        max_extracted_bytes=args.max_extracted_bytes,
     )
     announcer = ZkAnnouncer(args.zk, mesos.master.master_info()) if args.zk else None
     if announcer is not None:

@@ -11,6 +11,7 @@ import logging
 import threading
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,6 +65,8 @@ class Agent:
         master: MasterLink,
         registration_timeout_s: float,
         shutdown_grace_period_s: float,
+        executor_environment: Mapping[str, str],
+        max_extracted_bytes: int,
     ) -> None:
         self.id = agent_id
         self.hostname = hostname
@@ -81,6 +84,7 @@ class Agent:
         self.master = master
         self._registration_timeout_s = registration_timeout_s
         self._shutdown_grace_period_s = shutdown_grace_period_s
+        self._executor_environment = dict(executor_environment)
         self.containers = Containers(
             agent_id=agent_id,
             work_dir=work_dir,
@@ -89,6 +93,7 @@ class Agent:
             supervisor=supervisor,
             launcher=launcher,
             hooks=self,
+            max_extracted_bytes=max_extracted_bytes,
         )
         self.updates = StatusUpdateManager(clock, self._forward, lock)
         # `/files/read` and `/files/browse` over every sandbox this agent made.
@@ -190,6 +195,7 @@ class Agent:
             checkpoint=bool(self.frameworks[executor.framework_id].get("checkpoint")),
             shutdown_grace_period_s=self._grace_s(executor),
             command=command,
+            agent_environment=self._executor_environment,
         )
         self.containers.launch(executor, argv, env)
 

@@ -21,6 +21,7 @@ from typing import Any
 from .agent import Agent
 from .clock import Clock
 from .failover import fail_over
+from .fetcher import DEFAULT_MAX_EXTRACTED_BYTES
 from .httpserver import HttpServer
 from .master import Master
 from .processes import ProcessSupervisor
@@ -56,6 +57,8 @@ class LocalMesos:
         executor_registration_timeout_s: float = 60.0,
         executor_shutdown_grace_period_s: float = 5.0,
         launcher_threads: int = 4,
+        executor_environment: Mapping[str, str] | None = None,
+        max_extracted_bytes: int = DEFAULT_MAX_EXTRACTED_BYTES,
     ) -> None:
         if host != "127.0.0.1":
             raise ValueError("the stand-in listens on 127.0.0.1 only")
@@ -76,10 +79,14 @@ class LocalMesos:
             heartbeat_interval_s=heartbeat_interval_s,
             work_dir=str(self.work_dir),
         )
-        self._agent_settings = {
-            "registration_timeout_s": executor_registration_timeout_s,
-            "shutdown_grace_period_s": executor_shutdown_grace_period_s,
-        }
+        self._registration_timeout_s = executor_registration_timeout_s
+        self._shutdown_grace_period_s = executor_shutdown_grace_period_s
+        # As Mesos's --executor_environment_variables: all an executor gets of the agent's
+        # environment (executors.executor_env); never this process's own.
+        self._executor_environment = dict(executor_environment or {})
+        if max_extracted_bytes <= 0:
+            raise ValueError("max_extracted_bytes must be > 0")
+        self._max_extracted_bytes = max_extracted_bytes
         self._agent_seq = 0
         self._agent_servers: dict[str, HttpServer] = {}
         self._server = HttpServer("localmesos-http", host, port, master_routes(self))
@@ -186,7 +193,10 @@ class LocalMesos:
                 supervisor=self._supervisor,
                 launcher=self._launcher,
                 master=self.master,
-                **self._agent_settings,
+                registration_timeout_s=self._registration_timeout_s,
+                shutdown_grace_period_s=self._shutdown_grace_period_s,
+                executor_environment=self._executor_environment,
+                max_extracted_bytes=self._max_extracted_bytes,
             )
             server = HttpServer(
                 f"localmesos-agent{index}-http", "127.0.0.1", 0, agent_routes(self, agent)

@@ -46,6 +46,7 @@ class Containers:
         supervisor: ProcessSupervisor,
         launcher: ThreadPoolExecutor,
         hooks: ContainerHooks,
+        max_extracted_bytes: int,
     ) -> None:
         self._agent_id = agent_id
         self._work_dir = work_dir
@@ -54,7 +55,7 @@ class Containers:
         self._supervisor = supervisor
         self._launcher = launcher
         self._hooks = hooks
-        self._fetcher = Fetcher(work_dir / "cache" / agent_id)
+        self._fetcher = Fetcher(work_dir / "cache" / agent_id, max_extracted_bytes)
 
     def sandbox(self, framework_id: str, executor_id: str, container_id: str) -> Path:
         """`<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<container>`."""

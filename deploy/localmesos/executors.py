@@ -8,7 +8,6 @@ and the task id as executor id.
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +86,11 @@ def command_argv(command: Mapping[str, Any]) -> list[str]:
     return [value, *arguments[1:]]
 
 
+# What a Mesos agent puts on PATH when neither its --executor_environment_variables nor the
+# command says otherwise (stout's os::host_default_path()).
+HOST_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def executor_env(
     *,
     framework_id: str,
@@ -97,14 +101,21 @@ def executor_env(
     checkpoint: bool,
     shutdown_grace_period_s: float,
     command: Mapping[str, Any],
+    agent_environment: Mapping[str, str],
 ) -> dict[str, str]:
-    """The environment a Mesos agent gives an executor (MESOS_* variables that pymesos's
-    MesosExecutorDriver reads to find the agent and identify itself).
+    """The environment a Mesos agent gives an executor, and nothing else: the operator's
+    `agent_environment` (Mesos's --executor_environment_variables), the MESOS_* variables
+    (those pymesos's MesosExecutorDriver reads to find the agent and identify itself),
+    LIBPROCESS_PORT=0, PATH (the host default unless one of those set it) and, last, the
+    command's own `environment` (VALUE variables). Never the stand-in's own environment: a
+    secret exported to it (EJC_ZK_DIGEST, say) must not reach job code (issue 23).
 
     MESOS_CHECKPOINT is set only for checkpointing frameworks: pymesos treats any value as
     true and then never exits on its own when the agent goes away.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESOS_", "LIBPROCESS_"))}
+    env = {
+        k: v for k, v in agent_environment.items() if not k.startswith(("MESOS_", "LIBPROCESS_"))
+    }
     env.update(
         {
             "MESOS_FRAMEWORK_ID": framework_id,
@@ -120,6 +131,7 @@ def executor_env(
             "LIBPROCESS_PORT": "0",
         }
     )
+    env.setdefault("PATH", HOST_DEFAULT_PATH)
     if checkpoint:
         env["MESOS_CHECKPOINT"] = "1"
         env["MESOS_RECOVERY_TIMEOUT"] = "15mins"
