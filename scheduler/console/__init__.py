@@ -101,7 +101,9 @@ class Console:
                 "MethodNotAllowed",
                 [("Allow", "GET, HEAD")],
             )
-        scheme = str(environ.get("wsgi.url_scheme", "http"))
+        # The replicas' own scheme (scheduler.http's DIRECT_SCHEME_KEY), not the one a trusted
+        # proxy says the page came over: the page connects to the replicas themselves.
+        scheme = str(environ.get("ejcloud.direct_scheme") or environ.get("wsgi.url_scheme", "http"))
         headers = [
             ("ETag", asset.etag),
             ("Cache-Control", "no-cache"),

@@ -10,6 +10,7 @@ import json
 import tarfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -277,7 +278,7 @@ def test_the_log_view_shows_every_line_after_output_that_is_not_utf8(
     task_id = wait_for(running_task, 30, message="the run to start")
     page = context.new_page()
     login(page, f"http://{leader.identity}")
-    page.goto(f"http://{leader.identity}/#/runs/bytes_job/{urllib.request.quote(task_id, safe='')}")
+    page.goto(f"http://{leader.identity}/#/runs/bytes_job/{urllib.parse.quote(task_id, safe='')}")
     log = page.locator("pre.log")
     # The first read ends after the bytes that are not UTF-8 (each shown as U+FFFD) ...
     expect(log).to_contain_text("before \ufffd\ufffd after", timeout=30_000)
