@@ -372,8 +372,8 @@ _KEYS: tuple[_Key, ...] = (
     _Key(
         "notify_webhook_senders",
         _parse_int,
-        "threads that POST webhooks; one destination is served by one at a time",
-        _at_least(1),
+        "threads that POST webhooks (1-64); one destination is served by one at a time",
+        lambda v: None if 1 <= v <= 64 else "must be between 1 and 64",
     ),
     _Key("max_apps", _parse_int, "apps that may be registered at most", _at_least(1)),
     _Key("max_jobs", _parse_int, "jobs that may be registered at most", _at_least(1)),
