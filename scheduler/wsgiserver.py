@@ -86,6 +86,10 @@ _WARN_INTERVAL_S = 10.0
 _TLS_HANDSHAKE_RECORD = 0x16
 # What a plain-HTTP request to the TLS port may send before it is answered (then discarded).
 _PLAIN_DISCARD_BYTES = 65536
+# The most one TLS write is given: one record. A larger write that would block reports nothing
+# written until all of it is (OpenSSL without partial writes), so a slow reader would look idle
+# for its whole duration, and waitress copies the chunk it offers on every try.
+_TLS_WRITE_BYTES = 16384
 
 
 class TlsSetupError(Exception):
@@ -343,6 +347,7 @@ class _TlsChannel(_Channel):
         self._handshake_wants_write = False
         self._accepted_at = time.monotonic()
         super().__init__(*args, **kwargs)
+        self.sendbuf_len = _TLS_WRITE_BYTES  # waitress offers send() chunks of this size
 
     def handshake_overdue(self, now: float, limit_s: float) -> bool:
         """Whether the connection has not finished its handshake within `limit_s` of its
