@@ -224,7 +224,8 @@ class Statistics(ThreadedComponent):
         delay = 1.0
         while True:
             try:
-                upgrade_to_head(engine)
+                with writer.database.call(_SOURCE):
+                    upgrade_to_head(engine)
                 break
             except Exception as exc:  # noqa: BLE001 - any database failure: retry
                 self._failed("migrating the schema", exc)
@@ -236,7 +237,7 @@ class Statistics(ThreadedComponent):
         self.engine = engine
         writer.start()
         self._counters = counters = ResultCounters(
-            engine, self._registry, self._fence, self.journal
+            engine, self._registry, self._fence, self.journal, self.database
         )
         log.info("statistics: event trace in %s", engine.url.render_as_string(hide_password=True))
         while True:
@@ -251,8 +252,9 @@ class Statistics(ThreadedComponent):
         self._observe(sampler)
         try:
             counters.roll()
-            sampler.write()
-            _probe(writer.engine)
+            with writer.database.call(_SOURCE):
+                sampler.write()
+                _probe(writer.engine)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
             if not self._fence.is_acting():
                 log.info("statistics: not acting; rolling paused (%s)", exc)

@@ -20,6 +20,7 @@ processed.)
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -33,6 +34,7 @@ from scheduler.leader.statistics.models import (
     TaskResultStatisticsHour,
     TaskResultStatisticsMinute,
 )
+from scheduler.leader.statistics.outage import DatabaseState
 from scheduler.model.errors import Conflict, NotFound
 from scheduler.storage.registry import Fence, Op, Registry
 from scheduler.storage.result_journal import RESULTS, ResultJournal, bucket_minute
@@ -83,9 +85,16 @@ class ResultCounters:
     """Owned by the statistics thread of one term; `roll()` blocks on ZooKeeper and the DB."""
 
     def __init__(
-        self, engine: Engine, registry: Registry, fence: Fence, journal: ResultJournal
+        self,
+        engine: Engine,
+        registry: Registry,
+        fence: Fence,
+        journal: ResultJournal,
+        database: DatabaseState | None = None,
     ) -> None:
+        """`database`: told of its calls, so that one that does not return is seen."""
         self._engine = engine
+        self._database = database
         self._registry = registry
         self._fence = fence
         self._journal = journal
@@ -123,8 +132,11 @@ class ResultCounters:
         self.counted += counted
         return counted
 
+    def _call(self) -> AbstractContextManager[None]:
+        return self._database.call("statistics") if self._database else nullcontext()
+
     def _count(self, minute: datetime, names: list[str], now: datetime) -> int:
-        with Session(self._engine) as session, session.begin():
+        with self._call(), Session(self._engine) as session, session.begin():
             known: set[str] = set()
             for i in range(0, len(names), _IN_CHUNK):
                 chunk = names[i : i + _IN_CHUNK]
@@ -169,7 +181,7 @@ class ResultCounters:
         ended = {i: period_start(i, now) - LENGTHS[i] for i in StatisticInterval}
         if all(self._filled.get(i) == ended[i] for i in StatisticInterval):
             return
-        with Session(self._engine) as session, session.begin():
+        with self._call(), Session(self._engine) as session, session.begin():
             session.execute(
                 delete(CountedResult).where(CountedResult.counted_time < now - _COUNTED_KEPT)
             )

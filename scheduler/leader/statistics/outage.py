@@ -4,7 +4,13 @@
 failed them for want of reaching it (a connection refused, a server gone, SQLite's disk full: an
 `OperationalError` or `InterfaceError`) and each time it took their work again. The database is
 down while any of them is failing; `/health` shows since when, and once it is back, the last
-outage's start and end. Each change is logged once (WARNING down, INFO back).
+outage's start and end. Each change is logged once (WARNING down, WARNING back).
+
+A database that stops answering without refusing (a frozen server, a host gone from the network
+without a reset) fails nothing: a call on an open connection waits for ever. So the users wrap
+their calls in `call(source)`, and a call in flight for `STALL_S` counts as a failure of its
+source from the call's start, found when the state is read (/health, /metrics), since the
+users' own threads are the ones waiting.
 
 `DropLog` counts records dropped because a bounded buffer was full and logs them at WARNING at
 most once per interval, naming how many since the last line and in all (a flood of drops is one
@@ -13,18 +19,22 @@ line every ten seconds, never silence and never a flood).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["DROP_LOG_INTERVAL_S", "DatabaseState", "DropLog", "iso_utc"]
+__all__ = ["DROP_LOG_INTERVAL_S", "STALL_S", "DatabaseState", "DropLog", "iso_utc"]
 
 log = logging.getLogger(__name__)
 
 DROP_LOG_INTERVAL_S = 10.0
+STALL_S = 10.0
+"""A database call in flight this long means the database does not answer."""
 
 
 def iso_utc(epoch_s: float) -> str:
@@ -36,9 +46,15 @@ def iso_utc(epoch_s: float) -> str:
 class DatabaseState:
     """Whether the trace database takes the work of its users (`source`s); any thread."""
 
-    def __init__(self, name: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, name: str, clock: Callable[[], float] = time.time, stall_s: float = STALL_S
+    ) -> None:
         self._name = name
         self._clock = clock
+        self._stall_s = stall_s
+        self._calls: dict[int, tuple[str, float]] = {}  # in flight: token -> (source, start)
+        self._stalled: set[int] = set()  # tokens counted as a failure of their source
+        self._tokens = itertools.count()
         self._lock = threading.Lock()
         self._down: dict[str, tuple[float, str]] = {}  # source -> (since, problem)
         self._since: float | None = None
@@ -49,18 +65,40 @@ class DatabaseState:
     @property
     def down_since(self) -> float | None:
         """Epoch seconds since when the database has been down; None while it is up."""
+        self._find_stalls()
         with self._lock:
             return self._since
 
     @property
     def outages(self) -> int:
         """Outages seen (each counted when it started)."""
+        self._find_stalls()
         with self._lock:
             return self._outages
 
-    def failed(self, source: str, problem: str) -> None:
-        """`source` could not reach the database (`problem`: a line safe to show)."""
-        now = self._clock()
+    @contextmanager
+    def call(self, source: str) -> Iterator[None]:
+        """Around one database call of `source` (its own thread), so that a call that does not
+        return counts as a failure once it has been in flight for `stall_s`."""
+        token = next(self._tokens)
+        with self._lock:
+            self._calls[token] = (source, self._clock())
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._lock:
+                self._calls.pop(token, None)
+                stalled = token in self._stalled
+                self._stalled.discard(token)
+            if stalled and ok:
+                self.succeeded(source)  # it answered in the end
+
+    def failed(self, source: str, problem: str, since: float | None = None) -> None:
+        """`source` could not reach the database (`problem`: a line safe to show), from
+        `since` (epoch seconds; default now)."""
+        now = self._clock() if since is None else since
         with self._lock:
             began = self._since is None
             since = self._down.get(source, (now, ""))[0]
@@ -76,6 +114,19 @@ class DatabaseState:
                 self._name,
                 problem,
             )
+
+    def _find_stalls(self) -> None:
+        """Count each call in flight for `stall_s` as a failure of its source (once)."""
+        now = self._clock()
+        with self._lock:
+            found = [
+                (token, source, start)
+                for token, (source, start) in self._calls.items()
+                if token not in self._stalled and now - start >= self._stall_s
+            ]
+            self._stalled.update(token for token, _, _ in found)
+        for _, source, start in found:
+            self.failed(source, f"no answer for {now - start:.0f}s", since=start)
 
     def succeeded(self, source: str) -> None:
         """`source` reached the database and it did the work."""
@@ -96,6 +147,7 @@ class DatabaseState:
         """For /health: `state` ("up"/"down"); while down `downSince`, `downSeconds` and
         `problem` (each failing user's); `lastOutage` (from, to, seconds, problem) once one
         ended; `outages`, the number seen."""
+        self._find_stalls()
         with self._lock:
             out: dict[str, Any] = {"state": "down" if self._since is not None else "up"}
             if self._since is not None:

@@ -275,7 +275,8 @@ class TraceWriter:
         while True:
             try:
                 # After a failure the batch may have committed before the connection dropped.
-                self._commit(batch, skip_present=failures > 0)
+                with self.database.call(_SOURCE):
+                    self._commit(batch, skip_present=failures > 0)
             except DBAPIError as exc:
                 if not unreachable(exc):
                     self._one_by_one(batch, exc)

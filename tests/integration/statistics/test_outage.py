@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, event, make_url, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -30,12 +31,14 @@ from scheduler.leader.statistics.models import (
     TaskResultStatisticsMinute,
     TaskRunningStatistics,
 )
+from scheduler.leader.statistics.outage import STALL_S
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.result_journal import RESULTS
 from scheduler.storage.state import RUNNING, RunningTask
 from scheduler.storage.term_stores import TermStores
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC
@@ -278,3 +281,55 @@ def test_postgresql_stopped_and_started_again(
         assert info["lastOutage"]["seconds"] > 0
     finally:
         statistics.stop()
+
+
+def test_postgresql_behind_a_silent_partition_is_down_after_the_stall_and_loses_nothing(
+    postgres: PostgresServer,
+    postgres_url: str,
+    registry: Registry,
+    fence: Fence,
+    stores: TermStores,
+) -> None:
+    """The database's host gone from the network without a reset (a proxy that forwards
+    nothing more, either way): calls on open connections wait for ever, so nothing fails; the
+    calls in flight for STALL_S say the database is down, from when they began."""
+    proxy = TcpProxy("127.0.0.1", int(make_url(postgres_url).port or 0))
+    url = make_url(postgres_url).set(port=proxy.port).render_as_string(hide_password=False)
+    settings = load_settings({}, {}, {"event_trace_rdb_url": url})
+    statistics = Statistics(settings, registry, fence)
+    statistics.start()
+    try:
+        engine = wait_for(lambda: statistics.engine, 20, message="schema migrated")
+        run = _Run(stores, statistics, "job")
+        run.one()
+        wait_for(lambda: len(_traced(engine, "job")) == 2, 10, message="traces written")
+        proxy.cut(silent=True)
+        cut_at = time.time()
+        try:
+            for _ in range(10):
+                run.one()  # status handling goes on
+            assert stores.running.tasks("job") == []
+            down = wait_for(
+                lambda: (lambda i: i if i["state"] == "down" else None)(statistics.info()),
+                STALL_S + 10,
+                message="the partition in info()",
+            )
+            assert "no answer for" in down["problem"], down
+            # Down from the call that did not return, not from when it was noticed.
+            since = statistics.down_since()
+            assert since is not None
+            assert cut_at - 1 <= since <= cut_at + 6
+        finally:
+            proxy.restore()
+        wait_for(lambda: len(_traced(engine, "job")) == 22, 30, message="held traces written")
+        wait_for(lambda: _counted(engine) == 11, 20, message="every result counted")
+        info = wait_for(
+            lambda: (lambda i: i if i["state"] == "up" else None)(statistics.info()),
+            10,
+            message="back in info()",
+        )
+        assert info["trace"]["dropped"] == 0
+        assert info["lastOutage"]["seconds"] >= STALL_S
+    finally:
+        statistics.stop()
+        proxy.close()

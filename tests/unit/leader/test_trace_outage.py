@@ -86,3 +86,40 @@ def test_drops_are_logged_at_most_once_per_interval_naming_how_many(
         "trace writer: 1000 dropped (buffer full); 1001 dropped in all",
         "trace writer: 5 dropped (buffer full); 1006 dropped in all",
     ]
+
+
+def test_a_call_that_does_not_return_counts_as_down_from_its_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _Clock(T0)
+    state = DatabaseState("db", clock, stall_s=10.0)
+    with state.call("trace writer"):
+        clock.now += 9.9
+        assert state.describe()["state"] == "up"  # slow, not yet stalled
+        clock.now += 0.1
+        described = state.describe()
+        assert described["state"] == "down"
+        assert described["downSince"] == iso_utc(T0)
+        assert described["problem"] == "trace writer: no answer for 10s"
+        assert state.outages == 1
+        clock.now += 20
+    # It answered in the end.
+    assert state.describe()["lastOutage"]["seconds"] == 30.0
+    assert state.describe()["state"] == "up"
+    assert state.outages == 1
+
+
+def test_a_stalled_call_that_fails_leaves_the_database_down_until_a_success() -> None:
+    clock = _Clock(T0)
+    state = DatabaseState("db", clock, stall_s=10.0)
+    with pytest.raises(ConnectionError), state.call("statistics"):
+        clock.now += 15
+        assert state.down_since == T0
+        raise ConnectionError("server closed the connection")
+    assert state.down_since == T0
+    clock.now += 1
+    with state.call("statistics"):
+        pass
+    assert state.down_since == T0  # a quick call is no news: its user says how it went
+    state.succeeded("statistics")
+    assert state.down_since is None
