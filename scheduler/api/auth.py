@@ -34,6 +34,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.security import generate_password_hash
 
+from scheduler.api.bodies import json_body
 from scheduler.api.errors import error_response
 from scheduler.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
 from scheduler.model.errors import InvalidRequest
@@ -164,7 +165,7 @@ def _login_credentials() -> tuple[str, str]:
     if not request.content_length and request.authorization is not None:
         basic = request.authorization
         return str(basic.username or ""), str(basic.password or "")
-    body: Any = request.get_json(silent=True)
+    body: Any = json_body()  # 415 unless JSON; 400 when it does not parse or nests too deep
     if not isinstance(body, dict):
         raise InvalidRequest('send {"user": ..., "password": ...} as JSON')
     problems: dict[str, str] = {}

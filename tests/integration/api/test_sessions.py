@@ -173,3 +173,31 @@ def test_revocations_are_bounded_and_pruned(api: Api, zk_client: KazooClient) ->
     _, session = sessions.issue("root", "root")
     sessions.revoke(api.registry, writer, session)
     assert api.registry.children(REVOKED_PATH) == [f"{session.expires_at_ms}-{session.id}"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'"root:root"',
+        b'{"user": "\\ud800", "password": "\\udfff"}',
+        b'{"user": "root\\u0000", "password": "root"}',
+        b'{"user": {"a": 1}, "password": ["root"]}',
+        b"[" * 5000 + b"]" * 5000,
+        b'{"user": "root", "password": "root", "user": "guest"}',
+    ],
+)
+def test_hostile_login_bodies_are_refused_below_500_and_write_nothing(
+    api: Api, raw: bytes
+) -> None:
+    before = api.snapshot()
+    answer = api.client.post(
+        "/api/session", data=raw, content_type="application/json", headers={"Origin": ORIGIN}
+    )
+    assert 400 <= answer.status_code < 500 or answer.status_code == 200, answer.status_code
+    if answer.status_code != 200:
+        assert "Set-Cookie" not in answer.headers
+        assert isinstance(answer.get_json()["error"], str)
+    assert api.snapshot() == before
