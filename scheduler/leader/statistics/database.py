@@ -41,6 +41,19 @@ def create_trace_engine(url: str | URL) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         # A database host that does not answer must not hang the writer or an API request.
         connect_args: dict[str, object] = {"connect_timeout": _CONNECT_TIMEOUT_S}
+        if parsed.get_backend_name() == "postgresql":
+            # A host gone from the network without a reset (no RST, packets dropped) would
+            # leave a call on an open connection waiting for ever: TCP gives up on data not
+            # acknowledged in 30 s, and keepalives find a silent peer while a call waits for
+            # its answer (10 s idle, then 3 probes 5 s apart). A frozen server whose kernel
+            # still acknowledges is seen by DatabaseState's stall instead.
+            connect_args.update(
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+                tcp_user_timeout=30_000,
+            )
         if parsed.get_driver_name() == "psycopg":
             # No server-side prepared statements: PostgreSQL would soon reuse one generic plan
             # for `id IN (...)` made while a table was small (a full scan), and keep using it as
