@@ -164,13 +164,16 @@ export class Api extends EventTarget {
   }
 
   // End the session everywhere (the leader revokes it), and forget it here whatever happens.
+  // Returns why the server could not end it (then the cookie stays until it expires), or "".
   async logout() {
+    let problem = "";
     try {
       await this.request("DELETE", "/api/session", { retry: false, quiet: true });
-    } catch {
-      // A standby or an unreachable leader: the cookie stays until it expires.
+    } catch (error) {
+      problem = `The session could not be ended on the server (${error.message}); it expires by itself.`;
     }
     this._setSession(null);
+    return problem;
   }
 
   async request(method, path, { query, body, retry = true, quiet = false } = {}) {

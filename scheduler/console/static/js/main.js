@@ -195,8 +195,9 @@ function setActiveNav(segments) {
 }
 
 async function logout() {
-  await api.logout();
-  route();
+  const problem = await api.logout();
+  await route();
+  showProblem(problem);
 }
 
 // On a standby: what it is, and the leader's console when this replica vouches for the leader.
