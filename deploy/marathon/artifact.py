@@ -49,22 +49,26 @@ if [ -n "${EJC_PYTHON:-}" ]; then
   exec "$EJC_PYTHON" -m scheduler "$@"
 fi
 venv=${EJC_VENV:-$here/../venv}
-if [ ! -x "$venv/bin/python" ]; then
+# Present while this script installs: a start killed half-way through starts over.
+installing="$venv/.ejcloud-installing"
+if [ ! -x "$venv/bin/python" ] || [ -f "$installing" ]; then
   if [ ! -f "$here/wheels/requirements.txt" ]; then
-    echo "run-scheduler: the artifact has no http-parser wheel (wheels/); build it where" \
+    echo "run-scheduler: the artifact has no http-parser wheel (wheels/); build it where" \\
       "./dev.sh setup has run, or set EJC_PYTHON" >&2
     exit 1
   fi
   base=$(command -v python3.11 || command -v python3)
   echo "run-scheduler: creating $venv with $base" >&2
-  "$base" -m venv "$venv.part"
-  if ! "$venv.part/bin/pip" install -q --require-hashes --no-deps -r "$here/requirements.lock" \
-    || ! "$venv.part/bin/pip" install -q --require-hashes --no-deps --no-index \
+  if [ -f "$installing" ]; then rm -rf "$venv"; fi
+  "$base" -m venv "$venv"
+  touch "$installing"
+  if ! "$venv/bin/pip" install -q --require-hashes --no-deps -r "$here/requirements.lock" \\
+    || ! "$venv/bin/pip" install -q --require-hashes --no-deps --no-index \\
       --find-links "$here/wheels" -r "$here/wheels/requirements.txt"; then
-    rm -rf "$venv.part"
+    rm -rf "$venv"
     exit 1
   fi
-  mv "$venv.part" "$venv"
+  rm -f "$installing"
 fi
 exec "$venv/bin/python" -m scheduler "$@"
 """

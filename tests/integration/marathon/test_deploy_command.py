@@ -654,11 +654,19 @@ def test_the_start_script_refuses_a_wheel_whose_hash_does_not_match(tmp_path: Pa
     }
     env.pop("EJC_PYTHON", None)
     shipped = top / "wheels" / wheels[0].name
-    shipped.write_bytes(shipped.read_bytes() + b"tampered")
-    run = subprocess.run(
-        [top / "bin" / "run-scheduler", "--help"], env=env, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
+    genuine = shipped.read_bytes()
+    shipped.write_bytes(genuine + b"tampered")
+    command = [top / "bin" / "run-scheduler", "--help"]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1, run
     assert "hash" in run.stderr.lower() and "do not match" in run.stderr.lower(), run.stderr
-    assert not (tmp_path / "venv").exists() and not (tmp_path / "venv.part").exists()
+    assert not (tmp_path / "venv").exists()  # removed: the next start installs again
+
+    # The genuine wheel installs; the environment is then kept (it holds only the cut-down
+    # lock here, so the scheduler itself cannot start in it).
+    shipped.write_bytes(genuine)
+    subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    assert not (tmp_path / "venv" / ".ejcloud-installing").exists()
+    imported = subprocess.run([venv_python, "-c", "import http_parser"], timeout=30)
+    assert imported.returncode == 0
