@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import socket
+import ssl
+import subprocess
 import tarfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -284,3 +289,167 @@ def test_the_log_view_shows_every_line_after_output_that_is_not_utf8(
     expect(log).to_contain_text("before \ufffd\ufffd after", timeout=30_000)
     # ... and the next reads start right after them: no line of what follows is cut.
     expect(log).to_contain_text("after\nline one\nline two", timeout=30_000)
+
+
+# -- https: directly, and behind a TLS-terminating proxy the replica trusts -----------------
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and 127.0.0.1, made as the README shows."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(key), "-out",
+            str(cert), "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+    return cert, key
+
+
+def https_role(url: str) -> str | None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2, context=context) as resp:
+            return str(json.loads(resp.read()).get("role"))
+    except (OSError, ValueError):
+        return None
+
+
+class TlsProxy:
+    """A TLS-terminating reverse proxy on 127.0.0.1: each request is read whole, sent to the
+    replica over plain http with `X-Forwarded-Proto: https` and `X-Forwarded-For`, and its
+    answer sent back; one request per connection (`Connection: close` both ways)."""
+
+    def __init__(self, certificate: tuple[Path, Path], upstream_port: int) -> None:
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._context.load_cert_chain(str(certificate[0]), str(certificate[1]))
+        self._upstream = upstream_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="tls-proxy", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self._listener.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                raw, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(raw,), daemon=True).start()
+
+    def _one(self, raw: socket.socket) -> None:
+        try:
+            raw.settimeout(10)
+            with self._context.wrap_socket(raw, server_side=True) as client:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                headers = [
+                    line
+                    for line in lines[1:]
+                    if not line.lower().startswith((b"connection:", b"x-forwarded-"))
+                ]
+                length = next(
+                    (
+                        int(h.split(b":", 1)[1])
+                        for h in headers
+                        if h.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                while len(body) < length:
+                    body += client.recv(65536)
+                request = b"\r\n".join(
+                    [lines[0], *headers, b"Connection: close", b"X-Forwarded-Proto: https",
+                     b"X-Forwarded-For: 198.51.100.9"]
+                ) + b"\r\n\r\n" + body  # fmt: skip
+                with socket.create_connection(("127.0.0.1", self._upstream), timeout=10) as up:
+                    up.sendall(request)
+                    while chunk := up.recv(65536):
+                        client.sendall(chunk)
+        except (OSError, ssl.SSLError, ValueError):
+            pass  # the browser gave up on a connection (or probed one): nothing to relay
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def tls_replicas(
+    zk: ZooKeeperEnsemble, certificate: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ReplicaProcess, ReplicaProcess, TlsProxy]]:
+    """A replica serving https itself, and one behind a TLS proxy it trusts (each its own
+    cluster: one leads each)."""
+    tmp = tmp_path_factory.mktemp("https")
+    cert, key = certificate
+    direct = ReplicaProcess(
+        zk.hosts,
+        tmp,
+        zk_namespace=f"t-{uuid.uuid4().hex[:12]}",
+        http_tls_cert_file=str(cert),
+        http_tls_key_file=str(key),
+    ).start()
+    behind = ReplicaProcess(
+        zk.hosts,
+        tmp,
+        zk_namespace=f"t-{uuid.uuid4().hex[:12]}",
+        http_trusted_proxies="127.0.0.1/32",
+    )
+    proxy = TlsProxy(certificate, behind.port)
+    behind.settings["http_allowed_hosts"] = f"localhost:{proxy.port}"
+    behind.start()
+    try:
+        wait_for(lambda: https_role(f"https://localhost:{direct.port}") == "leader", 30)
+        wait_for(behind.is_leader, 30, message="the proxied replica leads")
+        yield direct, behind, proxy
+    finally:
+        proxy.close()
+        direct.stop()
+        behind.stop()
+
+
+@pytest.mark.parametrize("where", ["direct", "proxied"])
+def test_the_console_works_over_https_with_a_secure_session_cookie(
+    browser: Browser,
+    tls_replicas: tuple[ReplicaProcess, ReplicaProcess, TlsProxy],
+    where: str,
+) -> None:
+    direct, _, proxy = tls_replicas
+    port = direct.port if where == "direct" else proxy.port
+    base = f"https://localhost:{port}"
+    context = browser.new_context(ignore_https_errors=True)
+    try:
+        page = context.new_page()
+        login(page, base)
+        cookie = session_cookie(context)
+        assert cookie is not None and cookie["secure"] is True and cookie["httpOnly"] is True
+        # A write through the page: the replica sees the https origin it is told of.
+        page.goto(f"{base}/#/apps")
+        page.click("[data-action=add-app]")
+        form = page.locator("form[data-form=app]")
+        form.locator("[name=appName]").fill(f"tls_{where}")
+        form.locator("[name=appURL]").fill("https://example.invalid/app.tar.gz")
+        form.locator("[name=bootstrapScript]").fill("true")
+        form.locator("button[type=submit]").click()
+        expect(page).to_have_url(re.compile(rf"#/apps/tls_{where}$"))
+    finally:
+        context.close()
