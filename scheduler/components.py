@@ -227,6 +227,10 @@ def _bind_driver(parts: _TermParts) -> None:
         launcher.on_connected()
         reconciler.on_connected()
 
+    def on_agent_lost(agent_id: str) -> None:
+        launcher.agent_lost(agent_id)
+        reconciler.reconcile_agent(agent_id)
+
     parts.driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,
@@ -234,7 +238,7 @@ def _bind_driver(parts: _TermParts) -> None:
             on_status=parts.status.handle,
             on_connected=on_connected,
             on_disconnected=launcher.drop_offers,
-            on_agent_lost=reconciler.reconcile_agent,
+            on_agent_lost=on_agent_lost,
         )
     )
 

@@ -243,6 +243,20 @@ class Launcher(ThreadedComponent):
             self._offers.clear()
         self._suppressed = False
 
+    def agent_lost(self, agent_id: str) -> None:
+        """Mesos says `agent_id` is gone (called on `sched-mesos-events`): its offers are void,
+        its tasks' shards may come back as failover work, and the other agents' resources may
+        be behind refuse filters this launcher's declines installed (up to IDLE_REFUSE_S / 6):
+        revive once, so that the relaunch and the next fire do not wait for them (issue 24)."""
+        with self._lock:
+            for offer_id in [
+                o for o, offer in self._offers.items() if offer["agent_id"]["value"] == agent_id
+            ]:
+                del self._offers[offer_id]
+        self._revive_needed = True
+        self._agents_due = True
+        self._wake.wake()
+
     def on_connected(self) -> None:
         self._suppressed = False
         # Refuse filters a previous leader (or connection) declined with outlive it in the
