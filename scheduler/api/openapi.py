@@ -247,7 +247,14 @@ _ERRORS = {
     "401": _error("authentication required"),
     "403": _error("read-only user, or a write from another web origin (Origin header)"),
     "404": _error("unknown app or job"),
-    "409": _error("conflict: exists, disabled, or not allowed for the job"),
+    "409": _error(
+        "conflict: exists, disabled, or not allowed for the job; or a quota (max_apps, max_jobs) "
+        "reached (type QuotaExceeded)"
+    ),
+    "413": _error(
+        "the request body is too large, or the app or job as stored is larger than "
+        "max_job_bytes (type TooLarge)"
+    ),
     "415": _error("a write whose body or Content-Type is not JSON (forms and text are refused)"),
     "503": _error("not the leader, or ZooKeeper unavailable"),
 }
@@ -301,6 +308,16 @@ _LOG_QUERIES = (
     _query("length", "0-1048576 bytes (default 1048576)", _INTEGER),
 )
 _SANDBOX_QUERIES = (_query("appName", required=True),)
+# Every list pages (scheduler/api/paging.py).
+_LIST_QUERIES = (
+    _query(
+        "limit",
+        "1-1000: answer a page {items, nextCursor}; without it the plain array, at most "
+        "max_list_items long (X-Total-Count: how many there are)",
+        _INTEGER,
+    ),
+    _query("cursor", "the nextCursor of the previous page (opaque; needs limit)"),
+)
 
 
 @dataclass(frozen=True)
@@ -319,11 +336,18 @@ class Reply:
 _DONE = Reply("204", "done")
 _KILLED = Reply("202", "kills sent", _ref("Killed"))
 _FIRES = _ref("NextFireTimes")
-_PENDING = _array(_object({"jobName": _STRING, "times": _STRING}))
+_PENDING_RUNS = _object({"jobName": _STRING, "times": _STRING})
 _NEXT_PAGE = _schema("string", "before of the next page", nullable=True)
 _RUNS_PAGE = _object({"runs": _array(_ref("Run")), "next": _NEXT_PAGE})
 _SANDBOXES = _array(_object({"hostname": _STRING, "path": _STRING, "executorId": _STRING}))
 _ROWS = _object({"total": _INTEGER, "rows": _OBJECTS})
+
+
+def _listed(items: Schema) -> Schema:
+    """A list answer: the plain array (no limit), or a page of it (limit, cursor)."""
+    cursor = _schema("string", "cursor of the next page; null: this was the last", nullable=True)
+    page = _object({"items": _array(items), "nextCursor": cursor})
+    return {"oneOf": [_array(items), page]}
 
 
 @dataclass(frozen=True)
@@ -380,7 +404,7 @@ _LOGIN_BODY = {"required": True, **_json(_object({"user": _STRING, "password": _
 ROUTES: tuple[Route, ...] = (
     Route("POST /api/app", "register an app", body=_APP_BODY),
     Route("PUT /api/app", "update an app (omitted fields are kept)", body=_APP_BODY),
-    Route("GET /api/app/list", "list apps", _array(_ref("App"))),
+    Route("GET /api/app/list", "list apps", _listed(_ref("App")), _LIST_QUERIES),
     Route("GET /api/app/{appName}", "one app", _ref("App")),
     Route("DELETE /api/app/{appName}", "delete an app with its jobs; its executors get STOP"),
     Route("GET /api/app/{appName}/disable", "is the app disabled", _BOOLEAN),
@@ -391,7 +415,7 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT /api/job/update", "update a job (omitted fields are kept)", body=_JOB_BODY),
     Route("DELETE /api/job/deregister", "deregister a job (name as body)", body=_NAME_BODY),
     Route("DELETE /api/job/{jobName}/deregister", "deregister a job"),
-    Route("GET /api/job/jobs", "list jobs", _array(_ref("Job"))),
+    Route("GET /api/job/jobs", "list jobs", _listed(_ref("Job")), _LIST_QUERIES),
     Route("GET /api/job/jobs/{jobName}", "one job", _ref("Job")),
     Route("GET /api/job/{jobName}/disable", "is the job disabled (job or its app)", _BOOLEAN),
     Route("POST /api/job/{jobName}/disable", _JOB_DISABLE),
@@ -407,9 +431,16 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("POST /api/job/tasks/{taskId}/kill", f"kill one running task {_KILL}", _KILLED),
     Route("POST /api/job/trigger", _TRIGGER, body=_NAME_BODY),
-    Route("GET /api/job/tasks/running", "running tasks", _array(_ref("TaskContext"))),
-    Route("GET /api/job/tasks/ready", "pending runs", _PENDING),
-    Route("GET /api/job/tasks/failover", "shards waiting to fail over", _OBJECTS),
+    Route(
+        "GET /api/job/tasks/running", "running tasks", _listed(_ref("TaskContext")), _LIST_QUERIES
+    ),
+    Route("GET /api/job/tasks/ready", "pending runs", _listed(_PENDING_RUNS), _LIST_QUERIES),
+    Route(
+        "GET /api/job/tasks/failover",
+        "shards waiting to fail over",
+        _listed(_OBJECT),
+        _LIST_QUERIES,
+    ),
     Route("GET /api/job/events/executions", "execution history", _ROWS, _EXECUTION_QUERIES),
     Route("GET /api/job/events/statusTraces", "task state history", _ROWS, _TRACE_QUERIES),
     Route("GET /api/job/statistics/tasks/results", _RESULTS_24H, _OBJECTS, _SINCE),

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import Response, request, stream_with_context
+from flask import Response, has_request_context, request
+from flask.globals import app_ctx, request_ctx
 
 from scheduler.model.errors import InvalidRequest
 
@@ -112,11 +113,12 @@ def named_list(
         if chosen and start + page.limit < len(names):
             next_cursor = encode_cursor(kind, [chosen[-1]])
     first = read(chosen[:BATCH])
+    read_later = _with_this_request(read)
 
     def batches() -> Iterator[list[dict[str, Any]]]:
         yield first
         for start in range(BATCH, len(chosen), BATCH):
-            yield read(chosen[start : start + BATCH])
+            yield read_later(chosen[start : start + BATCH])
 
     return _answer(batches(), page is not None, next_cursor, len(names))
 
@@ -146,6 +148,26 @@ def keyed_list(
     )
 
 
+def _with_this_request(
+    read: Callable[[Sequence[str]], list[dict[str, Any]]],
+) -> Callable[[Sequence[str]], list[dict[str, Any]]]:
+    """`read`, called later (while the answer streams, after the view returned) within this
+    request's context and its `g` (the caller's role, which a view of an item may read).
+
+    Not `stream_with_context`, which keeps the context pushed until the body is consumed: a
+    test client that never reads a body would find it still pushed at its next request."""
+    saved_app = app_ctx._get_current_object()  # type: ignore[attr-defined]
+    saved_request = request_ctx._get_current_object()  # type: ignore[attr-defined]
+
+    def read_in_request(names: Sequence[str]) -> list[dict[str, Any]]:
+        if has_request_context():
+            return read(names)
+        with saved_app, saved_request.copy():
+            return read(names)
+
+    return read_in_request
+
+
 def _answer(
     batches: Iterator[list[dict[str, Any]]], paged: bool, next_cursor: str | None, total: int
 ) -> Response:
@@ -158,8 +180,7 @@ def _answer(
                 first = False
         yield (b'],"nextCursor":' + _dumps(next_cursor) + b"}") if paged else b"]"
 
-    # The request's context stays with the generator: later batches may read the caller's role.
-    response = Response(stream_with_context(body()), mimetype="application/json")
+    response = Response(body(), mimetype="application/json")
     response.headers["X-Total-Count"] = str(total)
     return response
 

@@ -16,7 +16,7 @@ import pytest
 
 from scheduler.api.openapi import ROUTES, document
 
-SHARED_ERRORS = {"400", "401", "403", "404", "409", "415", "503"}
+SHARED_ERRORS = {"400", "401", "403", "404", "409", "413", "415", "503"}
 
 
 def operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
