@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from deploy.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+from deploy.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_port
 from scheduler.storage.registry import Registry
 from tests.e2e.pipeline_support import Runs, System
 from tests.support.mesosfw import StandIn
@@ -33,6 +34,7 @@ from tests.support.run_checks import (
     recorded_after,
     settle_and_check,
 )
+from tests.support.skewed_clock import ENV as CLOCK_ENV
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -57,9 +59,11 @@ class ZkLink:
                 return server
         return None
 
-    def cut(self) -> None:
+    def cut(self, silent: bool = False) -> None:
+        """Partition the replica from every member: its connection dropped (`silent`: left open
+        and forwarding nothing, so that only its own timeouts tell it), new ones held."""
         for proxy in self.proxies:
-            proxy.cut()
+            proxy.cut(silent)
 
     def restore(self) -> None:
         for proxy in self.proxies:
@@ -80,20 +84,33 @@ class Infra:
     tmp: Path
     settings: dict[str, Any] = field(default_factory=dict)
     links: dict[str, ZkLink] = field(default_factory=dict)  # replica identity -> its link
+    # Replicas run under `skewed_clock`: identity -> the file of its clock's offset.
+    clock_files: dict[str, Path] = field(default_factory=dict)
+    skewed: bool = False  # start every replica under `skewed_clock`
+    watched: str = "on"  # the job whose records say fires go on (`fires_go_on`)
     client: KazooClient | None = None
 
     def start_replica(self, **extra: Any) -> ReplicaProcess:
         """A replica behind a new `ZkLink` (stopped with the system)."""
         link = ZkLink(self.ensemble)
+        port = free_port()
+        clock = self.tmp / f"clock-{port}"
+        if self.skewed and "module" not in extra:
+            clock.write_text("0")
+            extra = {**extra, "module": "tests.support.skewed_clock"}
+            extra["env"] = {**extra.get("env", {}), CLOCK_ENV: str(clock)}
         replica = ReplicaProcess(
             link.hosts,
             self.tmp,
             zk_namespace=self.namespace,
             mesos_url=self.system.mesos.address,
             framework_failover_timeout_seconds=300,
+            http_port=port,
             **{**self.settings, **extra},
         )
         self.links[replica.identity] = link
+        if CLOCK_ENV in (extra.get("env") or {}):
+            self.clock_files[replica.identity] = Path(extra["env"][CLOCK_ENV])
         self.system.replicas.append(replica.start())
         return replica
 
@@ -133,6 +150,7 @@ def infra_system(
     agents: int = 3,
     zk_servers: int = 3,
     first: dict[str, Any] | None = None,
+    skewed: bool = False,
     **settings: Any,
 ) -> Iterator[Infra]:
     """A ZooKeeper ensemble, the stand-in with `agents` agents and `replicas` replica processes
@@ -140,7 +158,8 @@ def infra_system(
     and every replica knows it. Everything is stopped on exit.
 
     With `first` (extra arguments of `Infra.start_replica`), the first replica is started with
-    them and leads before the others start."""
+    them and leads before the others start. With `skewed`, every replica runs under
+    `tests.support.skewed_clock` (`Infra.clock_files`)."""
     ensemble = ZooKeeperEnsemble(tmp_path / "zk", size=zk_servers)
     links: list[ZkLink] = []
     mesos: StandIn | None = None
@@ -152,7 +171,12 @@ def infra_system(
             tmp_path / "mesos", "--agents", str(agents), "--allocation-interval-seconds", "0.5"
         ).start()
         infra = Infra(
-            ensemble, System(tmp_path, mesos), f"t-{uuid.uuid4().hex[:12]}", tmp_path, settings
+            ensemble,
+            System(tmp_path, mesos),
+            f"t-{uuid.uuid4().hex[:12]}",
+            tmp_path,
+            settings,
+            skewed=skewed,
         )
         if first is not None:
             infra.start_replica(**first)
@@ -235,6 +259,7 @@ def start_workload(infra: Infra, jobs: dict[str, bool] | None = None) -> Workloa
     """Register an app and a job per entry of `jobs` (name -> misfire; default `JOBS`), wait for
     each one's first record and first runs."""
     jobs = dict(JOBS if jobs is None else jobs)
+    infra.watched = next(iter(jobs))
     system = infra.system
     registry = infra.registry()
     runs = {name: Runs(Path(system.make_app(f"app_{name}"))) for name in jobs}
@@ -271,8 +296,11 @@ def check_workload(infra: Infra, load: Workload, timeout_s: float = 60.0) -> lis
     )
 
 
-def fires_go_on(infra: Infra, job: str = "on", fires: int = 3, timeout_s: float = 30.0) -> None:
-    """Wait until `fires` more fires of `job` are recorded."""
+def fires_go_on(
+    infra: Infra, job: str | None = None, fires: int = 3, timeout_s: float = 30.0
+) -> None:
+    """Wait until `fires` more fires of `job` (default: the workload's first) are recorded."""
+    job = job or infra.watched
     registry = infra.registry()
     mark = recorded(registry, job) or 0.0
     wait_for(
@@ -280,3 +308,117 @@ def fires_go_on(infra: Infra, job: str = "on", fires: int = 3, timeout_s: float 
         timeout_s,
         message=f"{fires} more fires of {job}",
     )
+
+
+# -- faults, one turn each: shared by the infrastructure chaos test and the faults benchmark ----
+
+
+@dataclass
+class FaultTurn:
+    """One fault done: what, when it began and when it was healed (wall clock), and the leader
+    acting after it."""
+
+    name: str
+    at: float
+    healed_at: float
+    leader: str
+
+
+def kill_follower(infra: Infra) -> FaultTurn:
+    """SIGKILL the ZooKeeper follower the leader's session is on (else any follower), let the
+    fires go on without it, then start it again."""
+    leader = infra.wait_leader()
+    on = infra.link(leader).connected_to()
+    follower = on if on is not None and on.mode() == "follower" else infra.ensemble.followers()[0]
+    at = time.time()
+    follower.kill()
+    fires_go_on(infra, fires=2)
+    follower.start()
+    infra.ensemble.wait_quorum()
+    return FaultTurn("ZooKeeper follower SIGKILLed", at, at, infra.wait_leader().identity)
+
+
+def kill_zk_leader(infra: Infra) -> FaultTurn:
+    """SIGKILL the ensemble's leader (the others elect a new one), then start it again."""
+    zk_leader = infra.ensemble.wait_quorum()
+    at = time.time()
+    zk_leader.kill()
+    wait_for(infra.ensemble.leader, 30, message="a new ZooKeeper leader")
+    healed = time.time()
+    fires_go_on(infra, fires=2)
+    zk_leader.start()
+    infra.ensemble.wait_quorum()
+    return FaultTurn("ZooKeeper leader SIGKILLed", at, healed, infra.wait_leader().identity)
+
+
+def lose_quorum(infra: Infra, hold_s: float = SESSION_S + 3) -> FaultTurn:
+    """SIGKILL two of three members (the leader and a follower) for `hold_s`, asserting that no
+    replica acts meanwhile; then start them again."""
+    zk_leader = infra.ensemble.wait_quorum()
+    down = [zk_leader, infra.ensemble.followers()[0]]
+    at = time.time()
+    for server in down:
+        server.kill()
+    wait_for(lambda: not infra.leaders(), 3, message="no replica acting without a quorum")
+    until = time.monotonic() + hold_s
+    while time.monotonic() < until:
+        assert not infra.leaders(), "a replica acts without a ZooKeeper quorum"
+        time.sleep(0.2)
+    for server in down:
+        server.start(wait=False)
+    infra.ensemble.wait_quorum()
+    healed = time.time()  # the quorum is back
+    return FaultTurn("quorum lost", at, healed, infra.wait_leader(timeout_s=60).identity)
+
+
+def cut_leader(infra: Infra, hold_s: float = SESSION_S + 3, silent: bool = True) -> FaultTurn:
+    """Cut the leading replica off from every ZooKeeper member (its HTTP and Mesos connection
+    stay up; `silent`: packets dropped, see `ZkLink.cut`) for `hold_s` or until another replica
+    leads, whichever is later; then restore."""
+    old = infra.wait_leader()
+    at = time.time()
+    infra.link(old).cut(silent)
+    # A silent cut is noticed by kazoo's read timeout, two thirds of the session timeout.
+    wait_for(lambda: not old.is_leader(), SESSION_S, message="the cut-off leader stops acting")
+    new = infra.wait_leader(timeout_s=SESSION_S + 20, other_than=old.identity)
+    time.sleep(max(0.0, at + hold_s - time.time()))  # the partition lasts hold_s
+    healed = time.time()
+    infra.link(old).restore()
+    wait_for(
+        lambda: (old.health() or {}).get("leader") == new.identity,
+        30,
+        message="the old leader rejoins as a standby",
+    )
+    how = "silently" if silent else "connections dropped"
+    return FaultTurn(f"leader cut off from ZooKeeper ({how})", at, healed, new.identity)
+
+
+def jump_clock(infra: Infra, seconds: float) -> FaultTurn:
+    """Step the acting leader's wall clock by `seconds` (it must run under `skewed_clock`), let
+    three fires be recorded, then step it back."""
+    leader = infra.wait_leader()
+    offset = infra.clock_files[leader.identity]
+    at = time.time()
+    offset.write_text(f"{seconds:g}")
+    fires_go_on(infra, fires=3, timeout_s=30 + max(0.0, -seconds))
+    healed = time.time()
+    offset.write_text("0")
+    return FaultTurn(
+        f"leader's wall clock {seconds:+g} s", at, healed, infra.wait_leader().identity
+    )
+
+
+def next_on_time_launch(load: Workload, after: float, timeout_s: float = 60.0) -> float:
+    """When every misfire-off job of `load` launched on time again after `after` (wall clock):
+    the first start of the first fire from which they all ran on time twice in a row."""
+    offs = [job for job, misfire in load.jobs.items() if not misfire]
+
+    def found() -> float | None:
+        fires = [on_time_after(load.starts(job), after) for job in offs]
+        if None in fires:
+            return None
+        fire = max(f for f in fires if f is not None)
+        starts = [t for job in offs for shard in load.starts(job) for t in shard]
+        return min(t for t in starts if fire <= t)
+
+    return wait_for(found, timeout_s, interval_s=0.2, message="an on-time launch")

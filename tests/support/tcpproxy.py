@@ -11,7 +11,9 @@ from deploy.zookeeper import free_port
 
 class TcpProxy:
     """Forwards 127.0.0.1:`port` to `target`. `cut()` drops every connection and then holds new
-    ones silently (no bytes forwarded), as a network partition would; `restore()` forwards again.
+    ones silently (no bytes forwarded), as a network partition would; `cut(silent=True)` leaves
+    the open connections open but forwards nothing more either way, as a partition that drops
+    packets does (the client notices only by its own timeouts); `restore()` forwards again.
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
@@ -21,6 +23,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket | None]] = []
         self._cut = False
+        self._silent = False  # open connections forward nothing (cut(silent=True))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, name="test-tcpproxy", daemon=True)
         self._thread.start()
@@ -60,7 +63,8 @@ class TcpProxy:
                     data = src.recv(65536)
                     if not data:
                         return
-                    (b if src is a else a).sendall(data)
+                    if not self._silent:
+                        (b if src is a else a).sendall(data)
         except (OSError, ValueError):
             return
         finally:
@@ -90,10 +94,13 @@ class TcpProxy:
                 s.close()
         self._pairs.clear()
 
-    def cut(self) -> None:
+    def cut(self, silent: bool = False) -> None:
         with self._lock:
             self._cut = True
-            self._drop_all()
+            if silent:
+                self._silent = True
+            else:
+                self._drop_all()
 
     def inject(self, data: bytes) -> int:
         """Send `data` to every forwarded client as if the target had sent it, then hold new
@@ -116,6 +123,7 @@ class TcpProxy:
     def restore(self) -> None:
         with self._lock:
             self._cut = False
+            self._silent = False
             self._drop_all()  # held connections were never answered: let the client retry
 
     def close(self) -> None:
