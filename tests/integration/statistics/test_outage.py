@@ -34,8 +34,9 @@ from scheduler.leader.statistics.models import (
 from scheduler.leader.statistics.outage import STALL_S
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage import result_journal
 from scheduler.storage.registry import Fence, Registry
-from scheduler.storage.result_journal import RESULTS
+from scheduler.storage.result_journal import RESULTS, ResultJournal
 from scheduler.storage.state import RUNNING, RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.support.tcpproxy import TcpProxy
@@ -333,3 +334,33 @@ def test_postgresql_behind_a_silent_partition_is_down_after_the_stall_and_loses_
     finally:
         statistics.stop()
         proxy.close()
+
+
+def test_a_full_result_journal_counts_and_logs_what_it_could_not_keep(
+    registry: Registry,
+    fence: Fence,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Results wait in ZooKeeper while the database is down, up to MAX_PENDING (20,000; 3 here):
+    beyond, a result is not journaled, counted, and logged at most every 10 s with how many."""
+    monkeypatch.setattr(result_journal, "MAX_PENDING", 3)
+    journal = ResultJournal(registry)
+    writer = registry.fenced(fence)
+    kept = 0
+    for _ in range(6):
+        ops = journal.ops(True)
+        if ops:
+            writer.commit("journal a result", ops)
+            kept += 1
+    assert (kept, journal.pending, journal.dropped) == (3, 3, 3)
+    assert _journaled(registry) == 3
+    journal.log_drops()  # the statistics thread's tick: what was not logged yet
+    journal.log_drops()  # nothing new: no line
+    lines = [r.getMessage() for r in caplog.records if "result journal full" in r.getMessage()]
+    assert lines == [
+        "statistics: result journal full (3 entries waiting for the database): 1 results not "
+        "counted (1 in all)",
+        "statistics: result journal full (3 entries waiting for the database): 2 results not "
+        "counted (3 in all)",
+    ]
