@@ -1,6 +1,7 @@
-"""JSON errors for every `/api` answer: `{"error": message, "type": name[, "fields": {...}]}`,
-and content types that tell the truth: an error is `application/json`, and an answer without
-content (204, 304) has no `Content-Type` (Flask gives every response `text/html` by default)."""
+"""JSON errors for every `/api` answer: `{"error": message, "type": name[, "fields": {...}]}`
+(and `"quota": setting` for a quota refusal), and content types that tell the truth: an error
+is `application/json`, and an answer without content (204, 304) has no `Content-Type` (Flask
+gives every response `text/html` by default)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from scheduler.model.errors import InvalidRequest, SchedulerError
+from scheduler.model.errors import InvalidRequest, QuotaExceeded, SchedulerError
 
 
 def _without_content_type_when_empty(response: Response) -> Response:
@@ -35,6 +36,8 @@ def install_error_handlers(app: Flask) -> None:
         extra: dict[str, Any] = {}
         if isinstance(exc, InvalidRequest) and exc.fields:
             extra["fields"] = exc.fields
+        if isinstance(exc, QuotaExceeded):
+            extra["quota"] = exc.quota  # the setting's name, for tools
         return error_response(exc.http_status, exc.message, type(exc).__name__, **extra)
 
     @app.errorhandler(HTTPException)

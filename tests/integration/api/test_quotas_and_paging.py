@@ -43,7 +43,7 @@ def test_max_jobs_refuses_the_job_beyond_it_naming_the_quota_and_writes_nothing(
     before = api.snapshot()
     refused = api.call("POST", "/api/job/register", _job("j3"))
     assert refused.status_code == 409
-    assert refused.json["type"] == "QuotaExceeded"
+    assert refused.json["type"] == "QuotaExceeded" and refused.json["quota"] == "max_jobs"
     assert "max_jobs=2" in refused.json["error"]
     assert api.snapshot() == before
     # Room again once one is deleted.
@@ -80,7 +80,7 @@ def test_max_job_bytes_refuses_big_jobs_and_apps_with_413_at_registration_and_up
     ):
         refused = api.call(method, path, body)
         assert refused.status_code == 413, (path, refused.json)
-        assert refused.json["type"] == "TooLarge"
+        assert refused.json["type"] == "TooLarge" and refused.json["quota"] == "max_job_bytes"
         assert "max_job_bytes=2048" in refused.json["error"]
         assert api.snapshot() == before
     # Just under the bound is fine.
