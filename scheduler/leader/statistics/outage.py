@@ -47,12 +47,19 @@ class DatabaseState:
     """Whether the trace database takes the work of its users (`source`s); any thread."""
 
     def __init__(
-        self, name: str, clock: Callable[[], float] = time.time, stall_s: float = STALL_S
+        self,
+        name: str,
+        clock: Callable[[], float] = time.time,
+        stall_s: float = STALL_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` gives the times shown (epoch seconds); `monotonic` measures stalls."""
         self._name = name
         self._clock = clock
+        self._monotonic = monotonic
         self._stall_s = stall_s
-        self._calls: dict[int, tuple[str, float]] = {}  # in flight: token -> (source, start)
+        # in flight: token -> (source, start (clock), start (monotonic))
+        self._calls: dict[int, tuple[str, float, float]] = {}
         self._stalled: set[int] = set()  # tokens counted as a failure of their source
         self._tokens = itertools.count()
         self._lock = threading.Lock()
@@ -82,7 +89,7 @@ class DatabaseState:
         return counts as a failure once it has been in flight for `stall_s`."""
         token = next(self._tokens)
         with self._lock:
-            self._calls[token] = (source, self._clock())
+            self._calls[token] = (source, self._clock(), self._monotonic())
         ok = False
         try:
             yield
@@ -117,16 +124,16 @@ class DatabaseState:
 
     def _find_stalls(self) -> None:
         """Count each call in flight for `stall_s` as a failure of its source (once)."""
-        now = self._clock()
+        now = self._monotonic()
         with self._lock:
             found = [
-                (token, source, start)
-                for token, (source, start) in self._calls.items()
-                if token not in self._stalled and now - start >= self._stall_s
+                (token, source, start, now - began)
+                for token, (source, start, began) in self._calls.items()
+                if token not in self._stalled and now - began >= self._stall_s
             ]
-            self._stalled.update(token for token, _, _ in found)
-        for _, source, start in found:
-            self.failed(source, f"no answer for {now - start:.0f}s", since=start)
+            self._stalled.update(token for token, _, _, _ in found)
+        for _, source, start, waited_s in found:
+            self.failed(source, f"no answer for {waited_s:.0f}s", since=start)
 
     def succeeded(self, source: str) -> None:
         """`source` reached the database and it did the work."""

@@ -92,7 +92,7 @@ def test_a_call_that_does_not_return_counts_as_down_from_its_start(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = _Clock(T0)
-    state = DatabaseState("db", clock, stall_s=10.0)
+    state = DatabaseState("db", clock, stall_s=10.0, monotonic=clock)
     with state.call("trace writer"):
         clock.now += 9.9
         assert state.describe()["state"] == "up"  # slow, not yet stalled
@@ -111,7 +111,7 @@ def test_a_call_that_does_not_return_counts_as_down_from_its_start(
 
 def test_a_stalled_call_that_fails_leaves_the_database_down_until_a_success() -> None:
     clock = _Clock(T0)
-    state = DatabaseState("db", clock, stall_s=10.0)
+    state = DatabaseState("db", clock, stall_s=10.0, monotonic=clock)
     with pytest.raises(ConnectionError), state.call("statistics"):
         clock.now += 15
         assert state.down_since == T0
