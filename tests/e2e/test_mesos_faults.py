@@ -142,11 +142,19 @@ def test_an_agent_lost_with_an_unacknowledged_end_leaves_no_phantom_and_forbid_f
         10,
         message="no phantom of the lost agent's task",
     )
+    relaunched = wait_for(
+        lambda: [float(p[2]) for p in runs.lines() if p[0] == "start" and "@-@FAILOVER@-@" in p[3]],
+        10,
+        message="the lost run relaunched (failover)",
+    )
     launched_at = next_on_time_launch(runs, fault_at, 10)
     wait_for(lambda: len(runs.ends()) == len(runs.starts()), 10, message="runs ended")
     assert_no_run_twice(runs, shards=1)
     with capsys.disabled():
-        print(f"\nagent lost: {recovery(fault_at, launched_at)}")
+        print(
+            f"\nagent lost: the lost run relaunched {relaunched[0] - fault_at:.2f} s after the "
+            f"fault; {recovery(fault_at, launched_at)}"
+        )
 
 
 def framework_ids(system: System) -> list[str]:
@@ -315,7 +323,7 @@ def test_an_executor_killed_mid_run_fails_its_tasks_which_fail_over_once(
         found = [p for p in _lines(record) if p[0] == "start" and "@-@FAILOVER@-@" in p[3]]
         return found if len(found) >= len(victims) else None
 
-    wait_for(relaunched, 15, message="the killed shards relaunched")
+    relaunch_at = min(float(p[2]) for p in wait_for(relaunched, 15, message="relaunches"))
 
     launched_at = wait_for(
         lambda: first_ready_start(_lines(record), next_fire(fault_at)),
@@ -343,4 +351,7 @@ def test_an_executor_killed_mid_run_fails_its_tasks_which_fail_over_once(
         message="the leader's running tasks are Mesos's",
     )
     with capsys.disabled():
-        print(f"\nexecutor killed: {recovery(fault_at, launched_at)}")
+        print(
+            f"\nexecutor killed: killed shards relaunched {relaunch_at - fault_at:.2f} s after "
+            f"the kill; {recovery(fault_at, launched_at)}"
+        )
