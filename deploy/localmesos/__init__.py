@@ -22,6 +22,13 @@ Each agent has its own port (`MESOS_AGENT_ENDPOINT`, `slave(1)@127.0.0.1:PORT` i
 Sandbox directories are in the agent's /state only (as on Mesos; the master's shows none), and
 GET_TASKS keeps each status whole but for its data.
 
+Executors and command tasks get only the environment a Mesos agent gives them: the operator's
+`executor_environment` (`--executor-environment-variables`, Mesos's
+`--executor_environment_variables`), the MESOS_* variables, LIBPROCESS_PORT, the host's default
+PATH unless one is set, and the command's own variables; never this process's environment. An
+archive the fetcher extracts may unpack to at most `max_extracted_bytes`
+(`--max-extracted-bytes`, 1 GiB), else the launch fails (REASON_CONTAINER_LAUNCH_FAILED).
+
 Fault injection, on the master port; JSON in, JSON out; ids may be strings or {"value": ...}:
     POST /faults/remove_agent  {"agent_id": A}
         -> 200 {"removed": A}; 404 if unknown. Offers on A are rescinded, every task the
