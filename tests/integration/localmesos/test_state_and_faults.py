@@ -194,10 +194,27 @@ def test_zk_announces_the_master_for_pymesos_detection(
     info: dict[str, Any] = json.loads(zk_client.get(f"{path}/{child}")[0])
     assert f"{info['address']['ip']}:{info['address']['port']}" == standin.address
 
-    framework = Framework(f"zk://{zk.hosts}{path}", RecordingScheduler())
+    scheduler = RecordingScheduler()
+    framework = Framework(f"zk://{zk.hosts}{path}", scheduler)
     try:
         framework.start(timeout_s=20)
         assert standin.framework_state(framework.id) is not None
+
+        # A master failover replaces the master's node with the new master's (higher
+        # sequence), and the framework, following ZooKeeper, subscribes again with its id.
+        status, answer = standin.post_json("/faults/master_failover", {})
+        assert status == 200
+        (after,) = wait_for(
+            lambda: [c for c in zk_client.get_children(path) if c != child] or None,
+            10,
+            message="the new master's node",
+        )
+        assert after > child
+        assert json.loads(zk_client.get(f"{path}/{after}")[0])["id"] == answer["master_id"]
+        assert zk_client.get_children(path) == [after]
+        wait_for(lambda: scheduler.reregistrations >= 1, 20, message="re-subscription")
+        fw = standin.framework_state(framework.id)
+        assert fw is not None and fw["connected"]
     finally:
         framework.stop()
     assert standin.stop() == 0
