@@ -578,6 +578,24 @@ class Producer(LeaderComponent):
         if not self._term.acting:
             self._schedule_drain(at_least_s=1.0)  # paused: later; over: stop() clears it
             return
+        try:
+            self._drain_granted(budget)
+        except NotLeader:
+            return  # the term is over: stop() clears the queue
+        except Exception:
+            # Never leave the queue without a drain: every later fire would wait behind it.
+            log.exception("producer: draining the delayed fires failed; trying again")
+        with self._lock:
+            more = bool(self._delayed)
+            self._draining = more
+        if more:
+            self._schedule_drain()
+
+    def _drain_granted(self, budget: FireBudget) -> None:
+        """Account the delayed jobs `budget` has room for now, in order (producer pool).
+
+        Raises NotLeader from the ledger; other SchedulerErrors are logged (the jobs' next
+        fire accounts theirs too, from the same records)."""
         with self._lock:
             granted = budget.take(len(self._delayed), time.monotonic())
             names = list(self._delayed)[:granted]
@@ -604,7 +622,7 @@ class Producer(LeaderComponent):
                     on_time_from=first - _MISFIRE_GRACE_S,
                 )
             except NotLeader:
-                return
+                raise
             except SchedulerError as exc:
                 # Their next fire accounts this one too (from the same records).
                 log.error(
@@ -613,8 +631,3 @@ class Producer(LeaderComponent):
                     jobs[0].job_name,
                     exc.message,
                 )
-        with self._lock:
-            more = bool(self._delayed)
-            self._draining = more
-        if more:
-            self._schedule_drain()
