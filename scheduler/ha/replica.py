@@ -146,16 +146,19 @@ def _secure_election_path(client: KazooClient, path: str, zk_digest: str) -> str
 
     A path created by a replica with the digest has it from the start. An older open one is,
     while it has no children, replaced by a fresh node with the digest's ACL in one transaction
-    (so nothing made while it was open survives, and vouching by (a) holds); one with children
+    (so nothing made while it was open survives, and vouching by (a) holds; a replica starting
+    at the same moment that replaced it first is noticed on the next read); one with children
     only gets its ACL changed (then challenges decide). Returns what it did, for the log.
     Raises KazooException when ZooKeeper fails.
     """
     acl = digest_acl(zk_digest)
     client.ensure_path(path, acl=acl)
-    found, stat = client.get_acls(path)
-    if election_locked(found, stat.aversion, zk_digest):
-        return "already secured"
-    if stat.numChildren == 0:
+    for _attempt in range(3):
+        found, stat = client.get_acls(path)
+        if election_locked(found, stat.aversion, zk_digest):
+            return "already secured"
+        if stat.numChildren > 0:
+            break
         txn = client.transaction()
         txn.delete(path, version=stat.version)
         txn.create(path, b"", acl=acl)
@@ -165,6 +168,8 @@ def _secure_election_path(client: KazooClient, path: str, zk_digest: str) -> str
             results = [None]
         if not any(isinstance(r, Exception) for r in results):
             return "re-created with the digest's ACL"
+    if list(found) == acl:
+        return "has the digest's ACL, given after its members joined (they are challenged)"
     try:
         client.set_acls(path, acl)
     except NoAuthError:
