@@ -394,9 +394,13 @@ class _TlsChannel(_Channel):
             self.handle_close()
         elif first[0] == _TLS_HANDSHAKE_RECORD:
             tls = self.server.edge.tls
-            self.socket = tls.wrap_socket(
-                self.socket, server_side=True, do_handshake_on_connect=False
-            )
+            try:
+                self.socket = tls.wrap_socket(
+                    self.socket, server_side=True, do_handshake_on_connect=False
+                )
+            except OSError:  # the peer is already gone
+                self.handle_close()
+                return
             self._tls_state = "handshake"
             self._handshake()
         else:
