@@ -656,7 +656,7 @@ def test_the_start_script_refuses_a_wheel_whose_hash_does_not_match(tmp_path: Pa
     shipped = top / "wheels" / wheels[0].name
     genuine = shipped.read_bytes()
     shipped.write_bytes(genuine + b"tampered")
-    command = [top / "bin" / "run-scheduler", "--help"]
+    command = [str(top / "bin" / "run-scheduler"), "--help"]
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1, run
     assert "hash" in run.stderr.lower() and "do not match" in run.stderr.lower(), run.stderr
