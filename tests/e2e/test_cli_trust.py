@@ -82,10 +82,36 @@ def test_cli_refuses_to_send_the_password_to_a_host_outside_its_configuration(
     assert "not a configured server" in err and "--server" in err
     assert rogue.requests == []  # nothing at all reached it, let alone the password
     # The configured server was asked, with the credentials, whom it vouches for.
-    assert [(r.path, r.credentials) for r in standby.requests] == [
+    assert [(r.path.split("?")[0], r.credentials) for r in standby.requests] == [
         ("/api/app/list", ROOT_AUTH),
         ("/health", ROOT_AUTH),
     ]
+
+
+def test_cli_without_credentials_follows_no_unvouched_redirect_either(
+    rogue: RecordingServer, tmp_path: Path
+) -> None:
+    # No password to lose, but the body (an app's definition) goes where credentials would.
+    standby = standby_naming(rogue.identity, False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EJCLOUD_")}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
+    try:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "ejcloud_cli", "--timeout", "5", "--server", standby.url),
+                *("app", "add", "a1", "--url", "file:///a1.tar.gz", "--bootstrap", "b"),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        standby.close()
+    assert done.returncode == 3, done.stderr
+    assert rogue.requests == []
+    assert all(r.credentials is None for r in standby.requests)
 
 
 def test_cli_refuses_a_leader_vouched_for_under_another_name(
@@ -114,7 +140,7 @@ def test_cli_follows_the_leader_a_configured_server_vouches_for(
         standby.close()
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout) == []
-    assert [(r.method, r.path, r.credentials) for r in leader.requests] == [
+    assert [(r.method, r.path.split("?")[0], r.credentials) for r in leader.requests] == [
         ("GET", "/api/app/list", ROOT_AUTH)
     ]
 
