@@ -54,7 +54,11 @@ from waitress.channel import HTTPChannel  # type: ignore[import-untyped]
 from waitress.parser import HTTPRequestParser  # type: ignore[import-untyped]
 from waitress.receiver import ChunkedReceiver  # type: ignore[import-untyped]
 from waitress.server import TcpWSGIServer  # type: ignore[import-untyped]
-from waitress.task import ErrorTask, ThreadedTaskDispatcher  # type: ignore[import-untyped]
+from waitress.task import (  # type: ignore[import-untyped]
+    ErrorTask,
+    ThreadedTaskDispatcher,
+    WSGITask,
+)
 from waitress.utilities import BadRequest  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
@@ -274,6 +278,34 @@ class _JsonErrorTask(ErrorTask):  # type: ignore[misc]
         self.channel.server.edge.count_refused(code)
 
 
+class _Task(WSGITask):  # type: ignore[misc]
+    """waitress's request task, but a 204 or 304 keeps the connection open.
+
+    waitress closes an HTTP/1.1 connection after any answer without a Content-Length, and it
+    never gives one to an answer that has no body: every 204 cost the client a new connection
+    (and with TLS a new handshake). Such an answer needs no length to be delimited.
+    """
+
+    _building = False
+
+    def build_response_header(self) -> bytes:
+        self._building = True
+        try:
+            return bytes(super().build_response_header())
+        finally:
+            self._building = False
+
+    def set_close_on_finish(self) -> None:
+        keep_alive = (
+            self._building
+            and not self.has_body
+            and self.version == "1.1"
+            and self.request.headers.get("CONNECTION", "").lower() != "close"
+        )
+        if not keep_alive:
+            super().set_close_on_finish()
+
+
 class _Channel(HTTPChannel):  # type: ignore[misc]
     """One client connection; knows when the request it is receiving is overdue.
 
@@ -281,6 +313,7 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
     """
 
     parser_class = _Parser
+    task_class = _Task
     error_task_class = _JsonErrorTask
     request: Any
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 def _app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
     body = environ["wsgi.input"].read()
+    if environ["PATH_INFO"] == "/nothing":
+        start_response("204 No Content", [])
+        return []
     if environ["PATH_INFO"] == "/big":
         size = int(environ["QUERY_STRING"] or "0")
         block = os.urandom(65536)
@@ -96,6 +99,26 @@ def test_bodies_of_every_size_arrive_whole_both_ways_on_one_connection(
             conn.request("GET", f"/big?{size}")
             answer = conn.getresponse()
             assert len(answer.read()) == size
+    finally:
+        conn.close()
+
+
+def test_an_answer_without_content_keeps_the_connection_open(
+    server: tuple[EdgeServer, int], certificate: Path
+) -> None:
+    # waitress closed the connection after every 204: a new handshake for each console write.
+    _, port = server
+    conn = _client(certificate, port)
+    try:
+        conn.request("POST", "/nothing")
+        first = conn.getresponse()
+        first.read()
+        assert (first.status, first.will_close) == (204, False)
+        assert first.getheader("Content-Type") is None
+        sock = conn.sock
+        conn.request("POST", "/echo", body=b"after")
+        assert conn.getresponse().status == 200
+        assert conn.sock is sock  # the same connection
     finally:
         conn.close()
 
