@@ -6,6 +6,12 @@ is known; the leader hands `/api/*` to the Flask app its REST API component moun
 arrive through the production server in `scheduler.wsgiserver` (bounded workers and connections,
 read deadlines, body limits), where `/health` and `/metrics` have worker threads of their own.
 
+Before anything else every request passes the edge (`EdgePolicy`, from the `http_*` settings):
+a `Host` (or absolute-form target) this replica does not answer for gets 421 on every path,
+before any credential is looked at (`scheduler.model.http_trust`: DNS rebinding goes nowhere);
+a trusted proxy's `Forwarded`/`X-Forwarded-*` set the request's scheme and client address. With
+TLS the server speaks https only, and a standby's redirect keeps https.
+
 The console's pages may be loaded from any replica; they call the leader's `/api` and every
 replica's `/health` across origins, so those two answer CORS for the origins of the replicas in
 the election and for no other origin (`scheduler.console.origins`).
