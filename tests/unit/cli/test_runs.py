@@ -6,7 +6,14 @@ import pytest
 
 from ejcloud_cli.errors import ApiError, UsageProblem
 from ejcloud_cli.output import render_table
-from ejcloud_cli.runs import RUN_HEADERS, LogChunk, job_of_task, parse_log_chunk, parse_runs
+from ejcloud_cli.runs import (
+    RUN_HEADERS,
+    LogChunk,
+    escape_controls,
+    job_of_task,
+    parse_log_chunk,
+    parse_runs,
+)
 
 TASK = "hello@-@0@-@READY@-@agent-1@-@6b2a"
 
@@ -95,3 +102,20 @@ def test_the_job_is_the_start_of_the_task_id() -> None:
     for bad in ("hello", "@-@0@-@READY"):
         with pytest.raises(UsageProblem, match="give the job with --job"):
             job_of_task(bad)
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain text\twith a tab\n", "plain text\twith a tab\n"),
+        ("\x1b]52;c;ZWNobw==\x07", "\\x1b]52;c;ZWNobw==\\x07"),  # OSC 52: a clipboard write
+        ("\x1b]0;title\x1b\\", "\\x1b]0;title\\x1b\\"),  # a title change ended by ST
+        ("\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"),  # clear the screen
+        ("\x9b31m\x9d0;t\x9c", "\\x9b31m\\x9d0;t\\x9c"),  # C1 CSI, OSC and ST
+        ("hidden\rshown", "hidden\\x0dshown"),
+        ("bell\x07nul\x00del\x7f", "bell\\x07nul\\x00del\\x7f"),
+        ("ünïcödé ✓ 日本", "ünïcödé ✓ 日本"),
+    ],
+)
+def test_log_output_has_its_control_characters_escaped(raw: str, shown: str) -> None:
+    assert escape_controls(raw) == shown
