@@ -189,9 +189,7 @@ def test_revocations_are_bounded_and_pruned(api: Api, zk_client: KazooClient) ->
         b'{"user": "root", "password": "root", "user": "guest"}',
     ],
 )
-def test_hostile_login_bodies_are_refused_below_500_and_write_nothing(
-    api: Api, raw: bytes
-) -> None:
+def test_hostile_login_bodies_are_refused_below_500_and_write_nothing(api: Api, raw: bytes) -> None:
     before = api.snapshot()
     answer = api.client.post(
         "/api/session", data=raw, content_type="application/json", headers={"Origin": ORIGIN}
