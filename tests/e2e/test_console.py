@@ -620,9 +620,10 @@ def test_a_standby_page_links_to_the_leader_and_takes_over_the_session_when_it_l
     in there, the session (a cookie of the same host) is accepted by the standby too once it
     leads: the session survives the leader change and writes go to the new leader."""
     old_leader, standby = cluster.leader, cluster.standby
-    context = browser.new_context(viewport=LAPTOP)
+    # Two tabs of one browser context, so they share its cookies as a user's tabs do.
+    standby_tab = new_tab(browser, f"http://{standby.identity}", screenshots)
+    context = standby_tab.page.context
     leader_tab = ConsolePage(context.new_page(), f"http://{old_leader.identity}", screenshots)
-    standby_tab = ConsolePage(context.new_page(), f"http://{standby.identity}", screenshots)
     page = standby_tab.page
     try:
         standby_tab.open()
