@@ -310,3 +310,21 @@ def test_running_ready_and_failover_tasks_page(api: Api) -> None:
     assert len(failover) == 12
     got = [(f["taskInfo"]["jobName"], f["taskInfo"]["shardingItems"][0]) for f in failover]
     assert got == sorted((f"job{n % 3}", n) for n in range(12))
+
+
+def test_every_batch_of_a_streamed_list_is_shown_as_the_caller_may_see_it(api: Api) -> None:
+    # More jobs than one batch: the later batches are read while the answer streams, and must
+    # still know who asked (the admin sees webhook paths, the guest does not).
+    assert api.call("POST", "/api/app", APP).status_code == 204
+    hook = "https://hooks.example.invalid/secret-token"
+    for n in range(BATCH * 2 + 3):
+        job = _job(f"hooked{n:02d}", notifyWebhookUrl=hook)
+        assert api.call("POST", "/api/job/register", job).status_code == 204
+    for limit in ("", "?limit=100"):
+        admin = api.call("GET", f"/api/job/jobs{limit}").json
+        guest = api.call("GET", f"/api/job/jobs{limit}", headers=GUEST).json
+        admin_items = admin if isinstance(admin, list) else admin["items"]
+        guest_items = guest if isinstance(guest, list) else guest["items"]
+        assert len(admin_items) == len(guest_items) == BATCH * 2 + 3
+        assert {j["notifyWebhookUrl"] for j in admin_items} == {hook}
+        assert {j["notifyWebhookUrl"] for j in guest_items} == {"https://hooks.example.invalid/..."}
