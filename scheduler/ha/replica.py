@@ -727,8 +727,9 @@ class Replica:
     def _refresh_leader(self) -> None:
         """Read the election, vouch for its members, publish the leader (leader-watch thread).
 
-        The checks may take a couple of seconds for a member that does not answer; the leader
-        and whether it is vouched for are published together afterwards.
+        A check may take up to 2 s for a member that does not answer. The leader is checked
+        first and published with its verdict (`publish`, which `Vouching.update` calls), before
+        the other members are checked.
         """
         if self._zk_state != KazooState.CONNECTED:
             return
@@ -736,18 +737,23 @@ class Replica:
             contenders, (acls, stat) = _read_contenders(self._client, self._election_path)
         except KazooException:
             return
-        self.vouching.update(contenders, acls, stat.aversion)
         leader = contenders[0] if contenders else None
-        self._contenders = tuple(dict.fromkeys(contenders))
-        if leader != self._leader:
+
+        def publish() -> None:
+            self._contenders = tuple(dict.fromkeys(contenders))
+            if leader == self._leader:
+                return
             if leader is not None:
                 self.counters["leader_changes"] += 1
+            vouched = leader is None or self.vouching.is_vouched(leader)
             log.info(
                 "leader-watch: leader is now %s%s",
                 repr(leader[:80]) if leader is not None else "unknown",
-                "" if leader is None or self.vouching.is_vouched(leader) else " (NOT vouched for)",
+                "" if vouched else " (NOT vouched for)",
             )
             self._leader = leader
+
+        self.vouching.update(contenders, acls, stat.aversion, leader_decided=publish)
 
     def vouched_replicas(self) -> list[str]:
         """The election members this replica vouches for, leader first, itself included."""

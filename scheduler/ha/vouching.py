@@ -242,8 +242,19 @@ class Vouching:
         entry = self._cache.get(identity)
         return entry.why if entry is not None else "not checked yet"
 
-    def update(self, contenders: Sequence[str], acls: Sequence[Any], acl_version: int) -> None:
-        """Decide who is vouched for among `contenders` (leader first) and publish it."""
+    def update(
+        self,
+        contenders: Sequence[str],
+        acls: Sequence[Any],
+        acl_version: int,
+        leader_decided: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Decide who is vouched for among `contenders` (leader first) and publish it.
+
+        The leader is decided first and published, then `leader_decided` is called (the replica
+        publishes the leader), and only then are the other members checked: members that do not
+        answer never delay what a standby knows about its leader.
+        """
         identities = list(dict.fromkeys(contenders))
         leader = identities[0] if identities else None
         leader_changed = leader != self._leader
@@ -251,35 +262,38 @@ class Vouching:
         if election_locked(acls, acl_version, self._digest):
             self._by_acl = True
             self._snapshot = frozenset({*identities, self._own})
+            leader_decided()
             return
         self._by_acl = False
         present = set(identities)
         for gone in [i for i in self._cache if i not in present]:
             del self._cache[gone]
+        if leader is not None and leader != self._own:
+            entry = self._cache.get(leader)
+            if entry is None or leader_changed or self._retry_due(entry):
+                self._record(leader, entry, *self._check(leader))
+        self._publish()
+        leader_decided()
         budget = _MAX_CHECKS_PER_PASS
-        for index, identity in enumerate(identities):
-            if identity == self._own:
-                continue
-            is_leader = index == 0
+        for identity in identities[1:]:
+            if budget <= 0:
+                break
             entry = self._cache.get(identity)
-            now = self._clock()
-            due = (
-                entry is None
-                or (is_leader and leader_changed)
-                or (not entry.vouched and now >= entry.next_check)
-            )
-            if not due:
+            if identity == self._own or not (entry is None or self._retry_due(entry)):
                 continue
-            if not is_leader:
-                if budget <= 0:
-                    continue
-                budget -= 1
+            budget -= 1
             self._record(identity, entry, *self._check(identity))
         if len(self._cache) > _MAX_CACHED:
             for old in sorted(self._cache, key=lambda i: self._cache[i].checked_at)[
                 : len(self._cache) - _MAX_CACHED
             ]:
                 del self._cache[old]
+        self._publish()
+
+    def _retry_due(self, entry: _Entry) -> bool:
+        return not entry.vouched and self._clock() >= entry.next_check
+
+    def _publish(self) -> None:
         vouched = {i for i, e in self._cache.items() if e.vouched}
         self._snapshot = frozenset({*vouched, self._own})
 

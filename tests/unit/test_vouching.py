@@ -132,3 +132,17 @@ def test_the_digest_acl_vouches_for_every_member_without_a_check() -> None:
     assert checks.asked == [] and vouching.is_vouched(OTHER) and vouching.by_acl
     vouching.update([OTHER, OWN], locked, 1)  # the ACL was changed since: checks decide
     assert checks.asked == [OTHER] and not vouching.is_vouched(OTHER)
+
+
+def test_the_leader_is_published_before_the_other_members_are_checked() -> None:
+    checks = Checks({OTHER: True}, [])
+    vouching = Vouching(_settings(), check=checks, clock=Clock())
+    seen: list[tuple[list[str], bool]] = []
+    forged = [f"127.0.0.2:{port}" for port in range(1000, 1003)]
+
+    def decided() -> None:
+        seen.append((list(checks.asked), vouching.is_vouched(OTHER)))
+
+    vouching.update([OTHER, *forged, OWN], [], 0, leader_decided=decided)
+    assert seen == [([OTHER], True)]  # only the leader checked when it was published
+    assert checks.asked == [OTHER, *forged]
