@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import JOBS
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
-from tests.integration.api.conftest import APP, GUEST, JOB, Api, make_api
+from tests.integration.api.conftest import ADMIN, APP, GUEST, JOB, Api, make_api
 
 
 def _job(name: str, **fields: Any) -> dict[str, Any]:
@@ -50,6 +51,30 @@ def test_max_jobs_refuses_the_job_beyond_it_naming_the_quota_and_writes_nothing(
     assert api.call("DELETE", "/api/job/j1/deregister").status_code == 204
     assert api.call("POST", "/api/job/register", _job("j3")).status_code == 204
     assert api.registry.children(JOBS) == ["j2", "j3"]
+
+
+def test_concurrent_registrations_cannot_pass_max_jobs_together(
+    zk_client: KazooClient, zk_namespace: str
+) -> None:
+    api = make_api(zk_client, zk_namespace, max_jobs="5")
+    assert api.call("POST", "/api/app", APP).status_code == 204
+    app = api.client.application
+    statuses: list[int] = []
+    start = threading.Barrier(12)
+
+    def register(n: int) -> None:
+        client = app.test_client()  # one per thread
+        start.wait(10)
+        answer = client.post("/api/job/register", json=_job(f"race{n:02d}"), headers=ADMIN)
+        statuses.append(answer.status_code)
+
+    threads = [threading.Thread(target=register, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(statuses) == [204] * 5 + [409] * 7
+    assert len(api.registry.children(JOBS)) == 5
 
 
 def test_max_apps_refuses_the_app_beyond_it_and_writes_nothing(
