@@ -231,6 +231,9 @@ def _bind_driver(parts: _TermParts) -> None:
         launcher.agent_lost(agent_id)
         reconciler.reconcile_agent(agent_id)
 
+    # Every update answers reconciliation for its task (asked again until answered).
+    parts.status.listeners.append(reconciler.on_status)
+
     parts.driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,

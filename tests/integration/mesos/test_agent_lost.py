@@ -1,6 +1,6 @@
-"""A lost agent makes the leader reconcile at once the tasks it holds there (issue 24): the real
-driver against the stand-in in process, the real reconciler and status handler on a real
-ZooKeeper."""
+"""A lost agent makes the leader reconcile at once the tasks it holds there, and explicit
+reconciliation is asked again until Mesos answered for every task (issue 24): the real driver
+against the stand-in in process, the real reconciler and status handler on a real ZooKeeper."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def driver(mesos: LocalMesos, stores: TermStores) -> Iterator[tuple[MesosDriver,
     driver = MesosDriver(settings, _Ids())
     reconciler = Reconciler(stores, driver, 0)
     status = StatusHandler(stores, driver.kill, lambda: None)
+    status.listeners.append(reconciler.on_status)
 
     def decline(offers: list[dict[str, Any]]) -> None:
         driver.decline([o["id"]["value"] for o in offers], 60)
@@ -67,10 +68,12 @@ def driver(mesos: LocalMesos, stores: TermStores) -> Iterator[tuple[MesosDriver,
         )
     )
     driver.start()
+    reconciler.start()
     try:
         wait_for(driver.connected.is_set, 15, message="the driver subscribed")
         yield driver, reconciler
     finally:
+        reconciler.stop()
         driver.stop()
 
 
@@ -126,3 +129,35 @@ def test_a_lost_agents_tasks_that_mesos_no_longer_knows_end_and_fail_over(
     )
     assert reconciler.runs == runs_before + 1
     assert [t.task_id for t in stores.running.tasks("other")] == [on_kept]
+    wait_for(lambda: reconciler.unanswered == 0, 5, message="every task answered")
+    assert reconciler.retries == 0
+
+
+def test_reconciliation_is_asked_again_until_a_master_that_failed_over_answers(
+    mesos: LocalMesos, stores: TermStores, driver: tuple[MesosDriver, Reconciler]
+) -> None:
+    # Given a task the leader holds as running that Mesos never knew (its launch was lost)
+    mesos_driver, reconciler = driver
+    wait_for(lambda: reconciler.runs >= 2, 10, message="the subscription's reconciliation")
+    agent = mesos.agent_ids[0]
+    _job(stores, "phantom")
+    task_id = str(TaskId.new("phantom", 0, TaskType.READY, agent))
+    stores.running.add(RunningTask(task_id, agent, state="TASK_RUNNING"))
+
+    # When the master fails over, the agents re-registering 1 s later: the leader subscribes
+    # again and reconciles while the new master cannot answer for the task yet
+    runs_before = reconciler.runs
+    mesos.fail_over_master(agent_reregister_delay_s=1.0)
+    wait_for(lambda: reconciler.runs >= runs_before + 2, 10, message="the re-subscription's")
+    assert reconciler.unanswered == 1
+
+    # Then it asks again until the master answers (TASK_UNKNOWN), and the task ends
+    wait_for(lambda: not stores.running.tasks("phantom"), 15, message="the unknown task ended")
+    assert reconciler.retries >= 1
+    wait_for(lambda: reconciler.unanswered == 0, 5, message="every task answered")
+    wait_for(
+        lambda: stores.failover.entries() == [("phantom", 0, task_id)],
+        10,
+        message="the shard queued for failover",
+    )
+    assert mesos_driver.connected.is_set()
