@@ -15,6 +15,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -190,3 +191,30 @@ def _closed_by_server(sock: socket.socket) -> bool:
     except ConnectionResetError:
         pass
     return True
+
+
+def test_only_tls_1_2_and_later_without_compression(
+    server: tuple[EdgeServer, int], certificate: Path
+) -> None:
+    _, port = server
+    for version, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")):
+        context = ssl.create_default_context(cafile=str(certificate / "cert.pem"))
+        context.minimum_version = context.maximum_version = version
+        with context.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=5), server_hostname="localhost"
+        ) as sock:
+            assert (sock.version(), sock.compression()) == (name, None)
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.load_verify_locations(str(certificate / "cert.pem"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # what this test is about
+            old.minimum_version = ssl.TLSVersion.TLSv1
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
+        old.set_ciphers("ALL:@SECLEVEL=0")
+    except (ValueError, ssl.SSLError):
+        pytest.skip("this OpenSSL cannot even offer TLS 1.1")
+    with pytest.raises(ssl.SSLError):
+        old.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=5), server_hostname="localhost"
+        )
