@@ -4,7 +4,8 @@ Threads (each owned, named and joined here):
 - `sched-election`: the contender loop, Curator's LeaderSelector with autoRequeue. Each pass
   builds a fresh kazoo `Election`, blocks until it wins, runs one term (`_lead`) and re-enters.
 - `sched-leader-watch`: follows the election's first contender, for `/health` and redirects.
-- `sched-zk-watchdog`: every 0.5 s checks that the kazoo client is alive (see below).
+- `sched-zk-watchdog`: every 0.5 s checks that the kazoo client is alive (see below), that
+  ZooKeeper answers on a connection kazoo calls open, and whether the wall clock stepped.
 - `sched-http` (scheduler.http): `/health`, `/metrics`, `/api/*`.
 
 kazoo never tells the holder of an `Election` that it lost, and reports LOST only once it has

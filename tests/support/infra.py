@@ -395,7 +395,9 @@ def cut_leader(infra: Infra, hold_s: float = SESSION_S + 3, silent: bool = True)
 
 def jump_clock(infra: Infra, seconds: float) -> FaultTurn:
     """Step the acting leader's wall clock by `seconds` (it must run under `skewed_clock`), let
-    three fires be recorded, then step it back."""
+    three fires be recorded, then step it back. Use an odd number of seconds with a cron every
+    2 s: a fire shifted by an even number would start on an even second and pass for on time in
+    `on_time_after`."""
     leader = infra.wait_leader()
     offset = infra.clock_files[leader.identity]
     at = time.time()
@@ -422,3 +424,17 @@ def next_on_time_launch(load: Workload, after: float, timeout_s: float = 60.0) -
         return min(t for t in starts if fire <= t)
 
     return wait_for(found, timeout_s, interval_s=0.2, message="an on-time launch")
+
+
+def fail_over_master(infra: Infra, reregister_delay_s: float = 1.0) -> FaultTurn:
+    """The stand-in's Mesos master fails over (a new master id, subscriptions closed, offers
+    void, agents re-registering with their tasks after `reregister_delay_s`); healed once the
+    leader is connected to the new master."""
+    infra.wait_leader()
+    at = time.time()
+    status, answer = infra.system.mesos.post_json(
+        "/faults/master_failover", {"agent_reregister_delay_s": reregister_delay_s}
+    )
+    assert status == 200, answer
+    leader = infra.wait_leader(timeout_s=30)
+    return FaultTurn("Mesos master failover", at, time.time(), leader.identity)
