@@ -1,6 +1,7 @@
 """Faults of the infrastructure under the scheduler, one per test: a 3-server ZooKeeper ensemble
 losing a follower, its leader, its quorum; the leading replica cut off from ZooKeeper while its
-Mesos connection stays up; a replica's wall clock jumping. Each test runs real ZooKeeper
+Mesos connection stays up; a replica's wall clock jumping; and `./dev.sh run --zk-servers 3`
+with a member killed by hand, as the README shows. Each test runs real ZooKeeper
 servers, two real replica processes (each reaching the ensemble through proxies it can be cut
 from), the stand-in with three agents and two jobs firing every 2 s (misfire on and off,
 failover on), and ends with the chaos test's checks: no fire of the misfire job lost, no fire
@@ -9,12 +10,24 @@ run twice, no shard live twice, one acting leader.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from deploy.ports import port_free
+from deploy.zookeeper import ZooKeeperServer
+from tests.e2e.test_local_cluster import (
+    ClusterRun,
+    api,
+    assert_nothing_left,
+    free_ports,
+    health,
+)
 from tests.support.infra import (
     SESSION_S,
     Infra,
@@ -203,3 +216,63 @@ def test_a_leader_whose_wall_clock_jumps_neither_fires_twice_nor_skips_silently(
         # the misfire-off job skipped all but one, each skip logged.
         off = next(o for o in outcomes if o.name == "off")
         assert min(off.skipped) >= 10, off.line()
+
+
+def _three_free_ports() -> int:
+    """A port that, with the two after it, was free a moment ago (an ensemble's client ports)."""
+    return wait_for(
+        lambda: next((p for p in free_ports(1) if port_free(p + 1) and port_free(p + 2)), None),
+        10,
+        message="three free ports in a row",
+    )
+
+
+@pytest.mark.timeout(240)
+def test_the_dev_cluster_on_an_ensemble_keeps_leading_when_a_member_is_killed_by_hand(
+    tmp_path: Path,
+) -> None:
+    zk_port = _three_free_ports()
+    mesos_port, *http_ports = free_ports(3)
+    run = ClusterRun(
+        tmp_path / "data", [zk_port, mesos_port, *http_ports], "--zk-servers", "3", "--no-demo"
+    )
+    try:
+        leader = run.leader()
+        # Each member with its pid and role, as the README has the user kill one.
+        members = re.findall(r"server (\d) +127\.0\.0\.1:(\d+) pid (\d+) (\w+)", run.text())
+        assert sorted(int(port) for _, port, _, _ in members) == [zk_port + i for i in range(3)]
+        assert (tmp_path / "data" / "zookeeper-3" / "zk1" / "zoo.cfg").exists()
+        zk_leader = wait_for(
+            lambda: next((m for m in members if _mode(int(m[1])) == "leader"), None),
+            30,
+            message="the ensemble's leader",
+        )
+        os.kill(int(zk_leader[2]), signal.SIGKILL)
+        others = [int(m[1]) for m in members if m is not zk_leader]
+        wait_for(
+            lambda: any(_mode(port) == "leader" for port in others),
+            30,
+            message="a new leader of the ensemble",
+        )
+
+        def leading() -> str | None:
+            for address in run.addresses:
+                seen = health(address)
+                if seen["role"] == "leader" and seen["zookeeper"] == "CONNECTED":
+                    return address
+            return None
+
+        # The other two elect a leader; the scheduler's leader goes on (same one: the session
+        # survives), and answers the API.
+        assert wait_for(leading, 30, message="a scheduler leader on the two members") == leader
+        status, _ = api(leader, "GET", "/api/app/list")
+        assert status == 200
+        run.proc.send_signal(signal.SIGINT)
+        assert run.proc.wait(60) == 0
+    finally:
+        run.close()
+    assert_nothing_left(run.data_dir)
+
+
+def _mode(port: int) -> str | None:
+    return ZooKeeperServer(Path("/nonexistent"), client_port=port).mode()
