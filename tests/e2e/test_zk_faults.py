@@ -170,6 +170,14 @@ def test_a_leader_cut_off_from_zookeeper_launches_nothing_and_forgets_its_term(
     new_term = (new.health() or {})["term"]
     assert paused_at is not None and paused_at < new_term["startedAt"], (seen, new_term)
     assert registry.get("/ha/framework_id") == framework
+
+    def taken_over() -> bool:
+        frameworks = infra.system.master_state()["frameworks"]
+        return [f["id"] for f in frameworks] == [framework.decode()] and bool(
+            frameworks[0].get("connected")
+        )
+
+    wait_for(taken_over, 10, message="the framework subscribed again under its id")
     fires_go_on(infra, fires=3)
     assert launches(old.metrics()) == launched, "the cut-off leader launched tasks"
     infra.link(old).restore()
