@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.replicas import ReplicaProcess
@@ -40,7 +41,10 @@ def run(rounds: int, session_timeout_s: float) -> dict[str, list[float]]:
         zk = ZooKeeperEnsemble(base / "zk", size=1)
         zk.start()
         namespace = f"bench-{uuid.uuid4().hex[:8]}"
-        settings = {"zk_namespace": namespace, "zk_session_timeout_seconds": session_timeout_s}
+        settings: dict[str, Any] = {
+            "zk_namespace": namespace,
+            "zk_session_timeout_seconds": session_timeout_s,
+        }
         replicas = [ReplicaProcess(zk.hosts, base, **settings).start() for _ in range(3)]
         try:
             for kind, signum in (

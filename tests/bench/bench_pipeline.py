@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -87,7 +88,7 @@ def _job(name: str, cron: str, shards: int) -> dict[str, object]:
     }
 
 
-def _system(base: Path, zk: ZooKeeperEnsemble, **settings: str) -> tuple[StandIn, ReplicaProcess]:
+def _system(base: Path, zk: ZooKeeperEnsemble, **settings: Any) -> tuple[StandIn, ReplicaProcess]:
     mesos = StandIn(
         base / "mesos",
         "--agents",

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from werkzeug.security import generate_password_hash
@@ -45,7 +46,7 @@ def start_replica(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> I
     """Starts a replica process with settings and waits until it leads; stops it afterwards."""
     started: list[ReplicaProcess] = []
 
-    def start(**settings: str) -> ReplicaProcess:
+    def start(**settings: Any) -> ReplicaProcess:
         replica = ReplicaProcess(zk.hosts, tmp_path, zk_namespace=zk_namespace, **settings)
         started.append(replica.start())
         wait_for(replica.is_leader, 30, message=f"replica {replica.identity} leads")

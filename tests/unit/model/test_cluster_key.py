@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from scheduler.model.cluster_key import cluster_key
 from scheduler.model.settings import Settings
@@ -19,13 +20,14 @@ def test_each_purpose_gets_its_own_key() -> None:
 
 def test_a_changed_credential_digest_or_namespace_changes_the_key() -> None:
     base = cluster_key(Settings(), "session")
-    for change in (
+    changes: list[dict[str, Any]] = [
         {"auth_admin_password": "other"},
         {"auth_admin_password_hash": "scrypt:32768:8:1$salt$00"},
         {"auth_guest_password": "other"},
         {"zk_digest": "u:p"},
         {"zk_namespace": "other"},
-    ):
+    ]
+    for change in changes:
         assert cluster_key(replace(Settings(), **change), "session") != base, change
 
 
