@@ -284,3 +284,52 @@ def test_the_dev_cluster_on_an_ensemble_keeps_leading_when_a_member_is_killed_by
 
 def _mode(port: int) -> str | None:
     return ZooKeeperServer(Path("/nonexistent"), client_port=port).mode()
+
+
+@pytest.mark.timeout(180)
+def test_a_frozen_zookeeper_member_pauses_the_leader_and_it_resumes_in_the_same_term(
+    tmp_path: Path,
+) -> None:
+    # The member the leader's session is on stops answering (SIGSTOP) while the connection
+    # stays open, longer than two thirds of the session timeout and shorter than it.
+    session_s = 8.0
+    with infra_system(tmp_path, zk_session_timeout_seconds=session_s) as infra:
+        load = start_workload(infra)
+        leader = infra.wait_leader()
+        term = term_of(infra, leader.identity)
+        link = infra.link(leader)
+
+        def on_a_follower() -> ZooKeeperServer | None:
+            on = link.connected_to()
+            if on is not None and on.mode() == "follower":
+                return on
+            for proxy, server in zip(link.proxies, link.servers, strict=True):
+                if server is on:  # move the session off the ensemble's leader
+                    proxy.cut()
+                    proxy.restore()
+            return None
+
+        member = wait_for(on_a_follower, 30, interval_s=1.0, message="the session on a follower")
+        assert member.pid is not None
+        wait_for(leader.is_leader, 10, message="the leader acting on the follower")
+        frozen_at = time.monotonic()
+        os.kill(member.pid, signal.SIGSTOP)
+        try:
+            # kazoo alone would not notice while the leader keeps writing: the replica's probe
+            # does, after two thirds of the session timeout.
+            wait_for(lambda: not leader.is_leader(), session_s, message="the leader stops acting")
+            paused_s = time.monotonic() - frozen_at
+            assert paused_s >= session_s * 2 / 3 - 0.5, paused_s
+            time.sleep(max(0.0, frozen_at + session_s * 0.8 - time.monotonic()))
+        finally:
+            os.kill(member.pid, signal.SIGCONT)
+        wait_for(leader.is_leader, 10, message="the leader acting again")
+        assert term_of(infra, leader.identity) == term
+        assert (leader.health() or {}).get("lastTerm") is None
+        # Paused by its own probe (kazoo still said CONNECTED), then back on the same session:
+        # the member answered again, or dropped the connection on waking (it had fallen out of
+        # the ensemble) and kazoo moved the session to another member.
+        assert "ZooKeeper has not answered for" in leader.log_text()
+        fires_go_on(infra, fires=2)
+        assert infra.leaders() == [leader]
+        check_workload(infra, load)
