@@ -1,6 +1,7 @@
 """The leader's lifecycle: the contract every leader component keeps, the base of those that own
-a thread, the `WakeSignal` that wakes one from another room, and `TermComponents`, which starts
-a term's components in order and stops them in reverse.
+a thread, the `WakeSignal` that wakes one from another room, `Listeners` (a component's fan-out
+to the listeners the wiring appended), and `TermComponents`, which starts a term's components
+in order and stops them in reverse.
 
 A `TermComponents` lives for one leadership term. Components are built fresh for every term
 (nothing is carried over in memory from an earlier term: peers doubled runs that way).
@@ -12,14 +13,15 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from scheduler.model.errors import SchedulerError
 
 log = logging.getLogger(__name__)
 
 _E = TypeVar("_E")
+_P = ParamSpec("_P")
 
 
 class TermView(Protocol):
@@ -54,6 +56,58 @@ class WakeSignal:
     def clear(self) -> None:
         """Forget the wakes so far (the waiting thread, before it looks for work)."""
         self._event.clear()
+
+
+class Listeners(Generic[_P]):
+    """The listeners of one of a component's events: the wiring appends them, the component
+    `emit`s to each in turn. A listener that raises is logged (`logger.exception`, naming the
+    listener and what it was given) and the others are still called: one broken listener
+    (a metric, the event trace) must not cost the component its work nor the other listeners
+    their event. Listeners are called on the emitting thread and must not block.
+
+    Appended while the term is built, before the component starts; emitting reads a copy, so
+    a listener appended meanwhile is only called from the next event on.
+    """
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        """`what` starts each failure's log line, e.g. "launcher: launch listener"."""
+        self._log = logger
+        self._what = what
+        self._listeners: list[Callable[_P, object]] = []
+
+    def append(self, listener: Callable[_P, object]) -> None:
+        """Call `listener` on each event, after those appended before."""
+        self._listeners.append(listener)
+
+    def insert(self, index: int, listener: Callable[_P, object]) -> None:
+        """Call `listener` at position `index` among the listeners (0: first)."""
+        self._listeners.insert(index, listener)
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+    def __iter__(self) -> Iterator[Callable[_P, object]]:
+        return iter(list(self._listeners))
+
+    def emit(self, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        """Call each listener with the event; log a failure and go on (never raises but for a
+        `BaseException` that is not an `Exception`)."""
+        for listener in list(self._listeners):
+            try:
+                listener(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - logged with its traceback; the others go on
+                self._log.exception(
+                    "%s %s failed on %.200s",
+                    self._what,
+                    _name_of(listener),
+                    ", ".join(repr(a) for a in args),
+                )
+
+
+def _name_of(listener: Callable[..., object]) -> str:
+    """A listener's name for a log line: `Statistics.on_status`, or its repr."""
+    name = getattr(listener, "__qualname__", None)
+    return name if isinstance(name, str) else repr(listener)
 
 
 class LeaderComponent:

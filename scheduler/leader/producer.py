@@ -32,7 +32,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
-from scheduler.leader.lifecycle import LeaderComponent, TermView
+from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
@@ -133,10 +133,10 @@ class Producer(LeaderComponent):
         self._view = view
         self._ledger = FireLedger(stores.registry, stores.fence, queue_size, view=view)
         # Called with each skipped or capped fire (any producer thread); must not block.
-        self.event_listeners: list[Callable[[JobEvent], None]] = []
+        self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "producer: event listener")
         # Called with (job name, fire time) of each fire that queued a run, in order (any
         # producer thread); must not block.
-        self.fire_listeners: list[Callable[[str, float], None]] = []
+        self.fire_listeners: Listeners[[str, float]] = Listeners(log, "producer: fire listener")
         self._term = term
         self._on_work = on_work
         self._lock = threading.RLock()
@@ -440,11 +440,7 @@ class Producer(LeaderComponent):
         self.fires += plan.queued
         for decision in plan.decisions:
             if decision.outcome is FireOutcome.QUEUED:
-                for fired in self.fire_listeners:
-                    try:
-                        fired(job.job_name, decision.time)
-                    except Exception:
-                        log.exception("producer: fire listener failed on %s", job.job_name)
+                self.fire_listeners.emit(job.job_name, decision.time)
 
     def _report(self, job: JobConfig, plan: FirePlan, on_time_from: float | None) -> None:
         """Log and tell the event listeners what an accounting of `job` decided."""
@@ -458,11 +454,7 @@ class Producer(LeaderComponent):
             )
         for event in fire_events(job.job_name, plan, job.notify_webhook_url):
             log.warning("producer: job %s: %s", job.job_name, event.reason)
-            for listener in self.event_listeners:
-                try:
-                    listener(event)
-                except Exception:
-                    log.exception("producer: event listener failed on %s", job.job_name)
+            self.event_listeners.emit(event)
 
     def _fire(self, key: tuple[object, ...]) -> None:
         """APScheduler thread: one cron fire for every job of `key`."""
@@ -546,11 +538,7 @@ class Producer(LeaderComponent):
             event = JobEvent(
                 JobEventKind.FIRE_DELAYED, job.job_name, fire, reason, webhook_url=None
             )
-            for listener in self.event_listeners:
-                try:
-                    listener(event)
-                except Exception:
-                    log.exception("producer: event listener failed on %s", job.job_name)
+            self.event_listeners.emit(event)
 
     def _schedule_drain(self, at_least_s: float = 0.0) -> None:
         """Have the pool drain the delayed queue once the budget has room for it."""

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from http.client import HTTPException
 from typing import Any, Protocol
 
-from scheduler.leader.lifecycle import TermView, ThreadedComponent, WakeSignal
+from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent, WakeSignal
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable
 from scheduler.leader.mesos.launch_round import (
     Gathered,
@@ -165,7 +165,9 @@ class Launcher(ThreadedComponent):
         self.last_launch_at: float = 0.0
         # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
         # the failed task a failover launch replaces, else the task itself). Must not block.
-        self.launch_listeners: list[Callable[[str, str, str], None]] = []
+        self.launch_listeners: Listeners[[str, str, str]] = Listeners(
+            log, "launcher: launch listener"
+        )
         self._fire_source = next_fire
         self._next_fire_at: float | None = None
         self._next_fire_read = -1e18
@@ -497,7 +499,9 @@ class Launcher(ThreadedComponent):
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
             for task in unit.launch.tasks:
                 if task.agent_id in used:
-                    self._announce(task.task_id, task.agent_id, unit.originals[task.task_id])
+                    self.launch_listeners.emit(
+                        task.task_id, task.agent_id, unit.originals[task.task_id]
+                    )
             if not lost:
                 continue
             try:
@@ -512,13 +516,6 @@ class Launcher(ThreadedComponent):
                     exc.message,
                 )
         return used
-
-    def _announce(self, task_id: str, agent: str, original: str) -> None:
-        for listener in self.launch_listeners:
-            try:
-                listener(task_id, agent, original)
-            except Exception:
-                log.exception("launcher: launch listener failed on %s", task_id)
 
     # -- runs that can never be placed -------------------------------------------------------
 

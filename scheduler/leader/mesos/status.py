@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from executor.records import RecordError, decode_status_data
+from scheduler.leader.lifecycle import Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
@@ -44,7 +45,6 @@ from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
 
-StatusListener = Callable[[dict[str, Any], TaskId], None]
 _ENDED_KEPT = 100_000
 MAX_COMPLETION_REASON = "REASON_MAX_COMPLETION_TIME_REACHED"
 TIMED_OUT_PREFIX = "timed out after "
@@ -107,9 +107,9 @@ class StatusHandler:
         self._journal = journal
         self._kill = kill
         self._wake = wake_launcher
-        self.listeners: list[StatusListener] = []
+        self.listeners: Listeners[[dict[str, Any], TaskId]] = Listeners(log, "status: listener")
         # Called with each run_failed / run_timed_out event (sched-mesos-events); must not block.
-        self.event_listeners: list[Callable[[JobEvent], None]] = []
+        self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "status: event listener")
         self.counts: dict[str, int] = {}
         # Tasks this term saw end. Updates arrive at least once: a retried or reconciled
         # non-terminal update can come after the terminal one, and must not bring the task back
@@ -141,11 +141,7 @@ class StatusHandler:
             log.error("status: %s of %s not recorded: %s", state, task_id, exc.message)
             return False
         self.counts[state] = self.counts.get(state, 0) + 1
-        for listener in self.listeners:
-            try:
-                listener(status, parsed)
-            except Exception:
-                log.exception("status: listener failed on %s", task_id)
+        self.listeners.emit(status, parsed)
         return True
 
     def _apply(self, parsed: TaskId, task_id: str, state: str, status: dict[str, Any]) -> None:
@@ -354,11 +350,7 @@ class StatusHandler:
             execution_type=parsed.type.value,
             webhook_url=None if job is None else job.notify_webhook_url,
         )
-        for listener in self.event_listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("status: event listener failed on %s", task_id)
+        self.event_listeners.emit(event)
 
     def _reset_backoff(self, parsed: TaskId) -> None:
         """A run succeeded: forget its shard's failures. Only a FAILOVER task can follow
