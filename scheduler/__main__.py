@@ -17,12 +17,12 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from scheduler.command_line import settings_from_argv
-from scheduler.components import build_components
-from scheduler.ha.replica import Replica
 from scheduler.leader.mesos.driver import DRIVER_CRASHED
 from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.settings import Settings
+from scheduler.replica.replica import Replica
+from scheduler.wiring.command_line import settings_from_argv
+from scheduler.wiring.term import build_components
 
 log = logging.getLogger("scheduler")
 

@@ -22,9 +22,9 @@ from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
 from scheduler.api.quotas import Quotas
 from scheduler.api.term_access import TermAccess
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
+from scheduler.replica.term import LeaderContext
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.term_stores import TermStores
 

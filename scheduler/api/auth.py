@@ -8,16 +8,15 @@ client address) is bounded by the process's `Authenticator`: 401 for missing or 
 credentials, 429 with `Retry-After` for an address that failed too often, 503 with `Retry-After`
 while too many password checks wait.
 
-Console sessions (scheduler.sessions): `POST /api/session` with `{"user": ..., "password": ...}`
-(or Basic credentials and no body) checks them as above and answers `{"user", "role", "expiresAt"}`
-with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring after
-`auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials are
-(`"role": null`: none, or refused ones); `DELETE /api/session` revokes the cookie's session on
-every replica and removes the cookie. A request without `Authorization` is authenticated by its
-cookie. A write authenticated by the cookie must also come from this server's own origin: its
-`Origin` header must be present and name the scheme, host and port the request was sent to
-(SameSite=Strict already keeps other sites' requests from carrying it; this also refuses a
-same-site page of another port).
+Console sessions (scheduler.edge.sessions): `POST /api/session` with `{"user": ..., "password":
+...}` (or Basic credentials and no body) checks them as above and answers `{"user", "role",
+"expiresAt"}` with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring after
+`auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials are (`"role":
+null`: none, or refused ones); `DELETE /api/session` revokes the cookie's session on every replica
+and removes the cookie. A request without `Authorization` is authenticated by its cookie. A write
+authenticated by the cookie must also come from this server's own origin: its `Origin` header must
+be present and name the scheme, host and port the request was sent to (SameSite=Strict already keeps
+other sites' requests from carrying it; this also refuses a same-site page of another port).
 
 `python -m scheduler.api.auth hash` prints a password hash for `auth_*_password_hash`.
 """
@@ -36,10 +35,10 @@ from werkzeug.security import generate_password_hash
 
 from scheduler.api.bodies import json_body
 from scheduler.api.errors import error_response
-from scheduler.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
+from scheduler.edge.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
+from scheduler.edge.sessions import Session, clear_cookie, session_cookie
 from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import Settings
-from scheduler.sessions import Session, clear_cookie, session_cookie
 from scheduler.storage.registry import FencedWriter, Registry
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
-from scheduler.console.origins import REPLICA_ORIGIN_KEY
+from scheduler.edge.console.origins import REPLICA_ORIGIN_KEY
 from scheduler.model.config import NAME_MAX_LENGTH, shown
 from scheduler.model.errors import CrossOriginRefused, InvalidRequest, UnsupportedMediaType
 

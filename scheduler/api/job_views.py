@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from flask import current_app, g
 
-from scheduler.authenticator import ROOT
+from scheduler.edge.authenticator import ROOT
 from scheduler.leader.outbound import resolve_target
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import InvalidRequest

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deploy.zookeeper import free_port
-from scheduler.wsgiserver import EdgeServer, HttpLimits, server_tls_context
+from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, server_tls_context
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from deploy.zookeeper import free_port
-from scheduler.wsgiserver import EdgeServer, HttpLimits, server_tls_context
+from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, server_tls_context
 from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from deploy.zookeeper import free_port
-from scheduler.http import redirect_location
-from scheduler.wsgiserver import EdgeServer, HttpLimits, connection_limit_for
+from scheduler.edge.http import redirect_location
+from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, connection_limit_for
 from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:

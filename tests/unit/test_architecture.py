@@ -8,8 +8,8 @@ at `scheduler.model.config._wire`, `from scheduler.model.config import JobConfig
 `scheduler.model.config` (its `__init__.py`).
 
 Checked:
-- inside `scheduler/`, every module sits in a layer (1 model, 2 storage, 3 leader, 4 face and
-  wiring) and imports only its own layer or lower ones;
+- inside `scheduler/`, every module sits in a layer (1 model, 2 storage, 3 leader, and the top
+  floor's 4a edge, 4b replica, 4c api, 4d wiring) and imports only its own layer or lower ones;
 - in layer 3, a room (each module or package directly inside `leader/`: producer, config
   listener, mesos, statistics, webhooks, ...) imports no other room, only the shared lifecycle
   and outbound (the leader's outbound HTTP requests);
@@ -34,29 +34,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# (layer number, name, module prefixes): a module is in the layer of its longest matching prefix.
+# (rank, layer, module prefixes): a module is in the layer of its longest matching prefix, and
+# imports only its own layer or one of a lower rank. Layer 4, the top floor, has four sub-layers:
+# 4a the edge (what faces HTTP on every replica), 4b the replica (session, election, terms),
+# 4c the API (a term's Flask app), 4d the wiring and the entry point.
 LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (1, "model", ("scheduler.model",)),
-    (2, "storage", ("scheduler.storage",)),
-    (3, "leader", ("scheduler.leader",)),
-    (
-        4,
-        "face and wiring",
-        (
-            "scheduler",
-            "scheduler.__main__",
-            "scheduler.api",
-            "scheduler.authenticator",
-            "scheduler.command_line",
-            "scheduler.components",
-            "scheduler.console",
-            "scheduler.ha",
-            "scheduler.http",
-            "scheduler.sessions",
-            "scheduler.settings_file",
-            "scheduler.wsgiserver",
-        ),
-    ),
+    (1, "1 model", ("scheduler.model",)),
+    (2, "2 storage", ("scheduler.storage",)),
+    (3, "3 leader", ("scheduler.leader",)),
+    (4, "4a edge", ("scheduler.edge",)),
+    (5, "4b replica", ("scheduler.replica",)),
+    (6, "4c api", ("scheduler.api",)),
+    (7, "4d wiring", ("scheduler", "scheduler.__main__", "scheduler.wiring")),
 )
 # Layer 3: every module or package directly inside leader/ is a room, but these, which every
 # room may import.
@@ -193,10 +182,7 @@ def layer_problems(found: Iterable[Arrow]) -> list[str]:
         if source is None or target is None:
             continue  # reported by test_every_scheduler_module_is_in_a_layer
         if target[0] > source[0]:
-            problems.append(
-                f"{arrow}: layer {source[0]} ({source[1]}) may not import layer "
-                f"{target[0]} ({target[1]})"
-            )
+            problems.append(f"{arrow}: layer {source[1]} may not import layer {target[1]}")
             continue
         rooms = room_of(arrow.source), room_of(arrow.target)
         if rooms[0] and rooms[1] and rooms[0] != rooms[1]:
@@ -264,7 +250,14 @@ def cycles(found: Iterable[Arrow]) -> list[list[Arrow]]:
     ]
 
 
-LAYER_FOLDERS = ("scheduler.model", "scheduler.storage", "scheduler.leader")
+LAYER_FOLDERS = (
+    "scheduler.model",
+    "scheduler.storage",
+    "scheduler.leader",
+    "scheduler.edge",
+    "scheduler.replica",
+    "scheduler.wiring",
+)
 
 
 def unit_of(module: str, modules: Mapping[str, Path]) -> str:
@@ -377,7 +370,7 @@ def test_the_local_mesos_stand_in_imports_nothing_of_the_product() -> None:
 
 def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
     modules, sources = _scheduler()
-    allowed = ("scheduler.storage.registry", "scheduler.ha.replica")
+    allowed = ("scheduler.storage.registry", "scheduler.replica.replica")
     wrong = []
     for source in sources:
         if source in allowed:
@@ -423,20 +416,20 @@ def test_an_import_up_the_layers_is_named_even_inside_a_function_or_for_the_type
                 "if TYPE_CHECKING:\n"
                 "    from scheduler.storage.registry import Registry\n"
                 "def f():\n"
-                "    from scheduler.ha import replica\n"
+                "    from scheduler.replica import replica\n"
             ),
             "scheduler/storage/__init__.py": "",
             "scheduler/storage/registry.py": "from scheduler.model.job import f\n",
-            "scheduler/ha/__init__.py": "",
-            "scheduler/ha/replica.py": "",
+            "scheduler/replica/__init__.py": "",
+            "scheduler/replica/replica.py": "",
         },
     )
     problems = layer_problems(arrows(modules, sorted(modules), tmp_path))
     assert problems == [
         "scheduler/model/job.py:3: scheduler.model.job imports scheduler.storage.registry: "
-        "layer 1 (model) may not import layer 2 (storage)",
-        "scheduler/model/job.py:5: scheduler.model.job imports scheduler.ha.replica: "
-        "layer 1 (model) may not import layer 4 (face and wiring)",
+        "layer 1 model may not import layer 2 storage",
+        "scheduler/model/job.py:5: scheduler.model.job imports scheduler.replica.replica: "
+        "layer 1 model may not import layer 4b replica",
     ]
 
 

@@ -15,7 +15,7 @@ from flask import Flask
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from scheduler.api.auth import install_auth
-from scheduler.authenticator import WAITERS_PER_SLOT, Authenticator, authenticator_for
+from scheduler.edge.authenticator import WAITERS_PER_SLOT, Authenticator, authenticator_for
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import Settings, load_settings
 from tests.support.waiting import wait_for
@@ -305,7 +305,7 @@ def test_a_failed_login_is_logged_with_an_escaped_bounded_user_and_the_address(
 ) -> None:
     auth, _, _ = make(auth_max_failures=2)
     forged = "evil\nWARNING forged line\x1b[2J\u202e" + "x" * 500
-    with caplog.at_level(logging.WARNING, logger="scheduler.authenticator"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.edge.authenticator"):
         auth.check(basic("root", "wrong"), "10.0.0.7")
         auth.check(basic(forged, "wrong"), "10.0.0.7")
         auth.check(basic("root", "s3cret"), "10.0.0.7")  # refused (429): not logged again

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.console import STATIC_DIR, Console
-from scheduler.console.origins import (
+from scheduler.edge.console import STATIC_DIR, Console
+from scheduler.edge.console.origins import (
     cors_headers,
     origin_of,
     preflight_headers,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scheduler.http import DIRECT_SCHEME_KEY, ReplicaHttp, http_edge, redirect_location
+from scheduler.edge.http import DIRECT_SCHEME_KEY, ReplicaHttp, http_edge, redirect_location
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import load_settings
 

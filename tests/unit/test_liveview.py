@@ -17,7 +17,7 @@ TID = "demo_job@-@2@-@READY@-@m-S0@-@5f0c"
     [
         (
             "INFO",
-            "scheduler.ha.replica: leader: 127.0.0.1:8899 won term 4",
+            "scheduler.replica.replica: leader: 127.0.0.1:8899 won term 4",
             "leader 127.0.0.1:8899 (term 4)",
         ),
         ("INFO", f"scheduler.mesos.status: status: {TID} finished", "finished demo_job shard 2"),
@@ -75,7 +75,7 @@ def test_a_launch_round_names_each_job_and_the_agent() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        f"{STAMP} INFO [sched-http] scheduler.http: http: serving on 127.0.0.1:8899",
+        f"{STAMP} INFO [sched-http] scheduler.edge.http: http: serving on 127.0.0.1:8899",
         # The config listener's line is the one shown for an update.
         f"{STAMP} INFO [t] scheduler.api.jobs: api: job demo_job updated",
         "Traceback (most recent call last):",

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from executor.records import ExecutionRecord, encode_status_data
-from scheduler.ha.metrics import (
+from scheduler.edge.metrics import (
     OTHER_JOBS,
     FireTimes,
     ReplicaCollector,

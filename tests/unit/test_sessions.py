@@ -1,4 +1,4 @@
-"""Console session tokens (scheduler.sessions): signed, expiring, bound to one cluster's
+"""Console session tokens (scheduler.edge.sessions): signed, expiring, bound to one cluster's
 settings, and read from a Cookie header defensively. No ZooKeeper here (revocation across
 replicas is in tests/integration/api/test_sessions.py)."""
 
@@ -9,16 +9,16 @@ import json
 
 import pytest
 
-from scheduler.authenticator import Authenticator
-from scheduler.console import security_headers
-from scheduler.model.settings import load_settings
-from scheduler.sessions import (
+from scheduler.edge.authenticator import Authenticator
+from scheduler.edge.console import security_headers
+from scheduler.edge.sessions import (
     COOKIE_NAME,
     Sessions,
     clear_cookie,
     session_cookie,
     session_token,
 )
+from scheduler.model.settings import load_settings
 
 
 class Clock:

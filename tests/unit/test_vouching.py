@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
-from scheduler.ha.vouching import Vouching, election_locked, proof, valid_challenge
 from scheduler.model.cluster_key import cluster_key
 from scheduler.model.settings import Settings, load_settings
+from scheduler.replica.vouching import Vouching, election_locked, proof, valid_challenge
 
 OWN = "10.0.0.1:8899"
 OTHER = "10.0.0.2:8899"

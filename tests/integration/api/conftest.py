@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from kazoo.client import KazooClient
 
 from scheduler.api import create_app
-from scheduler.ha.term import LeaderContext, Term
 from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.model.settings import load_settings
+from scheduler.replica.term import LeaderContext, Term
 from scheduler.storage.registry import Registry
 
 ADMIN = {"Authorization": "Basic " + base64.b64encode(b"root:root").decode()}

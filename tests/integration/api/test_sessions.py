@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.authenticator import authenticator_for
+from scheduler.edge.authenticator import authenticator_for
+from scheduler.edge.sessions import COOKIE_NAME, REVOKED_PATH, Sessions
 from scheduler.model.settings import load_settings
-from scheduler.sessions import COOKIE_NAME, REVOKED_PATH, Sessions
 from scheduler.storage.registry import Registry
 from tests.integration.api.conftest import APP, Api, make_api
 from tests.support.waiting import wait_for

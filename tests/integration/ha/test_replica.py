@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
-from scheduler.ha.replica import Replica
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
+from scheduler.replica.replica import Replica
+from scheduler.replica.term import LeaderContext
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 

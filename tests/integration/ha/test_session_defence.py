@@ -15,11 +15,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
-from scheduler.ha.replica import Replica
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import load_settings
+from scheduler.replica.replica import Replica
+from scheduler.replica.term import LeaderContext
 from scheduler.storage.registry import Registry, digest_acl
 from tests.support.replicas import http_get
 from tests.support.tcpproxy import TcpProxy
@@ -257,7 +257,7 @@ def test_leader_puts_creator_all_acl_on_nodes_created_before_digest_auth(
     foreign_acl = [make_digest_acl("someone", "else", all=True)]
     zk_client.create(f"{root}/foreign", b"x", acl=foreign_acl)
 
-    caplog.set_level(logging.INFO, logger="scheduler.ha.replica")
+    caplog.set_level(logging.INFO, logger="scheduler.replica.replica")
     replica = make_replica(Journal("a", []), zk_digest=DIGEST)
     wait_for(replica.is_acting_leader, 10, message="leadership")
 
@@ -307,7 +307,7 @@ def acl_messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_replica_without_zk_digest_warns_that_zookeeper_is_open(
     make_replica: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="scheduler.ha.replica")
+    caplog.set_level(logging.WARNING, logger="scheduler.replica.replica")
     make_replica(Journal("a", []))
     warnings = [
         r.getMessage()
@@ -321,6 +321,6 @@ def test_replica_without_zk_digest_warns_that_zookeeper_is_open(
 def test_replica_with_zk_digest_does_not_warn(
     make_replica: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="scheduler.ha.replica")
+    caplog.set_level(logging.WARNING, logger="scheduler.replica.replica")
     make_replica(Journal("a", []), zk_digest=DIGEST)
     assert not [r for r in caplog.records if "zk_digest is not set" in r.getMessage()]

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.ha.term import LeaderContext, Term, term_number
-from scheduler.ha.terms_log import TERMS_PATH, TermRecorder
 from scheduler.model.settings import load_settings
+from scheduler.replica.term import LeaderContext, Term, term_number
+from scheduler.replica.terms_log import TERMS_PATH, TermRecorder
 from scheduler.storage.registry import Registry
 from tests.support.waiting import wait_for
 

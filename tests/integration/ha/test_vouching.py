@@ -17,10 +17,10 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
-from scheduler.ha.replica import Replica
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.settings import load_settings
+from scheduler.replica.replica import Replica
+from scheduler.replica.term import LeaderContext
 from scheduler.storage.registry import digest_acl
 from tests.support.waiting import wait_for
 

@@ -4,7 +4,6 @@ import dataclasses
 
 import pytest
 
-from scheduler.command_line import settings_from_argv
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import (
     KEYS_BY_NAME,
@@ -12,6 +11,7 @@ from scheduler.model.settings import (
     load_settings,
     read_properties,
 )
+from scheduler.wiring.command_line import settings_from_argv
 
 
 def test_defaults_match_the_original_keys() -> None:

@@ -12,9 +12,9 @@ import json
 import logging
 import time
 
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.model.errors import NotLeader, SchedulerError
+from scheduler.replica.term import LeaderContext
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The console is served by every replica, but only the leader serves `/api/*`, and
 the `Authorization` header when it follows a redirect to another origin. So a console page
 loaded from a standby calls the leader's `/api` (and each replica's `/health`) directly, across
 origins. A replica grants such calls only to the origins of the replicas it vouches for
-(`scheduler.ha.vouching`: an address merely written into the election is not enough): an
+(`scheduler.replica.vouching`: an address merely written into the election is not enough): an
 identity `host:port` is the origin `http://host:port`, or `https://host:port` when the replicas
 serve TLS (they share their settings, so all do or none). Nothing else is granted, and no
 wildcard.

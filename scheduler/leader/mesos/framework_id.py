@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import re
 
-from scheduler.ha.term import LeaderContext
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import SchedulerError
+from scheduler.storage.registry import Fence, Registry
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,9 @@ class FrameworkIdStore(LeaderComponent):
 
     name = "framework-id"
 
-    def __init__(self, ctx: LeaderContext) -> None:
-        self._ctx = ctx
+    def __init__(self, registry: Registry, fence: Fence) -> None:
+        self._registry = registry
+        self._fence = fence
         self._framework_id: str | None = None
 
     @property
@@ -37,7 +38,7 @@ class FrameworkIdStore(LeaderComponent):
         return self._framework_id
 
     def start(self) -> None:
-        data = self._ctx.registry.get(FRAMEWORK_ID_PATH)
+        data = self._registry.get(FRAMEWORK_ID_PATH)
         if data is None or data == b"":
             self._framework_id = None
             log.info("framework id: none stored; Mesos will assign one")
@@ -61,14 +62,12 @@ class FrameworkIdStore(LeaderComponent):
             raise InvalidFrameworkId(f"Mesos sent an invalid framework id {framework_id!r}")
         if framework_id == self._framework_id:
             return
-        self._ctx.registry.fenced(self._ctx.term.fence).put(
-            FRAMEWORK_ID_PATH, framework_id.encode("utf-8")
-        )
+        self._registry.fenced(self._fence).put(FRAMEWORK_ID_PATH, framework_id.encode("utf-8"))
         log.info("framework id: saved %s", framework_id)
         self._framework_id = framework_id
 
     def clear(self) -> None:
         """Forget the id after Mesos removed the framework (fenced)."""
-        self._ctx.registry.fenced(self._ctx.term.fence).delete(FRAMEWORK_ID_PATH)
+        self._registry.fenced(self._fence).delete(FRAMEWORK_ID_PATH)
         log.warning("framework id: cleared %s (Mesos removed the framework)", self._framework_id)
         self._framework_id = None

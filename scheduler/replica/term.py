@@ -13,7 +13,7 @@ from scheduler.storage.registry import Fence
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
-    from scheduler.ha.metrics import SchedulerMetrics
+    from scheduler.edge.metrics import SchedulerMetrics
     from scheduler.model.settings import Settings
     from scheduler.storage.registry import Registry
 

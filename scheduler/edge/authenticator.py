@@ -19,7 +19,7 @@ expensive thing a client can make the server do without credentials, so it is bo
   hash is computed, whatever it sends. Failed logins are logged at WARNING with the user name
   (escaped, bounded) and the address.
 
-A console session (scheduler.sessions: a signed token in an HttpOnly cookie, issued by a login)
+A console session (scheduler.edge.sessions: a signed token in an HttpOnly cookie, issued by a login)
 is an alternative to Basic credentials for requests without an `Authorization` header: it costs
 an HMAC, no hash, and a token that is forged, expired or logged out is a 401 that counts as no
 failure (nothing was guessed).
@@ -49,8 +49,8 @@ from typing import Any
 
 from werkzeug.security import check_password_hash
 
+from scheduler.edge.sessions import Session, Sessions, session_token
 from scheduler.model.settings import Settings
-from scheduler.sessions import Session, Sessions, session_token
 
 log = logging.getLogger(__name__)
 

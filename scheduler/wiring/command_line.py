@@ -11,7 +11,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 
-from scheduler.http import http_edge
+from scheduler.edge.http import http_edge
 from scheduler.model.errors import SettingsError
 from scheduler.model.settings import (
     ENV_PREFIX,

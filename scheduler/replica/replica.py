@@ -6,7 +6,7 @@ Threads (each owned, named and joined here):
 - `sched-leader-watch`: follows the election's first contender, for `/health` and redirects.
 - `sched-zk-watchdog`: every 0.5 s checks that the kazoo client is alive (see below), that
   ZooKeeper answers on a connection kazoo calls open, and whether the wall clock stepped.
-- `sched-http` (scheduler.http): `/health`, `/metrics`, `/api/*`.
+- `sched-http` (scheduler.edge.http): `/health`, `/metrics`, `/api/*`.
 
 kazoo never tells the holder of an `Election` that it lost, and reports LOST only once it has
 reconnected. So the state listener only sets flags: SUSPENDED fences the term at once (no
@@ -52,14 +52,14 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry
 
-from scheduler.authenticator import authenticator_for
-from scheduler.ha.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
-from scheduler.ha.term import ELECTION_PATH, LeaderContext, Term, term_number
-from scheduler.ha.vouching import Vouching, election_locked
-from scheduler.http import ReplicaHttp, http_edge, http_limits
+from scheduler.edge.authenticator import authenticator_for
+from scheduler.edge.http import ReplicaHttp, http_edge, http_limits
+from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
 from scheduler.model.settings import Settings
+from scheduler.replica.term import ELECTION_PATH, LeaderContext, Term, term_number
+from scheduler.replica.vouching import Vouching, election_locked
 from scheduler.storage.registry import Registry, digest_acl, make_client
 
 log = logging.getLogger(__name__)

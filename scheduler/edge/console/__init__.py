@@ -26,7 +26,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scheduler.console.origins import origin_of
+from scheduler.edge.console.origins import origin_of
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -101,7 +101,7 @@ class Console:
                 "MethodNotAllowed",
                 [("Allow", "GET, HEAD")],
             )
-        # The replicas' own scheme (scheduler.http's DIRECT_SCHEME_KEY), not the one a trusted
+        # The replicas' own scheme (scheduler.edge.http's DIRECT_SCHEME_KEY), not the one a trusted
         # proxy says the page came over: the page connects to the replicas themselves.
         scheme = str(environ.get("ejcloud.direct_scheme") or environ.get("wsgi.url_scheme", "http"))
         headers = [

@@ -3,8 +3,9 @@
 
 A standby answers `/api/*` with 307 to the same URL on the leader, or 503 (JSON) while no leader
 is known; the leader hands `/api/*` to the Flask app its REST API component mounted. Requests
-arrive through the production server in `scheduler.wsgiserver` (bounded workers and connections,
-read deadlines, body limits), where `/health` and `/metrics` have worker threads of their own.
+arrive through the production server in `scheduler.edge.wsgiserver` (bounded workers and
+connections, read deadlines, body limits), where `/health` and `/metrics` have worker threads
+of their own.
 
 Before anything else every request passes the edge (`EdgePolicy`, from the `http_*` settings):
 a `Host` (or absolute-form target) this replica does not answer for gets 421 on every path,
@@ -14,7 +15,7 @@ TLS the server speaks https only, and a standby's redirect keeps https.
 
 The console's pages may be loaded from any replica; they call the leader's `/api` and every
 replica's `/health` across origins, so those two answer CORS for the origins of the replicas in
-the election and for no other origin (`scheduler.console.origins`).
+the election and for no other origin (`scheduler.edge.console.origins`).
 """
 
 from __future__ import annotations
@@ -32,17 +33,17 @@ from urllib.parse import parse_qsl, quote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from scheduler.console import Console
-from scheduler.console.origins import (
+from scheduler.edge.console import Console
+from scheduler.edge.console.origins import (
     REPLICA_ORIGIN_KEY,
     cors_headers,
     preflight_headers,
     replica_origin,
 )
+from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, TlsSetupError, server_tls_context
 from scheduler.model.errors import SettingsError
 from scheduler.model.http_trust import HostAllowList, TrustedProxies, absolute_form_authority
 from scheduler.model.settings import Settings
-from scheduler.wsgiserver import EdgeServer, HttpLimits, TlsSetupError, server_tls_context
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -208,7 +209,7 @@ class ReplicaHttp:
     to it);
     `leader_address` the current leader's `host:port` (or None); `is_acting_leader` whether this
     replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
-    the election that this replica vouches for (`scheduler.ha.vouching`), whose web origins may
+    the election that this replica vouches for (`scheduler.replica.vouching`), whose web origins may
     call `/api` and `/health` across origins; `prove` this replica's proof for a `/health`
     challenge (None for a malformed one). They are called from the server's worker threads and
     must not block. `edge` (default: loopback
@@ -338,7 +339,7 @@ class ReplicaHttp:
         )
 
     def _proof(self, environ: WSGIEnvironment) -> str | None:
-        """This replica's proof for a `/health?challenge=` (see `scheduler.ha.vouching`), or
+        """This replica's proof for a `/health?challenge=` (see `scheduler.replica.vouching`), or
         None when there is no well-formed challenge (64 lower-case hex; anything else is
         ignored). It needs no credentials: it is the HMAC of a value the asker chose."""
         query = environ.get("QUERY_STRING", "")

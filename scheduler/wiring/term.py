@@ -19,14 +19,12 @@ from dataclasses import dataclass
 
 from scheduler.api import create_app
 from scheduler.api.auth import warn_about_defaults
-from scheduler.ha.framework_id import FrameworkIdStore
-from scheduler.ha.metrics import FireTimes, SchedulerMetrics, TermFigures
-from scheduler.ha.term import LeaderContext
-from scheduler.ha.terms_log import TermRecorder
+from scheduler.edge.metrics import FireTimes, SchedulerMetrics, TermFigures
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.leader.lifecycle import LeaderComponent, WakeSignal
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
+from scheduler.leader.mesos.framework_id import FrameworkIdStore
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.operator_actions import MesosActions, OperatorActions
 from scheduler.leader.mesos.reconcile import Reconciler
@@ -36,6 +34,8 @@ from scheduler.leader.statistics.component import Statistics
 from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
+from scheduler.replica.term import LeaderContext
+from scheduler.replica.terms_log import TermRecorder
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
@@ -129,7 +129,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         resolve_time_zone(settings.time_zone),
         settings.job_state_queue_size,
     )
-    framework_ids = FrameworkIdStore(ctx)
+    framework_ids = FrameworkIdStore(ctx.registry, ctx.term.fence)
     driver = MesosDriver(settings, framework_ids)
     # The launcher's thread waits on it; the producer (runs queued), the status handler (a
     # task ended) and the view of the queues (a watch fired, a fire noted) wake it, as the

@@ -1,1 +1,0 @@
-"""High availability: the election, leadership terms and their fence, the framework id."""
