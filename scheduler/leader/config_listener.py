@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
-from scheduler.leader.lifecycle import EventLoopComponent
+from scheduler.leader.lifecycle import EventLoopComponent, Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.config_store import JOBS
@@ -93,7 +93,9 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._disabled_apps: set[str] = set()
         self.changes = 0
         # Called with the name of each job deleted from ZooKeeper (listener thread).
-        self.deleted_listeners: list[Callable[[str], None]] = []
+        self.deleted_listeners: Listeners[[str]] = Listeners(
+            log, "config-listener: deleted listener"
+        )
 
     # -- watches: callbacks only queue ------------------------------------------------------
 
@@ -199,8 +201,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 self._producer.unschedule(name)
                 self._kill(name)
                 self._stores.forget_fires(name)
-                for deleted in self.deleted_listeners:
-                    deleted(name)
+                self.deleted_listeners.emit(name)
             return
         data, version = got
         if self._versions.get(name) == version:
