@@ -22,8 +22,7 @@ from typing import Protocol, assert_never
 from scheduler.leader.lifecycle import EventLoopComponent, Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
-from scheduler.storage.config_store import JOBS
-from scheduler.storage.state import DISABLE_APP, DISABLE_JOB
+from scheduler.storage.layout import DISABLE_APP, DISABLE_JOB, JOBS, job_path
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
@@ -112,7 +111,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
 
     def _read_job(self, name: str) -> tuple[bytes, int] | None:
-        return self._registry.watch_data(f"{JOBS}/{name}", self._on(JobChanged(name)))
+        return self._registry.watch_data(job_path(name), self._on(JobChanged(name)))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -124,7 +123,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         names = self._watch_children(JOBS)
         self._producer.prefetch_last_fires(names)
         # No watches yet: a read that sets one costs a request of its own.
-        loaded = self._registry.get_many([f"{JOBS}/{name}" for name in names])
+        loaded = self._registry.get_many([job_path(name) for name in names])
         for path, got in loaded.items():
             if got is not None:
                 self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
@@ -174,7 +173,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         answer comes (a version already acted on is passed over, so only a job changed or
         deleted since the term's first read is acted on)."""
         pending = self._registry.send_reads(
-            [f"{JOBS}/{name}" for name in names],
+            [job_path(name) for name in names],
             watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
         )
         for path, got in pending.each():

@@ -1,4 +1,4 @@
-"""Apps and jobs in ZooKeeper (`/config/app/{app}`, `/config/job/{job}`).
+"""Apps and jobs in ZooKeeper (`layout.APPS/{app}`, `layout.JOBS/{job}`).
 
 Reads tolerate what Elastic-Job-Cloud 2.1.5 wrote (`strict=False`); a node that cannot be read
 at all is logged and skipped in listings, and named in the error when asked for by name. Writes
@@ -14,12 +14,10 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.cron import system_time_zone
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryError
+from scheduler.storage.layout import APPS, JOBS, app_path, job_path
 from scheduler.storage.registry import Fence, FencedWriter, Registry
 
 log = logging.getLogger(__name__)
-
-APPS = "/config/app"
-JOBS = "/config/job"
 
 
 def resolve_time_zone(setting: str) -> str:
@@ -43,7 +41,7 @@ class ConfigStore:
     # -- apps -------------------------------------------------------------------------------
 
     def app(self, name: str) -> AppConfig | None:
-        data = self._registry.get(f"{APPS}/{name}") if _plain(name) else None
+        data = self._registry.get(app_path(name)) if _plain(name) else None
         if data is None:
             return None
         try:
@@ -58,7 +56,7 @@ class ConfigStore:
         return app
 
     def app_exists(self, name: str) -> bool:
-        return _plain(name) and self._registry.exists(f"{APPS}/{name}")
+        return _plain(name) and self._registry.exists(app_path(name))
 
     def apps(self) -> list[AppConfig]:
         out = []
@@ -104,23 +102,23 @@ class ConfigStore:
 
     def add_app(self, app: AppConfig) -> None:
         try:
-            self._writer().create(f"{APPS}/{app.app_name}", app.to_bytes())
+            self._writer().create(app_path(app.app_name), app.to_bytes())
         except Conflict as exc:
             raise Conflict(f"app '{app.app_name}' already exists") from exc
 
     def update_app(self, app: AppConfig) -> None:
         try:
-            self._writer().set(f"{APPS}/{app.app_name}", app.to_bytes())
+            self._writer().set(app_path(app.app_name), app.to_bytes())
         except NotFound as exc:
             raise NotFound(f"app '{app.app_name}' does not exist") from exc
 
     def delete_app(self, name: str) -> None:
-        self._writer().delete(f"{APPS}/{name}")
+        self._writer().delete(app_path(name))
 
     # -- jobs -------------------------------------------------------------------------------
 
     def job(self, name: str) -> JobConfig | None:
-        data = self._registry.get(f"{JOBS}/{name}") if _plain(name) else None
+        data = self._registry.get(job_path(name)) if _plain(name) else None
         if data is None:
             return None
         return self.parse_stored_job(name, data)
@@ -172,18 +170,18 @@ class ConfigStore:
 
     def add_job(self, job: JobConfig) -> None:
         try:
-            self._writer().create(f"{JOBS}/{job.job_name}", job.to_bytes())
+            self._writer().create(job_path(job.job_name), job.to_bytes())
         except Conflict as exc:
             raise Conflict(f"job '{job.job_name}' already exists") from exc
 
     def update_job(self, job: JobConfig) -> None:
         try:
-            self._writer().set(f"{JOBS}/{job.job_name}", job.to_bytes())
+            self._writer().set(job_path(job.job_name), job.to_bytes())
         except NotFound as exc:
             raise NotFound(f"job '{job.job_name}' does not exist") from exc
 
     def delete_job(self, name: str) -> None:
-        self._writer().delete(f"{JOBS}/{name}")
+        self._writer().delete(job_path(name))
 
 
 def _plain(name: str) -> bool:

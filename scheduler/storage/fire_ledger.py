@@ -1,7 +1,7 @@
 """The fire ledger: a job's last accounted cron fire and its pending runs, changed together.
 
-`/state/last_fire/{job}` holds the epoch time of the newest fire the leader accounted for, and
-`/state/ready/{job}` the job's pending runs (a decimal count, as the original wrote it). Each
+`layout.LAST_FIRE/{job}` holds the epoch time of the newest fire the leader accounted for, and
+`layout.READY/{job}` the job's pending runs (a decimal count, as the original wrote it). Each
 accounting reads both with their versions and writes both in one fenced transaction that fails
 if either changed meanwhile (then it is done again): a fire is accounted exactly once, by one
 leader, and the runs it adds exist exactly when its record does. A leader that dies between two
@@ -19,16 +19,23 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scheduler.model.errors import Conflict, NotFound
+from scheduler.storage.layout import (
+    LAST_FIRE,
+    READY,
+    decode_count,
+    decode_fire_time,
+    encode_count,
+    encode_fire_time,
+    last_fire_path,
+    ready_path,
+    running_folder,
+)
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Op, Registry
-from scheduler.storage.state import READY, RUNNING
 
-__all__ = ["LAST_FIRE", "FireLedger", "LedgerState", "LedgerWrite"]
+__all__ = ["FireLedger", "LedgerState", "LedgerWrite"]
 
 log = logging.getLogger(__name__)
-
-# Each job's last accounted fire: `{LAST_FIRE}/{job}`, the epoch seconds as a decimal.
-LAST_FIRE = "/state/last_fire"
 
 _T = TypeVar("_T")
 _MAX_TRIES = 50
@@ -60,22 +67,8 @@ class LedgerWrite:
     pending: int
 
 
-def _count(data: bytes | None) -> int:
-    try:
-        return max(0, int((data or b"0").decode().strip() or 0))
-    except (UnicodeDecodeError, ValueError):
-        return 0
-
-
-def _time(data: bytes | None) -> float | None:
-    try:
-        return float(data) if data else None
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
-class _Write:
+class _JobWrite:
     """One job's ledger write: its ops and what its nodes hold once it is applied."""
 
     name: str
@@ -86,7 +79,7 @@ class _Write:
     """(pending, version) of the ready node after the write, (0, -1) deleted; None: untouched."""
 
 
-def _after(current: tuple[Any, int] | None) -> int:
+def _version_after(current: tuple[Any, int] | None) -> int:
     """The version a node has after a create (None) or a set of `current`."""
     return 0 if current is None else current[1] + 1
 
@@ -131,13 +124,15 @@ class FireLedger:
         recorded (jobs without a record left out)."""
         with self._lock:
             recorded = set(self._registry.children(LAST_FIRE)) if names else set()
-            got = self._registry.get_many([f"{LAST_FIRE}/{n}" for n in names if n in recorded])
+            got = self._registry.get_many([last_fire_path(n) for n in names if n in recorded])
             self.reads += len(got) + 1
             out: dict[str, float] = {}
             for name in names:
-                found = got.get(f"{LAST_FIRE}/{name}")
-                self._records[name] = None if found is None else (_time(found[0]), found[1])
-                if found is not None and (when := _time(found[0])) is not None:
+                found = got.get(last_fire_path(name))
+                self._records[name] = (
+                    None if found is None else (decode_fire_time(found[0]), found[1])
+                )
+                if found is not None and (when := decode_fire_time(found[0])) is not None:
                     out[name] = when
             return out
 
@@ -183,7 +178,7 @@ class FireLedger:
                     else:
                         self._records.pop(write.name, None)
                         if self._view is not None:
-                            self._view.invalidate([f"{READY}/{write.name}"])
+                            self._view.invalidate([ready_path(write.name)])
                 for name in set(names) - {w.name for w, _r in decided}:
                     del todo[name]  # nothing to write
                 fresh = True  # what failed is read from ZooKeeper, not from the view
@@ -191,7 +186,7 @@ class FireLedger:
                 f"account fires of {', '.join(sorted(todo)[:5])}: too many concurrent changes"
             )
 
-    def _commit_noted(self, writes: list[_Write], pipelined: bool = False) -> set[str]:
+    def _commit_noted(self, writes: list[_JobWrite], pipelined: bool = False) -> set[str]:
         """`_commit`, with the view told which ready nodes are being written (so that it does
         not read them back when their watches fire) and, if the writes fail, to read them.
         With `pipelined` (a first attempt), a fire of a few jobs goes as in
@@ -206,7 +201,7 @@ class FireLedger:
                 pipelined
                 and view is not None
                 and 0 < len(writes) <= _PIPELINED_JOBS
-                and _size(units) <= self._budget
+                and _bytes_of(units) <= self._budget
             ):
                 done = self._commit_pipelined(writes, view)
                 if done is not None:
@@ -217,10 +212,10 @@ class FireLedger:
             return self._commit(units)
         except BaseException:
             if view is not None:
-                view.invalidate([f"{READY}/{name}" for name in touched])
+                view.invalidate([ready_path(name) for name in touched])
             raise
 
-    def _commit_pipelined(self, writes: list[_Write], view: QueueCache) -> set[str] | None:
+    def _commit_pipelined(self, writes: list[_JobWrite], view: QueueCache) -> set[str] | None:
         """Write `writes` in one transaction, and note the pending runs they add in the view
         as soon as it is sent, before its answer: the launcher, woken by the note, takes a
         run in a transaction of its own that reaches ZooKeeper after this one (one session,
@@ -229,29 +224,29 @@ class FireLedger:
         not wait for this write's round trip. Returns the jobs written; None when the
         transaction was refused (something changed meanwhile: nothing was written, the
         notes are withdrawn and the caller writes them again, split)."""
-        what = _what([w.name for w in writes])
+        what = _transaction_name([w.name for w in writes])
         self.transactions += 1
         assert self._fence is not None
         answer = self._registry.fenced(self._fence).send(what, [op for w in writes for op in w.ops])
         noted = [(w.name, w.ready, w.record[1]) for w in writes if w.ready and w.ready[0] > 0]
         for name, (count, version), record_version in noted:
-            view.note_pending(name, count, version, (f"{LAST_FIRE}/{name}", record_version))
+            view.note_pending(name, count, version, (last_fire_path(name), record_version))
         try:
             answer()
         except (Conflict, NotFound):
-            view.invalidate([f"{READY}/{w.name}" for w in writes if w.ready is not None])
+            view.invalidate([ready_path(w.name) for w in writes if w.ready is not None])
             return None
         self._noted_early.update(name for name, _ready, _version in noted)
         return {w.name for w in writes}
 
-    def _written(self, write: _Write) -> None:
+    def _written(self, write: _JobWrite) -> None:
         self._records[write.name] = write.record
         if self._view is None or write.ready is None:
             return
         if write.name in self._noted_early:
             self._noted_early.discard(write.name)
             # The view has the count already, and the launcher may have taken a run of it.
-            self._view.confirm(write.name, (f"{LAST_FIRE}/{write.name}", write.record[1]))
+            self._view.confirm(write.name, (last_fire_path(write.name), write.record[1]))
         else:
             self._view.note_ready(write.name, *write.ready)
 
@@ -260,18 +255,18 @@ class FireLedger:
         names: list[str],
         todo: dict[str, Callable[[LedgerState], tuple[LedgerWrite, _T] | None]],
         fresh: bool,
-    ) -> list[tuple[_Write, _T]]:
+    ) -> list[tuple[_JobWrite, _T]]:
         """Find the ledgers of `names` (the view and memory, else ZooKeeper) and decide."""
         registry, view = self._registry, self._view
         if view is not None and not fresh:
             view.sync()
         use_view = view is not None and not fresh
         unknown = [n for n in names if fresh or n not in self._records]
-        paths = [f"{LAST_FIRE}/{n}" for n in unknown]
+        paths = [last_fire_path(n) for n in unknown]
         if not use_view:
-            paths += [f"{READY}/{n}" for n in names]
+            paths += [ready_path(n) for n in names]
         reads = registry.send_reads(paths)
-        running = None if use_view else registry.children_many([f"{RUNNING}/{n}" for n in names])
+        running = None if use_view else registry.children_many([running_folder(n) for n in names])
         got = reads.wait()
         self.reads += len(paths) + (0 if running is None else len(names))
         if view is not None and use_view:
@@ -280,9 +275,9 @@ class FireLedger:
             queued = len(registry.children(READY))  # jobs with pending runs, for the cap
             self.reads += 1
         for name in unknown:
-            found = got[f"{LAST_FIRE}/{name}"]
-            self._records[name] = None if found is None else (_time(found[0]), found[1])
-        out: list[tuple[_Write, _T]] = []
+            found = got[last_fire_path(name)]
+            self._records[name] = None if found is None else (decode_fire_time(found[0]), found[1])
+        out: list[tuple[_JobWrite, _T]] = []
         ensured = False
         for name in names:
             record = self._records.get(name)
@@ -290,9 +285,9 @@ class FireLedger:
                 ready = view.ready_of(name)
                 is_running = bool(view.running_tasks(name))
             else:
-                raw = got[f"{READY}/{name}"]
-                ready = None if raw is None else (_count(raw[0]), raw[1])
-                is_running = bool(running and running[f"{RUNNING}/{name}"])
+                raw = got[ready_path(name)]
+                ready = None if raw is None else (decode_count(raw[0]), raw[1])
+                is_running = bool(running and running[running_folder(name)])
             pending = 0 if ready is None else ready[0]
             state = LedgerState(
                 last=None if record is None else record[0],
@@ -312,25 +307,25 @@ class FireLedger:
                     registry.ensure(READY)
                     self._folders_ensured = True
                 ensured = True
-            data = f"{write.record:.3f}".encode()
-            ops = [_set(f"{LAST_FIRE}/{name}", record, data)]
-            record_version = _after(record)
+            data = encode_fire_time(write.record)
+            ops = [_write_node(last_fire_path(name), record, data)]
+            record_version = _version_after(record)
             if fresh:
                 # Written again after a refused attempt: the record's version moves by two, so
                 # that no version this write gives it is one an earlier attempt's noted count
                 # was taken against (`_commit_pipelined`).
-                ops.append(Op("set", f"{LAST_FIRE}/{name}", data, record_version))
+                ops.append(Op("set", last_fire_path(name), data, record_version))
                 record_version += 1
             after: tuple[int, int] | None = None
             if write.pending > 0 and write.pending != pending:
-                ops.append(_set(f"{READY}/{name}", ready, str(write.pending).encode()))
-                after = (write.pending, _after(ready))
+                ops.append(_write_node(ready_path(name), ready, encode_count(write.pending)))
+                after = (write.pending, _version_after(ready))
                 if pending == 0:
                     queued += 1
             elif write.pending == 0 and ready is not None:
-                ops.append(Op("delete", f"{READY}/{name}", version=ready[1]))
+                ops.append(Op("delete", ready_path(name), version=ready[1]))
                 after = (0, -1)
-            out.append((_Write(name, ops, (write.record, record_version), after), result))
+            out.append((_JobWrite(name, ops, (write.record, record_version), after), result))
         return out
 
     def _commit(self, units: list[tuple[str, list[Op]]]) -> set[str]:
@@ -339,7 +334,7 @@ class FireLedger:
         batch: list[tuple[str, list[Op]]] = []
         size = 0
         for unit in units:
-            unit_size = _size([unit])
+            unit_size = _bytes_of([unit])
             if batch and size + unit_size > self._budget:
                 done |= self._commit_batch(batch)
                 batch, size = [], 0
@@ -352,7 +347,7 @@ class FireLedger:
     def _commit_batch(self, batch: list[tuple[str, list[Op]]]) -> set[str]:
         assert self._fence is not None
         ops = [op for _name, unit in batch for op in unit]
-        what = _what([name for name, _unit in batch])
+        what = _transaction_name([name for name, _unit in batch])
         self.transactions += 1
         try:
             self._registry.fenced(self._fence).commit(what, ops)
@@ -364,18 +359,20 @@ class FireLedger:
         return {name for name, _unit in batch}
 
 
-def _what(names: list[str]) -> str:
+def _transaction_name(names: list[str]) -> str:
     """How a transaction accounting the fires of `names` is named in errors."""
     more = f" and {len(names) - 1} more job(s)" if len(names) > 1 else ""
     return f"account fires of {names[0]}{more}"
 
 
-def _size(units: list[tuple[str, list[Op]]]) -> int:
+def _bytes_of(units: list[tuple[str, list[Op]]]) -> int:
     """Bytes of the units' paths and data, with each op's framing."""
     return sum(len(op.path) + len(op.data) + 64 for _name, unit in units for op in unit)
 
 
-def _set(path: str, current: tuple[Any, int] | None, data: bytes) -> Op:
+def _write_node(path: str, current: tuple[Any, int] | None, data: bytes) -> Op:
+    """Create `path` with `data` (`current` None: it does not exist), else set it at the
+    version `current` was read at."""
     if current is None:
         return Op("create", path, data)
     return Op("set", path, data, current[1])

@@ -1,7 +1,7 @@
 """A launch round's bookkeeping, written in as few fenced transactions as ZooKeeper allows.
 
 Before the launcher asks Mesos to run a task, the task's running node must exist, the pending
-run it comes from must be taken (`/state/ready/{job}` one less, deleted at zero) and the failover
+run it comes from must be taken (the job's ready node one less, deleted at zero) and the failover
 entries it relaunches must be gone; all of that for one unit (a READY run with all its shards,
 or the failover shards of one job) together or not at all. One synchronous write is ~1.7 ms
 here, so per-task writes cannot launch hundreds of tasks a second: the units of a round are
@@ -24,10 +24,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scheduler.model.errors import Conflict, NotFound, RegistryError, SchedulerError
-from scheduler.model.task_id import DELIMITER
+from scheduler.storage.layout import (
+    READY,
+    decode_count,
+    encode_count,
+    failover_folder,
+    failover_key,
+    ready_path,
+    running_folder,
+    running_path,
+)
 from scheduler.storage.queue_cache import FailoverEntry, QueueCache
 from scheduler.storage.registry import Fence, Op, Registry
-from scheduler.storage.state import FAILOVER, READY, RUNNING, RunningTask
+from scheduler.storage.state import RunningTask
 
 __all__ = ["TXN_BUDGET_BYTES", "Launch", "LaunchBook"]
 
@@ -50,7 +59,7 @@ class Launch:
     failover: tuple[FailoverEntry, ...] = ()
     """The failover entries the unit relaunches (removed)."""
     creates_folder: bool = False
-    """`/state/running/{job}` does not exist yet (as read) and is created first."""
+    """The job's running folder does not exist yet (as read) and is created first."""
     requires: tuple[str, int] | None = None
     """(path, version) a node must be at for the take to be written: the pending run was noted
     by a fire whose own write may not be applied yet (`QueueCache.note_pending`)."""
@@ -66,9 +75,9 @@ class Launch:
     def ops(self) -> list[Op]:
         out: list[Op] = []
         if self.creates_folder:
-            out.append(Op("create", f"{RUNNING}/{self.job_name}"))
+            out.append(Op("create", running_folder(self.job_name)))
         for task in self.tasks:
-            path = f"{RUNNING}/{self.job_name}/{task.task_id}"
+            path = running_path(self.job_name, task.task_id)
             out.append(Op("create", path, json.dumps(task.to_json()).encode()))
         for entry in self.failover:
             out.append(Op("delete", entry.path, version=entry.version))
@@ -76,9 +85,9 @@ class Launch:
             count, version = self.ready
             if self.requires is not None:
                 out.append(Op("check", self.requires[0], version=self.requires[1]))
-            path = f"{READY}/{self.job_name}"
+            path = ready_path(self.job_name)
             if count > 1:
-                out.append(Op("set", path, str(count - 1).encode(), version))
+                out.append(Op("set", path, encode_count(count - 1), version))
             else:
                 out.append(Op("delete", path, version=version))
         return out
@@ -164,7 +173,7 @@ class LaunchBook:
     def _commit_batch(self, launches: list[Launch], batch: list[int]) -> set[int]:
         ops = [op for index in batch for op in launches[index].ops()]
         first = launches[batch[0]]
-        probe = f"{RUNNING}/{first.job_name}/{first.tasks[0].task_id}"
+        probe = running_path(first.job_name, first.tasks[0].task_id)
         if self._transact(f"launch bookkeeping of {len(batch)} unit(s)", ops, probe):
             return set(batch)
         if len(batch) == 1:
@@ -195,7 +204,7 @@ class LaunchBook:
             if chunks[-1] and _size(chunks[-1]) + _size([op]) > self._budget:
                 chunks.append([])
             chunks[-1].append(op)
-        probe = f"{RUNNING}/{launch.job_name}/{launch.tasks[0].task_id}"
+        probe = running_path(launch.job_name, launch.tasks[0].task_id)
         written: list[Op] = []
         for number, chunk in enumerate(chunks, 1):
             what = f"launch bookkeeping of job {launch.job_name} ({number}/{len(chunks)})"
@@ -256,8 +265,8 @@ class LaunchBook:
             return
         job = launch.job_name
         registry = self._registry
-        present = set(registry.children(f"{RUNNING}/{job}"))
-        ops = [Op("delete", f"{RUNNING}/{job}/{t.task_id}") for t in tasks if t.task_id in present]
+        present = set(registry.children(running_folder(job)))
+        ops = [Op("delete", running_path(job, t.task_id)) for t in tasks if t.task_id in present]
         requeue: dict[int, str] = {}
         originals = {e.item: e.original for e in launch.failover}
         for task in tasks:
@@ -267,29 +276,21 @@ class LaunchBook:
             elif others_launched:
                 requeue[item] = task.task_id
         if requeue:
-            registry.ensure(f"{FAILOVER}/{job}")
-            queued = set(registry.children(f"{FAILOVER}/{job}"))
+            registry.ensure(failover_folder(job))
+            queued = set(registry.children(failover_folder(job)))
             for item, original in sorted(requeue.items()):
-                key = f"{job}{DELIMITER}{item}"
+                key = failover_key(job, item)
                 if key not in queued:
-                    ops.append(Op("create", f"{FAILOVER}/{job}/{key}", original.encode()))
+                    ops.append(Op("create", f"{failover_folder(job)}/{key}", original.encode()))
         writer = registry.fenced(self._fence)
         if ops:
             self.transactions += 1
             writer.commit(f"undo launch bookkeeping of job {job}", ops)
         if launch.ready is not None and not others_launched:
-
-            def give_back(old: bytes | None) -> bytes:
-                try:
-                    count = max(0, int((old or b"0").decode().strip() or 0))
-                except (UnicodeDecodeError, ValueError):
-                    count = 0
-                return str(count + 1).encode()
-
-            writer.compare_and_set(f"{READY}/{job}", give_back)
+            writer.compare_and_set(ready_path(job), lambda old: encode_count(decode_count(old) + 1))
         if self._cache is not None:
             self._cache.invalidate(
-                [op.path for op in ops] + ([f"{READY}/{job}"] if launch.ready else [])
+                [op.path for op in ops] + ([ready_path(job)] if launch.ready else [])
             )
         log.warning(
             "launch book: job %s: bookkeeping of %s task(s) Mesos did not take undone%s",

@@ -37,25 +37,31 @@ from typing import Any
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import InvalidRequest, RegistryError
-from scheduler.model.task_id import DELIMITER, TaskId
-from scheduler.storage.config_store import APPS, JOBS, ConfigStore
-from scheduler.storage.registry import Registry
-from scheduler.storage.state import (
+from scheduler.model.task_id import TaskId
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.layout import (
+    APPS,
     DISABLE_APP,
     DISABLE_JOB,
     FAILOVER,
     FAILOVER_BACKOFF,
+    JOBS,
+    QUEUE_ROOTS,
     READY,
     RUNNING,
-    _backoff,
-    _count,
+    backoff_path,
+    decode_backoff,
+    decode_count,
+    failover_item,
+    failover_path,
 )
+from scheduler.storage.registry import Registry
 
 __all__ = ["FailoverEntry", "QueueCache"]
 
 log = logging.getLogger(__name__)
 
-_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
+_ROOTS = QUEUE_ROOTS
 
 
 @dataclass(frozen=True)
@@ -72,12 +78,7 @@ class FailoverEntry:
 
     @property
     def path(self) -> str:
-        return f"{FAILOVER}/{self.job_name}/{self.job_name}{DELIMITER}{self.item}"
-
-
-def _item_of(key: str) -> int | None:
-    item = key.rsplit(DELIMITER, 1)[-1]
-    return int(item) if item.isdigit() else None
+        return failover_path(self.job_name, self.item)
 
 
 class QueueCache:
@@ -326,7 +327,8 @@ class QueueCache:
     def _failover_listed(self, job: str, names: list[str]) -> set[str]:
         """New failover entries of `job` to read (entry and back-off); gone ones dropped."""
         known = self._failover_jobs.setdefault(job, set())
-        keys = {k for k in names if _item_of(k) is not None}
+        items = {k: item for k in names if (item := failover_item(k)) is not None}
+        keys = set(items)
         for gone in known - keys:
             self._failover.pop(f"{FAILOVER}/{job}/{gone}", None)
         new = keys - known
@@ -334,7 +336,7 @@ class QueueCache:
         out = set()
         for key in new:
             out.add(f"{FAILOVER}/{job}/{key}")
-            out.add(f"{FAILOVER_BACKOFF}/{job}/{_item_of(key)}")
+            out.add(backoff_path(job, items[key]))
         return out
 
     def _running_listed(self, job: str, names: list[str]) -> set[str]:
@@ -367,9 +369,9 @@ class QueueCache:
         for path, got in self._get(sorted(paths)).items():
             parts = path.split("/")
             if path.startswith(READY + "/"):
-                self._set_ready(parts[-1], None if got is None else (_count(got[0]), got[1]))
+                self._set_ready(parts[-1], None if got is None else (decode_count(got[0]), got[1]))
             elif path.startswith(FAILOVER_BACKOFF + "/"):
-                self._backoff[path] = _backoff(None if got is None else got[0])
+                self._backoff[path] = decode_backoff(None if got is None else got[0])
                 self._restamp(parts[-2], int(parts[-1]))
             elif path.startswith(FAILOVER + "/"):
                 self._failover_read(path, parts[-2], parts[-1], got)
@@ -377,21 +379,21 @@ class QueueCache:
                 self._legacy_running(parts[-2], parts[-1], got)
 
     def _failover_read(self, path: str, job: str, key: str, got: tuple[bytes, int] | None) -> None:
-        item = _item_of(key)
+        item = failover_item(key)
         if got is None or item is None:
             self._failover.pop(path, None)
             self._failover_jobs.get(job, set()).discard(key)
             return
         self._failover_jobs.setdefault(job, set()).add(key)
-        not_before = self._backoff.get(f"{FAILOVER_BACKOFF}/{job}/{item}", (0, 0.0))[1]
+        not_before = self._backoff.get(backoff_path(job, item), (0, 0.0))[1]
         original = got[0].decode(errors="replace").strip()
         self._failover[path] = FailoverEntry(job, item, original, got[1], not_before)
 
     def _restamp(self, job: str, item: int) -> None:
-        path = f"{FAILOVER}/{job}/{job}{DELIMITER}{item}"
+        path = failover_path(job, item)
         entry = self._failover.get(path)
         if entry is not None:
-            not_before = self._backoff.get(f"{FAILOVER_BACKOFF}/{job}/{item}", (0, 0.0))[1]
+            not_before = self._backoff.get(backoff_path(job, item), (0, 0.0))[1]
             self._failover[path] = FailoverEntry(
                 job, item, entry.original, entry.version, not_before
             )

@@ -27,13 +27,13 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from scheduler.storage.layout import RESULTS
 from scheduler.storage.registry import Op, Registry
 
-__all__ = ["MAX_PENDING", "RESULTS", "ResultJournal", "bucket_minute", "bucket_name"]
+__all__ = ["MAX_PENDING", "ResultJournal", "bucket_minute", "bucket_name"]
 
 log = logging.getLogger(__name__)
 
-RESULTS = "/statistics/results"
 _DROP_LOG_INTERVAL_S = 10.0
 # ZooKeeper answers getChildren in one packet (jute.maxbuffer, 1 MiB by default): a bucket of
 # 36-character names stays well below that at this size, and so does the whole journal.

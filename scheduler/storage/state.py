@@ -1,8 +1,8 @@
 """Stores of the scheduling state. Reads are plain; every write is fenced by the leader's term.
 
-Paths (under the namespace, the same as Elastic-Job-Cloud 2.1.5's):
-`/state/ready/{job}` (pending run count), `/state/running/{job}/{taskId}` (task JSON),
-`/state/failover/{job}/{job@-@item}` (original task id), `/state/disable/app|job/{name}`.
+The nodes (`layout`, the same as Elastic-Job-Cloud 2.1.5's): pending run counts under `READY`,
+task JSON under `RUNNING`, original task ids under `FAILOVER`, disabled names under
+`DISABLE_APP` and `DISABLE_JOB`.
 
 Queue caps (`job_state_queue_size`) refuse new entries with a WARNING and a False return instead
 of dropping them silently.
@@ -18,25 +18,32 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.model.errors import Conflict
-from scheduler.model.task_id import DELIMITER, TaskId
+from scheduler.model.task_id import TaskId
+from scheduler.storage.layout import (
+    DISABLE_APP,
+    DISABLE_JOB,
+    FAILOVER,
+    READY,
+    RUNNING,
+    backoff_folder,
+    backoff_path,
+    decode_backoff,
+    decode_count,
+    disable_path,
+    encode_backoff,
+    encode_count,
+    failover_folder,
+    failover_item,
+    failover_path,
+    ready_path,
+    running_folder,
+    running_path,
+)
 from scheduler.storage.registry import Fence, FencedWriter, Op, Registry
 
 log = logging.getLogger(__name__)
 
-READY = "/state/ready"
-RUNNING = "/state/running"
-FAILOVER = "/state/failover"
-FAILOVER_BACKOFF = "/state/failover_backoff"
 FAILOVER_DELAY_MAX_S = 60
-DISABLE_APP = "/state/disable/app"
-DISABLE_JOB = "/state/disable/job"
-
-
-def _count(data: bytes | None) -> int:
-    try:
-        return max(0, int((data or b"0").decode().strip() or 0))
-    except (UnicodeDecodeError, ValueError):
-        return 0
 
 
 class _Store:
@@ -77,7 +84,7 @@ class ReadyQueue(_Store):
         if self._full(READY, job):
             return False
         self._writer.compare_and_set(
-            f"{READY}/{job}", lambda old: str(_count(old) + 1 if misfire else 1).encode()
+            ready_path(job), lambda old: encode_count(decode_count(old) + 1 if misfire else 1)
         )
         return True
 
@@ -85,26 +92,26 @@ class ReadyQueue(_Store):
         """Queue a daemon job once (a no-op when already queued)."""
         if self._full(READY, job):
             return False
-        self._writer.compare_and_set(f"{READY}/{job}", lambda old: b"1")
+        self._writer.compare_and_set(ready_path(job), lambda old: encode_count(1))
         return True
 
     def take(self, job: str) -> None:
         """One pending run was launched: decrement, deleting the node at zero."""
 
         def dec(old: bytes | None) -> bytes | None:
-            left = _count(old) - 1
-            return str(left).encode() if left > 0 else None
+            left = decode_count(old) - 1
+            return encode_count(left) if left > 0 else None
 
-        self._writer.compare_and_set(f"{READY}/{job}", dec)
+        self._writer.compare_and_set(ready_path(job), dec)
 
     def remove(self, job: str) -> None:
         """Drop every pending run of `job` (disable, delete)."""
-        self._writer.delete(f"{READY}/{job}")
+        self._writer.delete(ready_path(job))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for job in self._registry.children(READY):
-            n = _count(self._registry.get(f"{READY}/{job}"))
+            n = decode_count(self._registry.get(ready_path(job)))
             if n:
                 out[job] = n
         return out
@@ -117,26 +124,26 @@ class DisableStore(_Store):
         return self._disable(DISABLE_APP, app)
 
     def enable_app(self, app: str) -> None:
-        self._writer.delete(f"{DISABLE_APP}/{app}")
+        self._writer.delete(disable_path(DISABLE_APP, app))
 
     def is_app_disabled(self, app: str) -> bool:
-        return self._registry.exists(f"{DISABLE_APP}/{app}")
+        return self._registry.exists(disable_path(DISABLE_APP, app))
 
     def disable_job(self, job: str) -> bool:
         return self._disable(DISABLE_JOB, job)
 
     def enable_job(self, job: str) -> None:
-        self._writer.delete(f"{DISABLE_JOB}/{job}")
+        self._writer.delete(disable_path(DISABLE_JOB, job))
 
     def is_job_disabled(self, job: str) -> bool:
-        return self._registry.exists(f"{DISABLE_JOB}/{job}")
+        return self._registry.exists(disable_path(DISABLE_JOB, job))
 
     def _disable(self, base: str, name: str) -> bool:
-        if self._registry.exists(f"{base}/{name}"):
+        if self._registry.exists(disable_path(base, name)):
             return True
         if self._full(base, name):
             return False
-        self._writer.put(f"{base}/{name}", name.encode())
+        self._writer.put(disable_path(base, name), name.encode())
         return True
 
 
@@ -190,7 +197,7 @@ class RunningStore(_Store):
 
     def add(self, task: RunningTask) -> None:
         job = task.parsed.job_name
-        self._writer.put(f"{RUNNING}/{job}/{task.task_id}", json.dumps(task.to_json()).encode())
+        self._writer.put(running_path(job, task.task_id), json.dumps(task.to_json()).encode())
 
     def update(self, task: RunningTask, also: list[Op] | None = None) -> None:
         """Write the task's node; with `also`, in one transaction with those ops."""
@@ -198,12 +205,12 @@ class RunningStore(_Store):
             self.add(task)
             return
         job = task.parsed.job_name
-        path = f"{RUNNING}/{job}/{task.task_id}"
+        path = running_path(job, task.task_id)
         data = json.dumps(task.to_json()).encode()
         if self._registry.exists(path):
             first = Op("set", path, data)
         else:
-            self._registry.ensure(f"{RUNNING}/{job}")
+            self._registry.ensure(running_folder(job))
             first = Op("create", path, data)
         self._writer.commit(f"update {path}", [first, *also])
 
@@ -211,15 +218,15 @@ class RunningStore(_Store):
         """Delete the task's node; with `also`, in one transaction with those ops (NotFound
         when the node is already gone, and then none of them is applied)."""
         job = TaskId.parse(task_id).job_name
-        path = f"{RUNNING}/{job}/{task_id}"
+        path = running_path(job, task_id)
         if also:
             self._writer.commit(f"remove {path}", [Op("delete", path), *also])
         else:
             self._writer.delete(path)
-        self._drop_if_empty(f"{RUNNING}/{job}")
+        self._drop_if_empty(running_folder(job))
 
     def remove_job(self, job: str) -> None:
-        self._writer.delete(f"{RUNNING}/{job}")
+        self._writer.delete(running_folder(job))
 
     def mark_killed(self, task_id: str, reason: str) -> bool:
         """Record why the scheduler kills a task (before the kill is sent), so that whichever
@@ -238,14 +245,14 @@ class RunningStore(_Store):
             data["killReason"] = reason
             return json.dumps(data).encode()
 
-        return self._writer.compare_and_set(f"{RUNNING}/{job}/{task_id}", mark) is not None
+        return self._writer.compare_and_set(running_path(job, task_id), mark) is not None
 
     def tasks(self, job: str | None = None) -> list[RunningTask]:
         jobs = [job] if job is not None else self._registry.children(RUNNING)
         out: list[RunningTask] = []
         for name in jobs:
-            for node in self._registry.children(f"{RUNNING}/{name}"):
-                raw = self._registry.get(f"{RUNNING}/{name}/{node}") or b""
+            for node in self._registry.children(running_folder(name)):
+                raw = self._registry.get(running_path(name, node)) or b""
                 try:
                     data = json.loads(raw)
                 except ValueError:
@@ -290,17 +297,17 @@ def failover_delay(failures: int) -> float:
 class FailoverQueue(_Store):
     """Shards to relaunch first: `/state/failover/{job}/{job@-@item}` = original task id.
 
-    Consecutive failures of a shard are counted at `/state/failover_backoff/{job}/{item}`
+    Consecutive failures of a shard are counted at `FAILOVER_BACKOFF/{job}/{item}`
     (`{"failures": n, "notBefore": epoch seconds}`; not in the original's layout) until a run of
     that shard succeeds; the launcher holds a queued shard back until `notBefore`.
     """
 
     def add(self, task_id: str) -> bool:
         parsed = TaskId.parse(task_id)
-        path = f"{FAILOVER}/{parsed.job_name}/{parsed.shard_key}"
+        path = failover_path(parsed.job_name, parsed.item)
         if self._registry.exists(path):
             return True
-        if self._full(f"{FAILOVER}/{parsed.job_name}", parsed.shard_key):
+        if self._full(failover_folder(parsed.job_name), parsed.shard_key):
             return False
         failures = self._count_failure(parsed.job_name, parsed.item)
         self._writer.put(path, task_id.encode())
@@ -322,10 +329,10 @@ class FailoverQueue(_Store):
         parsed = TaskId.parse(task_id)
         if max_retries is None:
             return (Retry.QUEUED if self.add(task_id) else Retry.FULL), 0
-        path = f"{FAILOVER}/{parsed.job_name}/{parsed.shard_key}"
+        path = failover_path(parsed.job_name, parsed.item)
         if self._registry.exists(path):
             return Retry.QUEUED, 0
-        if self._full(f"{FAILOVER}/{parsed.job_name}", parsed.shard_key):
+        if self._full(failover_folder(parsed.job_name), parsed.shard_key):
             return Retry.FULL, 0
         failures = self._count_failure(parsed.job_name, parsed.item)
         if failures > max_retries:
@@ -338,49 +345,38 @@ class FailoverQueue(_Store):
         now = time.time()
 
         def bump(old: bytes | None) -> bytes:
-            failures = 1 + _backoff(old)[0]
-            return json.dumps(
-                {"failures": failures, "notBefore": now + failover_delay(failures)}
-            ).encode()
+            failures = 1 + decode_backoff(old)[0]
+            return encode_backoff(failures, now + failover_delay(failures))
 
-        return _backoff(self._writer.compare_and_set(f"{FAILOVER_BACKOFF}/{job}/{item}", bump))[0]
+        return decode_backoff(self._writer.compare_and_set(backoff_path(job, item), bump))[0]
 
     def not_before(self, job: str, item: int) -> float:
         """Epoch seconds before which the shard is not relaunched (0: now)."""
-        return _backoff(self._registry.get(f"{FAILOVER_BACKOFF}/{job}/{item}"))[1]
+        return decode_backoff(self._registry.get(backoff_path(job, item)))[1]
 
     def succeeded(self, job: str, item: int) -> None:
         """A run of the shard succeeded: forget its failures."""
-        path = f"{FAILOVER_BACKOFF}/{job}/{item}"
+        path = backoff_path(job, item)
         if self._registry.exists(path):
             self._writer.delete(path)
-            self._drop_if_empty(f"{FAILOVER_BACKOFF}/{job}")
+            self._drop_if_empty(backoff_folder(job))
 
     def remove(self, job: str, item: int) -> None:
-        self._writer.delete(f"{FAILOVER}/{job}/{job}{DELIMITER}{item}")
-        self._drop_if_empty(f"{FAILOVER}/{job}")
+        self._writer.delete(failover_path(job, item))
+        self._drop_if_empty(failover_folder(job))
 
     def remove_job(self, job: str) -> None:
-        self._writer.delete(f"{FAILOVER}/{job}")
-        self._writer.delete(f"{FAILOVER_BACKOFF}/{job}")
+        self._writer.delete(failover_folder(job))
+        self._writer.delete(backoff_folder(job))
 
     def entries(self) -> list[tuple[str, int, str]]:
         """(job, item, original task id) of every queued shard."""
         out: list[tuple[str, int, str]] = []
         for job in self._registry.children(FAILOVER):
-            for key in self._registry.children(f"{FAILOVER}/{job}"):
-                item = key.rsplit(DELIMITER, 1)[-1]
-                if not item.isdigit():
+            for key in self._registry.children(failover_folder(job)):
+                item = failover_item(key)
+                if item is None:
                     continue
-                original = (self._registry.get(f"{FAILOVER}/{job}/{key}") or b"").decode()
-                out.append((job, int(item), original))
+                original = (self._registry.get(f"{failover_folder(job)}/{key}") or b"").decode()
+                out.append((job, item, original))
         return out
-
-
-def _backoff(data: bytes | None) -> tuple[int, float]:
-    """(failures, notBefore) of a back-off node; (0, 0.0) for none or unreadable data."""
-    try:
-        doc = json.loads(data) if data else {}
-        return int(doc.get("failures", 0)), float(doc.get("notBefore", 0.0))
-    except (ValueError, TypeError, AttributeError):
-        return 0, 0.0

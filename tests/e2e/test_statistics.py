@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from deploy.postgres import PostgresServer
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.leader.statistics.models import CountedResult, TaskResultStatisticsMinute
+from scheduler.storage.layout import RESULTS
 from scheduler.storage.registry import Registry
-from scheduler.storage.result_journal import RESULTS
 from tests.e2e.pipeline_support import Runs, System, running_system
 from tests.support.waiting import wait_for
 

@@ -16,7 +16,8 @@ from scheduler.model.config import JobConfig, parse_cron
 from scheduler.model.errors import NotLeader
 from scheduler.model.fires import due_fires
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.storage.fire_ledger import LAST_FIRE, FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import TermStores
 

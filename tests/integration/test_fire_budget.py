@@ -11,7 +11,7 @@ import pytest
 from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.storage.fire_ledger import LAST_FIRE
+from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import TermStores
 from tests.support.waiting import wait_for

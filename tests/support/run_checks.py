@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from scheduler.model.config import parse_cron
 from scheduler.model.fires import due_fires
-from scheduler.storage.fire_ledger import LAST_FIRE
+from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.registry import Registry
 from tests.support.waiting import wait_for
 

@@ -36,8 +36,9 @@ from scheduler.leader.statistics.models import (
 )
 from scheduler.leader.statistics.outage import DatabaseState
 from scheduler.model.errors import Conflict, NotFound
+from scheduler.storage.layout import RESULTS
 from scheduler.storage.registry import Fence, Op, Registry
-from scheduler.storage.result_journal import RESULTS, ResultJournal, bucket_minute
+from scheduler.storage.result_journal import ResultJournal, bucket_minute
 
 __all__ = ["BACKFILL_LIMIT", "ResultCounters", "StatisticInterval", "period_start"]
 

@@ -34,9 +34,8 @@ from scheduler.leader.statistics.models import (
     TaskRunningStatistics,
 )
 from scheduler.leader.statistics.outage import DropLog
-from scheduler.storage.config_store import JOBS
+from scheduler.storage.layout import JOBS, RUNNING, running_folder
 from scheduler.storage.registry import Registry
-from scheduler.storage.state import RUNNING
 
 __all__ = ["BACKFILL_LIMIT", "Sampler"]
 
@@ -93,7 +92,7 @@ class Sampler:
         day = period_start(StatisticInterval.DAY, moment)
         if minute != self._sampled_minute:
             per_job = [
-                len(self._registry.children(f"{RUNNING}/{job}"))
+                len(self._registry.children(running_folder(job)))
                 for job in self._registry.children(RUNNING)
             ]
             tasks = sum(per_job)

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from scheduler.api.paging import BATCH, MAX_LIMIT
 from scheduler.model.config.job import JobConfig
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.config_store import JOBS
+from scheduler.storage.layout import JOBS
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.integration.api.conftest import ADMIN, APP, GUEST, JOB, Api, make_api

@@ -10,8 +10,9 @@ import pytest
 
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.fire_ledger import LAST_FIRE, FireLedger, LedgerState, LedgerWrite
+from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.launch_book import Launch, LaunchBook
+from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask

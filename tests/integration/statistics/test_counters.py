@@ -29,9 +29,10 @@ from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.layout import RESULTS, RUNNING
 from scheduler.storage.registry import Fence, Registry
-from scheduler.storage.result_journal import RESULTS, bucket_name
-from scheduler.storage.state import RUNNING, RunningTask
+from scheduler.storage.result_journal import bucket_name
+from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.support.waiting import wait_for
 

@@ -35,9 +35,10 @@ from scheduler.leader.statistics.outage import STALL_S
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage import result_journal
+from scheduler.storage.layout import RESULTS, RUNNING
 from scheduler.storage.registry import Fence, Registry
-from scheduler.storage.result_journal import RESULTS, ResultJournal
-from scheduler.storage.state import RUNNING, RunningTask
+from scheduler.storage.result_journal import ResultJournal
+from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for

@@ -1,0 +1,158 @@
+"""The ZooKeeper layout: every path the scheduler reads or writes, and what each node holds.
+
+The one module that spells a path. Paths are namespace-relative (a `Registry` puts them under
+`/{zk_namespace}`); the first block is Elastic-Job-Cloud 2.1.5's layout (DESIGN.md section 4),
+the rest is this scheduler's own. A new feature adds its paths here, and every other module asks
+for them by name. The codecs turn a node's bytes into a value and back; a decoder never raises:
+what another writer left unreadable reads as the empty value (a count of 0, no back-off, no
+fire), as the original's readers did.
+
+Standard library and models only: no kazoo, no registry.
+"""
+
+from __future__ import annotations
+
+import json
+
+from scheduler.model.task_id import DELIMITER
+
+# -- Elastic-Job-Cloud 2.1.5's layout ------------------------------------------------------------
+
+APPS = "/config/app"
+"""`/config/app/{app}`: the app's JSON."""
+JOBS = "/config/job"
+"""`/config/job/{job}`: the job's JSON."""
+READY = "/state/ready"
+"""`/state/ready/{job}`: the job's pending runs (`encode_count`)."""
+RUNNING = "/state/running"
+"""`/state/running/{job}/{taskId}`: a launched task's JSON (`state.RunningTask`)."""
+FAILOVER = "/state/failover"
+"""`/state/failover/{job}/{job@-@item}`: the original task id of a shard to relaunch."""
+DISABLE_APP = "/state/disable/app"
+"""`/state/disable/app/{app}`: present while the app is disabled."""
+DISABLE_JOB = "/state/disable/job"
+"""`/state/disable/job/{job}`: present while the job is disabled."""
+ELECTION = "/ha/election"
+"""The election's members; each node's data is its replica's `host:port`."""
+FRAMEWORK_ID = "/ha/framework_id"
+"""The Mesos framework id, kept across leaders."""
+
+# -- this scheduler's own -------------------------------------------------------------------------
+
+FAILOVER_BACKOFF = "/state/failover_backoff"
+"""`/state/failover_backoff/{job}/{item}`: a shard's failures in a row (`encode_backoff`)."""
+LAST_FIRE = "/state/last_fire"
+"""`/state/last_fire/{job}`: the newest cron fire accounted for (`encode_fire_time`)."""
+RESULTS = "/statistics/results"
+"""`/statistics/results/{yyyyMMddHHmm}/{uuid}-{s|f}`: task results waiting for the database."""
+TERMS = "/ha/terms"
+"""`/ha/terms/{term:010d}`: each term's record (JSON)."""
+ACL_MARKER = "/ha/acl_secured"
+"""Present (with the digest's ACL) once a walk secured every node of the namespace."""
+REVOKED_SESSIONS = "/auth/revoked_sessions"
+"""`/auth/revoked_sessions/{expiresAtMs}-{id}`: console sessions logged out; the folder's data
+is the time (epoch ms) before which every session is revoked."""
+
+# The roots a term's view of the queues watches (a child watch needs the node).
+QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
+
+
+def app_path(app: str) -> str:
+    return f"{APPS}/{app}"
+
+
+def job_path(job: str) -> str:
+    return f"{JOBS}/{job}"
+
+
+def ready_path(job: str) -> str:
+    return f"{READY}/{job}"
+
+
+def running_folder(job: str) -> str:
+    return f"{RUNNING}/{job}"
+
+
+def running_path(job: str, task_id: str) -> str:
+    return f"{RUNNING}/{job}/{task_id}"
+
+
+def failover_folder(job: str) -> str:
+    return f"{FAILOVER}/{job}"
+
+
+def failover_key(job: str, item: int) -> str:
+    """The name of a shard's failover node: `{job}@-@{item}`."""
+    return f"{job}{DELIMITER}{item}"
+
+
+def failover_path(job: str, item: int) -> str:
+    return f"{FAILOVER}/{job}/{failover_key(job, item)}"
+
+
+def failover_item(key: str) -> int | None:
+    """The shard item of failover node name `key`; None when it names none."""
+    item = key.rsplit(DELIMITER, 1)[-1]
+    return int(item) if item.isdigit() else None
+
+
+def backoff_folder(job: str) -> str:
+    return f"{FAILOVER_BACKOFF}/{job}"
+
+
+def backoff_path(job: str, item: int) -> str:
+    return f"{FAILOVER_BACKOFF}/{job}/{item}"
+
+
+def last_fire_path(job: str) -> str:
+    return f"{LAST_FIRE}/{job}"
+
+
+def disable_path(base: str, name: str) -> str:
+    """`base` is DISABLE_APP or DISABLE_JOB."""
+    return f"{base}/{name}"
+
+
+def term_path(term: int) -> str:
+    return f"{TERMS}/{term:010d}"
+
+
+# -- codecs ------------------------------------------------------------------------------------
+
+
+def decode_count(data: bytes | None) -> int:
+    """A ready node's pending runs (a decimal count, as the original wrote it); 0 for none or
+    for data that is no count."""
+    try:
+        return max(0, int((data or b"0").decode().strip() or 0))
+    except (UnicodeDecodeError, ValueError):
+        return 0
+
+
+def encode_count(count: int) -> bytes:
+    return str(count).encode()
+
+
+def decode_backoff(data: bytes | None) -> tuple[int, float]:
+    """(failures, notBefore) of a back-off node; (0, 0.0) for none or unreadable data."""
+    try:
+        doc = json.loads(data) if data else {}
+        return int(doc.get("failures", 0)), float(doc.get("notBefore", 0.0))
+    except (ValueError, TypeError, AttributeError):
+        return 0, 0.0
+
+
+def encode_backoff(failures: int, not_before: float) -> bytes:
+    return json.dumps({"failures": failures, "notBefore": not_before}).encode()
+
+
+def decode_fire_time(data: bytes | None) -> float | None:
+    """A last-fire record's epoch seconds; None for none or unreadable data."""
+    try:
+        return float(data) if data else None
+    except ValueError:
+        return None
+
+
+def encode_fire_time(when: float) -> bytes:
+    return f"{when:.3f}".encode()
