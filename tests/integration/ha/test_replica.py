@@ -118,57 +118,43 @@ def test_standby_takes_over_when_leader_stops(make_replica: Any) -> None:
 
 
 def test_suspended_leader_stops_acting_at_once_and_steps_down_after_session_timeout(
-    make_replica: Any, zk: ZooKeeperEnsemble
+    zk_proxy: TcpProxy, make_replica: Any
 ) -> None:
     journal: list[str] = []
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    try:
-        replica = make_replica(
-            lambda ctx: [Recorder("launcher", journal)], zk_servers=proxy.address
-        )
-        wait_for(replica.is_acting_leader, 10, message="leadership")
-        term = replica._term
-        assert term is not None
-        fenced = replica.registry.fenced(term.fence)
-        fenced.put("/probe", b"1")
-        proxy.cut()
-        wait_for(lambda: "pause launcher" in journal, 5, message="pause on SUSPENDED")
-        assert not replica.is_acting_leader()
-        with pytest.raises(NotLeader):
-            fenced.put("/probe", b"2")
-        # SUSPENDED longer than the session timeout: the term ends, components stop.
-        wait_for(lambda: "stop launcher" in journal, 10, message="step down after timeout")
-        assert replica.last_term is not None
-        assert "suspended" in replica.last_term["endReason"]
-        proxy.restore()
-        # Back in the election with a new session; being the only replica it leads again.
-        wait_for(replica.is_acting_leader, 20, message="leads again after reconnect")
-        assert journal.count("start launcher") == 2
-    finally:
-        proxy.close()
+    replica = make_replica(lambda ctx: [Recorder("launcher", journal)], zk_servers=zk_proxy.address)
+    wait_for(replica.is_acting_leader, 10, message="leadership")
+    term = replica._term
+    assert term is not None
+    fenced = replica.registry.fenced(term.fence)
+    fenced.put("/probe", b"1")
+    zk_proxy.cut()
+    wait_for(lambda: "pause launcher" in journal, 5, message="pause on SUSPENDED")
+    assert not replica.is_acting_leader()
+    with pytest.raises(NotLeader):
+        fenced.put("/probe", b"2")
+    # SUSPENDED longer than the session timeout: the term ends, components stop.
+    wait_for(lambda: "stop launcher" in journal, 10, message="step down after timeout")
+    assert replica.last_term is not None
+    assert "suspended" in replica.last_term["endReason"]
+    zk_proxy.restore()
+    # Back in the election with a new session; being the only replica it leads again.
+    wait_for(replica.is_acting_leader, 20, message="leads again after reconnect")
+    assert journal.count("start launcher") == 2
 
 
-def test_short_blip_pauses_and_resumes_the_same_term(
-    make_replica: Any, zk: ZooKeeperEnsemble
-) -> None:
+def test_short_blip_pauses_and_resumes_the_same_term(zk_proxy: TcpProxy, make_replica: Any) -> None:
     journal: list[str] = []
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    try:
-        replica = make_replica(
-            lambda ctx: [Recorder("launcher", journal)],
-            zk_servers=proxy.address,
-            zk_session_timeout_seconds="8",
-        )
-        wait_for(replica.is_acting_leader, 10, message="leadership")
-        term_before = replica._term
-        proxy.cut()
-        wait_for(lambda: "pause launcher" in journal, 5, message="pause")
-        proxy.restore()
-        wait_for(lambda: "resume launcher" in journal, 10, message="resume")
-        assert replica._term is term_before
-        assert replica.is_acting_leader()
-        assert "stop launcher" not in journal
-    finally:
-        proxy.close()
+    replica = make_replica(
+        lambda ctx: [Recorder("launcher", journal)],
+        zk_servers=zk_proxy.address,
+        zk_session_timeout_seconds="8",
+    )
+    wait_for(replica.is_acting_leader, 10, message="leadership")
+    term_before = replica._term
+    zk_proxy.cut()
+    wait_for(lambda: "pause launcher" in journal, 5, message="pause")
+    zk_proxy.restore()
+    wait_for(lambda: "resume launcher" in journal, 10, message="resume")
+    assert replica._term is term_before
+    assert replica.is_acting_leader()
+    assert "stop launcher" not in journal

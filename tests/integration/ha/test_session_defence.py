@@ -198,25 +198,20 @@ def test_replica_fails_when_its_term_cannot_end_within_a_session_timeout(
 
 
 def test_health_is_503_with_a_reason_while_zookeeper_is_unreachable_and_200_after(
-    make_replica: Any, zk: ZooKeeperEnsemble
+    zk_proxy: TcpProxy, make_replica: Any
 ) -> None:
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    try:
-        replica = make_replica(
-            Journal("a", []), zk_servers=proxy.address, zk_session_timeout_seconds="8"
-        )
-        wait_for(replica.is_acting_leader, 10, message="leadership")
-        assert health_http(replica)[0] == 200
-        proxy.cut()
-        body = wait_http_health(replica, 503, 6)
-        assert "unreachable" in body["reason"]
-        assert body["zookeeper"] == "SUSPENDED"
-        proxy.restore()
-        wait_http_health(replica, 200, 10)
-        assert replica.health()["reason"] is None
-    finally:
-        proxy.close()
+    replica = make_replica(
+        Journal("a", []), zk_servers=zk_proxy.address, zk_session_timeout_seconds="8"
+    )
+    wait_for(replica.is_acting_leader, 10, message="leadership")
+    assert health_http(replica)[0] == 200
+    zk_proxy.cut()
+    body = wait_http_health(replica, 503, 6)
+    assert "unreachable" in body["reason"]
+    assert body["zookeeper"] == "SUSPENDED"
+    zk_proxy.restore()
+    wait_http_health(replica, 200, 10)
+    assert replica.health()["reason"] is None
 
 
 def test_registry_refuses_an_unencodable_path_and_the_session_lives_on(
