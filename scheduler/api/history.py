@@ -9,40 +9,25 @@ ZooKeeper either way. A database that cannot be reached answers 503 TraceDatabas
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import Engine
 
-from scheduler.api.errors import error_response
 from scheduler.api.term_access import term_access
 from scheduler.leader.statistics import queries
-from scheduler.leader.statistics.writer import unreachable
 from scheduler.model.config import shown
 from scheduler.model.config.job import JobExecutionType, JobType
-from scheduler.model.errors import InvalidRequest, TraceDatabaseUnavailable
+from scheduler.model.errors import InvalidRequest
 
 log = logging.getLogger(__name__)
 
 bp = Blueprint("history", __name__, url_prefix="/api/job")
 
 
-@bp.errorhandler(DBAPIError)
-def _database_error(exc: DBAPIError) -> Response:
-    if not unreachable(exc):
-        log.exception("api: event trace query failed", exc_info=exc)
-        return error_response(500, "internal error; see the scheduler log", "InternalError")
-    log.warning("api: event trace database unavailable: %s", str(exc).splitlines()[0])
-    error = TraceDatabaseUnavailable(
-        "the event trace database cannot be reached; scheduling is not affected, retry later"
-    )
-    return error_response(error.http_status, error.message, type(error).__name__)
-
-
 _PERIODS = ("online", "lastWeek", "lastHour", "lastMinute")
 
 
-def _engine() -> Any:
+def _engine() -> Engine | None:
     return term_access().trace_engine
 
 

@@ -28,17 +28,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy.exc import DBAPIError
 
 from executor.records import OUTPUT_STREAMS, task_output_dir
-from scheduler.api.errors import error_response
 from scheduler.api.inputs import reference_problem
 from scheduler.api.term_access import TermAccess, term_access
 from scheduler.leader.mesos.taskinfo import runs_as_command_task
 from scheduler.leader.statistics import runs as trace_runs
-from scheduler.leader.statistics.writer import unreachable
 from scheduler.model.config import shown
-from scheduler.model.errors import InvalidRequest, NotFound, TraceDatabaseUnavailable
+from scheduler.model.errors import InvalidRequest, NotFound
 from scheduler.model.task_id import InvalidTaskId, TaskId
 
 log = logging.getLogger(__name__)
@@ -52,18 +49,6 @@ MAX_OFFSET = 2**53  # beyond any file, and exact in every JSON reader
 _TASK_ID_MAX_LENGTH = 1024
 _TEXT_MAX_LENGTH = 64
 _WHOLE = re.compile(r"-?[0-9]{1,20}")
-
-
-@bp.errorhandler(DBAPIError)
-def _database_error(exc: DBAPIError) -> Response:
-    if not unreachable(exc):
-        log.exception("api: event trace query failed", exc_info=exc)
-        return error_response(500, "internal error; see the scheduler log", "InternalError")
-    log.warning("api: event trace database unavailable: %s", str(exc).splitlines()[0])
-    error = TraceDatabaseUnavailable(
-        "the event trace database cannot be reached; scheduling is not affected, retry later"
-    )
-    return error_response(error.http_status, error.message, type(error).__name__)
 
 
 # -- parameters ---------------------------------------------------------------------------

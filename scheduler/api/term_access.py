@@ -8,9 +8,10 @@ gets them with `term_access()`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from flask import current_app
+from sqlalchemy.engine import Engine
 
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions, Throttle
@@ -19,6 +20,15 @@ from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, Run
 from scheduler.storage.term_stores import TermStores
 
 RECONCILE_THROTTLE_S = 10.0
+
+
+class TraceSource(Protocol):
+    """What the API reads of the term's statistics component (`Statistics` is one)."""
+
+    @property
+    def engine(self) -> Engine | None:
+        """The event trace database, None while the trace is off or not migrated yet."""
+        ...
 
 
 @dataclass
@@ -32,21 +42,22 @@ class TermAccess:
     disabled: DisableStore
     actions: OperatorActions
     reconcile_throttle: Throttle = field(default_factory=lambda: Throttle(RECONCILE_THROTTLE_S))
-    # The term's statistics component (its `engine` is None while the trace is off).
-    statistics: Any = None
+    # The term's statistics component (None: no statistics in this term).
+    statistics: TraceSource | None = None
     # What the term's known Mesos agents could ever offer (None: no launcher in this term).
     capacity: AgentCapacity | None = None
 
     @property
-    def trace_engine(self) -> Any:
-        return getattr(self.statistics, "engine", None)
+    def trace_engine(self) -> Engine | None:
+        """The event trace database, None while there is none to read."""
+        return None if self.statistics is None else self.statistics.engine
 
     @classmethod
     def build(
         cls,
         stores: TermStores,
         actions: OperatorActions,
-        statistics: Any = None,
+        statistics: TraceSource | None = None,
         capacity: AgentCapacity | None = None,
     ) -> TermAccess:
         return cls(
