@@ -26,21 +26,22 @@ the starvation guard and what is known of the agents:
    and revives when work comes back (the original hoarded offers and starved other
    frameworks).
 
-What the agents could ever offer (`capacity`) comes from the offers seen and from the master's
-`GET_AGENTS`, read on the short-lived `sched-agents` thread after each (re)connection, when an
-unreported agent offers, and every `AGENTS_REFRESH_S`.
+The launcher owns the thread and the round; its parts live beside it: `offers` (the offers held
+between rounds, suppress/revive/decline, offers held around a cron fire, and the `OfferDriver`
+it asks of the term's Mesos driver), `agent_census` (what the agents could ever offer: the
+offers seen and the master's `GET_AGENTS`, read on the short-lived `sched-agents` thread; the
+jobs that can never be placed) and the pure `launch_round` and `placement`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from http.client import HTTPException
-from typing import Any, Protocol
+from typing import Any
 
 from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent, WakeSignal
+from scheduler.leader.mesos.agent_census import AgentCensus, UnplaceableJobs
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable
 from scheduler.leader.mesos.launch_round import (
     Gathered,
@@ -50,7 +51,14 @@ from scheduler.leader.mesos.launch_round import (
     items_of,
     offer_slots,
     overlap_of,
-    scalar,
+)
+from scheduler.leader.mesos.offers import (
+    BUSY_REFUSE_S,
+    IDLE_REFUSE_S,
+    FireHold,
+    HeldOffers,
+    OfferDriver,
+    OfferFlow,
 )
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard
 from scheduler.leader.mesos.taskinfo import build_task_info
@@ -66,57 +74,8 @@ from scheduler.storage.term_stores import TermStores
 log = logging.getLogger(__name__)
 
 STARVATION_S = 30.0
-IDLE_REFUSE_S = 30.0
-BUSY_REFUSE_S = 1.0
-AGENTS_RETRY_S = 30.0
-AGENTS_REFRESH_S = 300.0
-AGENTS_TIMEOUT_S = 5.0
 REPLACE_RESEND_S = 10.0
-# Offers are revived this long before the next cron fire and held until this long after it
-# (its runs are queued by then), so that they launch at once instead of waiting for a revive
-# and an offer.
-FIRE_AHEAD_S = 1.0
-FIRE_GRACE_S = 1.0
-_QUIET_LOG_S = 60.0
 ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
-
-
-class OfferDriver(Protocol):
-    """What the launcher asks of the term's Mesos driver (`MesosDriver` is one). Each call
-    returns False, having logged why, when it did not reach the master."""
-
-    @property
-    def connected(self) -> threading.Event:
-        """Set while subscribed to a master."""
-        ...
-
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
-        """Launch `tasks` on the offers of one agent, declining what they leave."""
-        ...
-
-    def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
-        """Decline offers, not offered again for `refuse_s`."""
-        ...
-
-    def revive(self) -> bool:
-        """Ask for offers again after `suppress`."""
-        ...
-
-    def suppress(self) -> bool:
-        """Ask for no more offers until `revive`."""
-        ...
-
-    def kill(self, task_id: str) -> bool:
-        """Ask Mesos to kill a task."""
-        ...
-
-    def framework_info(self) -> dict[str, Any]:
-        """The `FrameworkInfo` the driver subscribes with (its `id` once Mesos assigned one)."""
-        ...
-
-    def agent_totals(self, timeout_s: float = 5.0) -> dict[str, tuple[float, float]]:
-        """Each agent's total (cpus, mem MB) from the master; raises OSError or ValueError."""
-        ...
 
 
 class Launcher(ThreadedComponent):
@@ -151,15 +110,15 @@ class Launcher(ThreadedComponent):
         # A view given is built to wake the launcher (`on_change`), as this one is.
         self._cache = view or QueueCache(stores.registry, stores.config, self._wake.wake)
         self._book = LaunchBook(stores.registry, stores.fence, self._cache)
-        self._lock = threading.Lock()
-        self._offers: dict[str, dict[str, Any]] = {}
         self._paused = False
-        self._suppressed = False
-        self._revive_needed = False
+        self._offers = HeldOffers()
+        self._flow = OfferFlow(driver)
+        self._fire_hold = FireHold(next_fire)
+        self._census = AgentCensus(driver, self._wake.wake)
+        self._unplaceable = UnplaceableJobs(self._census.capacity)
         self._guard = StarvationGuard(STARVATION_S)
         self.launched = 0
-        # For /metrics: offers declined, and the queues as the last round read them.
-        self.declined = 0
+        # For /metrics: the queues as the last round read them.
         self.ready_runs = 0
         self.failover_shards = 0
         self.last_launch_at: float = 0.0
@@ -168,45 +127,31 @@ class Launcher(ThreadedComponent):
         self.launch_listeners: Listeners[[str, str, str]] = Listeners(
             log, "launcher: launch listener"
         )
-        self._fire_source = next_fire
-        self._next_fire_at: float | None = None
-        self._next_fire_read = -1e18
-        self._hold_until = 0.0
-        self._quiet_until = -1e18
-        self.capacity = AgentCapacity()
-        # Jobs with a pending run that can never be placed; replaced, never mutated, so that
-        # other threads read it without a lock.
-        self._unplaceable: dict[str, Unplaceable] = {}
-        self._fit_cache: dict[str, tuple[tuple[object, ...], Unplaceable | None]] = {}
-        self._pending: set[str] = set()
         # Tasks killed for a REPLACE run (task id -> monotonic time the kill was sent).
         self._replacing: dict[str, float] = {}
-        self._agents_thread: threading.Thread | None = None
-        self._agents_due = True
-        self._agents_tried_at = -1e18
-        self._agents_read_at = -1e18
-        self._agents_failing = False
+
+    @property
+    def capacity(self) -> AgentCapacity:
+        """What the known agents could ever offer (any thread)."""
+        return self._census.capacity
+
+    @property
+    def declined(self) -> int:
+        """Offers declined this term (any thread)."""
+        return self._flow.declined
 
     def held_offers(self) -> int:
         """Offers held now, waiting for the next round (any thread)."""
-        with self._lock:
-            return len(self._offers)
+        return len(self._offers)
 
     def unplaceable_jobs(self) -> dict[str, Unplaceable]:
         """Jobs whose pending run can never be placed on the known agents (any thread)."""
-        return self._unplaceable
+        return self._unplaceable.current()
 
     def stop(self) -> None:
         self._stop_thread()
         self._cache.stop()
-        agents = self._agents_thread
-        if agents is not None:
-            # It only reads the master and writes `capacity`, so one still waiting on a slow
-            # master may finish on its own; the leader hand-over does not wait for it.
-            agents.join(0.5)
-            if agents.is_alive():
-                log.warning("launcher: thread sched-agents still reading the Mesos master")
-            self._agents_thread = None
+        self._census.stop()
         self.drop_offers()
 
     def pause(self) -> None:
@@ -222,49 +167,33 @@ class Launcher(ThreadedComponent):
         self._wake.wake()
 
     def add_offers(self, offers: list[dict[str, Any]]) -> None:
-        offered: dict[str, tuple[float, float]] = {}
-        with self._lock:
-            for offer in offers:
-                self._offers[offer["id"]["value"]] = offer
-                cpus, mem = offered.get(offer["agent_id"]["value"], (0.0, 0.0))
-                offered[offer["agent_id"]["value"]] = (
-                    cpus + scalar(offer, "cpus"),
-                    mem + scalar(offer, "mem"),
-                )
-        for agent, (cpus, mem) in offered.items():
-            self.capacity.observe_offer(agent, cpus, mem)
+        self._census.observe(self._offers.add(offers))
         self._wake.wake()
 
     def rescind(self, offer_id: str) -> None:
-        with self._lock:
-            self._offers.pop(offer_id, None)
+        self._offers.rescind(offer_id)
 
     def drop_offers(self) -> None:
         """Forget held offers (disconnected: Mesos discarded them)."""
-        with self._lock:
-            self._offers.clear()
-        self._suppressed = False
+        self._offers.clear()
+        self._flow.reset()
 
     def agent_lost(self, agent_id: str) -> None:
         """Mesos says `agent_id` is gone (called on `sched-mesos-events`): its offers are void,
         its tasks' shards may come back as failover work, and the other agents' resources may
         be behind refuse filters this launcher's declines installed (up to IDLE_REFUSE_S / 6):
         revive once, so that the relaunch and the next fire do not wait for them (issue 24)."""
-        with self._lock:
-            for offer_id in [
-                o for o, offer in self._offers.items() if offer["agent_id"]["value"] == agent_id
-            ]:
-                del self._offers[offer_id]
-        self._revive_needed = True
-        self._agents_due = True
+        self._offers.drop_agent(agent_id)
+        self._flow.revive_later()
+        self._census.read_soon()
         self._wake.wake()
 
     def on_connected(self) -> None:
-        self._suppressed = False
+        self._flow.reset()
         # Refuse filters a previous leader (or connection) declined with outlive it in the
         # master: revive once when there is work, or offers may not come for up to 30 s.
-        self._revive_needed = True
-        self._agents_due = True
+        self._flow.revive_later()
+        self._census.read_soon()
         self._wake.wake()
 
     # -- the launcher thread ----------------------------------------------------------------
@@ -272,46 +201,9 @@ class Launcher(ThreadedComponent):
     def _interrupt(self) -> None:
         self._wake.wake()
 
-    def _next_fire(self) -> float | None:
-        """The next cron fire (epoch seconds), asked of the producer at most 4 times a
-        second."""
-        source = self._fire_source
-        if source is None:
-            return None
-        now = time.monotonic()
-        due = self._next_fire_at is not None and self._next_fire_at <= time.time()
-        if due or now - self._next_fire_read >= 0.25:
-            try:
-                self._next_fire_at = source()
-            except Exception:
-                log.exception("launcher: cannot tell when the next fire is")
-                self._next_fire_at = None
-            self._next_fire_read = now
-        return self._next_fire_at
-
-    def _holding(self) -> bool:
-        """Whether offers are held now: a cron fire is due within `FIRE_AHEAD_S`, or was due
-        less than `FIRE_GRACE_S` ago."""
-        now = time.time()
-        when = self._next_fire()
-        if when is not None and when - now <= FIRE_AHEAD_S:
-            self._hold_until = max(self._hold_until, when + FIRE_GRACE_S)
-        return now < self._hold_until
-
-    def _idle_wait_s(self) -> float:
-        """How long the thread sleeps without a wake: a second, or less to revive in time
-        for the next fire or to decline what it held once the fire has passed."""
-        now = time.time()
-        if now < self._hold_until:
-            return min(1.0, max(0.01, self._hold_until - now))
-        when = self._next_fire()
-        if when is None:
-            return 1.0
-        return min(1.0, max(0.01, when - FIRE_AHEAD_S - now))
-
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._wake.wait(self._idle_wait_s())
+            self._wake.wait(self._fire_hold.idle_wait_s())
             self._wake.clear()
             if self._stopping.is_set():
                 return
@@ -324,88 +216,64 @@ class Launcher(ThreadedComponent):
             except Exception:
                 log.exception("launcher: round failed")
 
-    def _take_offers(self) -> list[dict[str, Any]]:
-        with self._lock:
-            offers = list(self._offers.values())
-            self._offers.clear()
-        return offers
-
     def _round(self) -> None:
-        driver = self._driver
-        if not driver.connected.is_set():
+        """One round, in the five steps of the module's docstring."""
+        if not self._driver.connected.is_set():
             return
-        self._refresh_agents(driver)
+        self._census.refresh(self._offers.agents())
+        work, unplaceable = self._gather()  # 1
+        if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
+            self._no_work()
+            return
+        self._flow.revive_for_work()
+        slots = self._slots()
+        if not slots:
+            return
+        placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
+        written = self._commit(placed, slots)  # 3
+        used = self._accept(written, slots)  # 4
+        unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
+        self._flow.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)  # 5
+
+    def _no_work(self) -> None:
+        """Nothing that can be placed is pending (runs that can never be placed are no work):
+        hold what is offered for a coming cron fire, else decline it and suppress offers, to
+        revive for the next real work (declining with a short filter instead would make the
+        other jobs' runs wait for offers)."""
+        if self._fire_hold.holding():
+            # Hold what is offered for the coming fire (briefly: declined once it passed).
+            self._flow.revive_for_fire()
+            return
+        self._flow.idle(self._offers.take())
+
+    def _slots(self) -> dict[str, OfferSlot]:
+        """The offers held, taken for this round: one slot per agent."""
+        slots = offer_slots(self._offers.take())
+        for slot in slots.values():
+            self._census.capacity.observe_offer(slot.agent_id, slot.cpus, slot.mem_mb)
+        return slots
+
+    def _gather(self) -> tuple[list[PlacementUnit], set[str]]:
+        """Step 1: the round's units, read from the view (stale work dropped, REPLACE kills
+        sent), and the jobs among them whose run can never be placed."""
         self._cache.sync()
-        gathered = self._gather()
+        gathered = self._read_view()
         self._tidy(gathered)
         self.ready_runs, self.failover_shards = gathered.ready_runs, gathered.failover_shards
-        work = gathered.units
         self._guard.retain(gathered.pending)
-        for name in [n for n in self._fit_cache if n not in gathered.pending]:
-            del self._fit_cache[name]
-        if any(name not in gathered.pending for name in self._unplaceable):
-            self._unplaceable = {
-                n: u for n, u in self._unplaceable.items() if n in gathered.pending
-            }
-        # Runs that can never be placed are no work: with nothing else pending the framework
-        # suppresses offers and revives for the next real work, as when idle (declining with a
-        # short filter instead would make the other jobs' runs wait for offers).
+        self._unplaceable.retain(gathered.pending)
         unplaceable = {
             unit.job.job_name
-            for unit in work
-            if unit.kind is TaskType.READY and self._never_fits(unit) is not None
+            for unit in gathered.units
+            if unit.kind is TaskType.READY
+            and self._unplaceable.never_fits(unit.job, unit.app) is not None
         }
-        if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
-            if self._holding():
-                # Hold what is offered for the coming fire (briefly: declined once it passed).
-                if (self._suppressed or self._revive_needed) and driver.revive():
-                    self._suppressed = self._revive_needed = False
-                    log.debug("launcher: offers revived for the next fire")
-                return
-            offers = self._take_offers()
-            if offers:
-                if driver.decline([o["id"]["value"] for o in offers], IDLE_REFUSE_S):
-                    self.declined += len(offers)
-            if not self._suppressed and driver.suppress():
-                self._suppressed = True
-                # At INFO once a minute at most: with frequent fires this follows each one.
-                now = time.monotonic()
-                loud = now >= self._quiet_until
-                if loud:
-                    self._quiet_until = now + _QUIET_LOG_S
-                log.log(
-                    logging.INFO if loud else logging.DEBUG,
-                    "launcher: no pending work that can be placed; offers suppressed",
-                )
-            return
-        if self._suppressed or self._revive_needed:
-            if driver.revive():
-                self._suppressed = self._revive_needed = False
-                log.info("launcher: work pending; offers revived")
-        offers = self._take_offers()
-        if not offers:
-            return
-        slots = offer_slots(offers)
-        for slot in slots.values():
-            self.capacity.observe_offer(slot.agent_id, slot.cpus, slot.mem_mb)
-        placed, left_over = self._place(work, unplaceable, list(slots.values()))
-        try:
-            placed = self._commit(placed)
-        except SchedulerError:
-            # Nothing launched: give the offers back rather than leave them outstanding.
-            if driver.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S):
-                self.declined += len(offers)
-            raise
-        used = self._accept(driver, placed, slots)
-        unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
-        if unused:
-            if driver.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6):
-                self.declined += len(unused)
+        return gathered.units, unplaceable
 
     def _place(
         self, work: list[PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
     ) -> tuple[list[PlacedUnit], bool]:
-        """Place the round's units on `slots` (no I/O): failover shards one by one, READY
+        """Step 2: place the round's units on `slots` (no I/O): failover shards one by one, READY
         runs whole, the starvation guard holding younger runs back. Returns the units placed,
         with their bookkeeping and TaskInfos, and whether some work was left over."""
         placed: list[PlacedUnit] = []
@@ -432,7 +300,7 @@ class Launcher(ThreadedComponent):
                 continue
             if unit.kind is TaskType.READY:
                 self._guard.placed(unit.job.job_name)
-                self._placeable(unit.job.job_name)
+                self._unplaceable.placeable(unit.job.job_name)
             elif len(chosen) < len(unit.items):
                 left_over = True
             placed.append(self._unit_placed(unit, chosen, framework_id))
@@ -465,18 +333,21 @@ class Launcher(ThreadedComponent):
         )
         return PlacedUnit(launch, infos, originals)
 
-    def _commit(self, placed: list[PlacedUnit]) -> list[PlacedUnit]:
-        """Write the placed units' bookkeeping; returns those written (the others wait for
-        the next round). Raises NotLeader: then nothing is launched."""
+    def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
+        """Step 3: write the placed units' bookkeeping; returns those written (the others wait
+        for the next round). Raises NotLeader or another SchedulerError: then nothing is
+        launched, and the round's offers are given back rather than left outstanding."""
         if not placed:
             return []
-        written = {id(launch) for launch in self._book.commit([p.launch for p in placed])}
+        try:
+            written = {id(launch) for launch in self._book.commit([p.launch for p in placed])}
+        except SchedulerError:
+            self._flow.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S)
+            raise
         return [p for p in placed if id(p.launch) in written]
 
-    def _accept(
-        self, driver: OfferDriver, placed: list[PlacedUnit], slots: dict[str, OfferSlot]
-    ) -> set[str]:
-        """One ACCEPT per agent for the units written; the bookkeeping of the tasks of an
+    def _accept(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> set[str]:
+        """Step 4: one ACCEPT per agent for the units written; the bookkeeping of the tasks of an
         agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
         offers were used."""
         by_agent: dict[str, list[dict[str, Any]]] = {}
@@ -486,7 +357,7 @@ class Launcher(ThreadedComponent):
         failed: set[str] = set()
         used: set[str] = set()
         for agent, infos in by_agent.items():
-            if driver.accept(slots[agent].offer_ids, infos, BUSY_REFUSE_S):
+            if self._driver.accept(slots[agent].offer_ids, infos, BUSY_REFUSE_S):
                 used.add(agent)
                 self.launched += len(infos)
                 self.last_launch_at = time.time()
@@ -516,94 +387,6 @@ class Launcher(ThreadedComponent):
                     exc.message,
                 )
         return used
-
-    # -- runs that can never be placed -------------------------------------------------------
-
-    def _never_fits(self, unit: PlacementUnit) -> Unplaceable | None:
-        """Whether `unit`'s run can never be placed on the known agents; reports it once."""
-        job, app = unit.job, unit.app
-        key = (
-            self.capacity.version,
-            job.cpu_count,
-            job.memory_mb,
-            job.sharding_total_count,
-            job.job_type,
-            job.execution_type,
-            app.cpu_count,
-            app.memory_mb,
-        )
-        cached = self._fit_cache.get(job.job_name)
-        if cached is not None and cached[0] == key:
-            found = cached[1]
-        else:
-            found = self.capacity.check(job, app)
-            self._fit_cache[job.job_name] = (key, found)
-        if found is None:
-            self._placeable(job.job_name)
-            return None
-        if self._unplaceable.get(job.job_name) != found:
-            log.warning("launcher: %s; its runs wait and do not hold back others", found.reason)
-            self._unplaceable = {**self._unplaceable, job.job_name: found}
-        return found
-
-    def _placeable(self, job_name: str) -> None:
-        if job_name in self._unplaceable:
-            log.info("launcher: job %s can be placed again", job_name)
-            self._unplaceable = {n: u for n, u in self._unplaceable.items() if n != job_name}
-
-    # -- what the agents could offer ---------------------------------------------------------
-
-    def _refresh_agents(self, driver: OfferDriver) -> None:
-        """Start `sched-agents` to read the agents' totals when due (launcher thread)."""
-        if self._agents_thread is not None and self._agents_thread.is_alive():
-            return
-        now = time.monotonic()
-        with self._lock:
-            held = list({o["agent_id"]["value"] for o in self._offers.values()})
-        due = (
-            self._agents_due
-            or now - self._agents_read_at >= AGENTS_REFRESH_S
-            or self.capacity.unreported(held)
-        )
-        if not due or (not self._agents_due and now - self._agents_tried_at < AGENTS_RETRY_S):
-            return
-        self._agents_due = False
-        self._agents_tried_at = now
-        self._agents_thread = threading.Thread(
-            target=self._read_agents, args=(driver,), name="sched-agents", daemon=True
-        )
-        self._agents_thread.start()
-
-    def _read_agents(self, driver: OfferDriver) -> None:
-        try:
-            totals = driver.agent_totals(AGENTS_TIMEOUT_S)
-        except (OSError, ValueError, HTTPException) as exc:
-            if not self._agents_failing:
-                log.warning(
-                    "launcher: cannot read the agents' totals from the Mesos master (%s); "
-                    "using the largest offers seen",
-                    exc,
-                )
-            self._agents_failing = True
-            self.capacity.offers_only()
-            self._wake.wake()
-            return
-        except Exception:
-            log.exception("launcher: reading the agents' totals failed")
-            return
-        self._agents_failing = False
-        before = self.capacity.version
-        self.capacity.set_reported(totals)
-        self._agents_read_at = time.monotonic()
-        if self.capacity.version != before:
-            agents = self.capacity.agents()
-            log.info(
-                "launcher: %s Mesos agents known; at most %s cpus and %s MB on one",
-                len(agents),
-                max((a.cpus for a in agents), default=0.0),
-                max((a.mem_mb for a in agents), default=0.0),
-            )
-        self._wake.wake()
 
     def _framework_id(self) -> str:
         info = self._driver.framework_info()
@@ -665,7 +448,7 @@ class Launcher(ThreadedComponent):
         for job_name, task_ids in gathered.replace.items():
             self._replace(job_name, task_ids)
 
-    def _gather(self) -> Gathered:
+    def _read_view(self) -> Gathered:
         """What this round could launch, read from the view only (no ZooKeeper read but the
         configuration of jobs and apps seen for the first time)."""
         cache = self._cache

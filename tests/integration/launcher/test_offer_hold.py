@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
-from scheduler.leader.mesos.launcher import FIRE_AHEAD_S, Launcher
+from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.offers import FIRE_AHEAD_S
 from scheduler.storage.term_stores import TermStores
 from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
