@@ -16,20 +16,9 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
+from tests.unit.mesos.test_launch_round import offer
 
 APP = AppConfig(app_name="app", cpu_count=0.5, memory_mb=128.0)
-
-
-def _offer(offer_id: str, agent: str, cpus: float, mem: float) -> dict[str, Any]:
-    return {
-        "id": {"value": offer_id},
-        "agent_id": {"value": agent},
-        "hostname": f"{agent}.example",
-        "resources": [
-            {"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}},
-            {"name": "mem", "type": "SCALAR", "scalar": {"value": mem}},
-        ],
-    }
 
 
 def _job(cpus: float) -> JobConfig:
@@ -43,7 +32,7 @@ def _job(cpus: float) -> JobConfig:
 def test_held_offers_sum_per_agent_and_are_taken_once() -> None:
     held = HeldOffers()
     offered = held.add(
-        [_offer("o1", "a1", 1.0, 100.0), _offer("o2", "a1", 2.0, 50.0), _offer("o3", "a2", 4, 8)]
+        [offer("o1", "a1", 1.0, 100.0), offer("o2", "a1", 2.0, 50.0), offer("o3", "a2", 4, 8)]
     )
 
     assert offered == {"a1": (3.0, 150.0), "a2": (4.0, 8.0)}
@@ -56,7 +45,7 @@ def test_held_offers_sum_per_agent_and_are_taken_once() -> None:
 
 def test_rescinded_offers_and_those_of_a_lost_agent_are_not_taken() -> None:
     held = HeldOffers()
-    held.add([_offer("o1", "a1", 1, 1), _offer("o2", "a1", 1, 1), _offer("o3", "a2", 1, 1)])
+    held.add([offer("o1", "a1", 1, 1), offer("o2", "a1", 1, 1), offer("o3", "a2", 1, 1)])
 
     held.rescind("o3")
     held.rescind("unknown")  # an offer never held: nothing to do
