@@ -35,6 +35,7 @@ from scheduler.leader.mesos.driver_events import (
     FrameworkMessage,
     MasterError,
     Offers,
+    PymesosDriver,
     QueueingCallbacks,
     Rescinded,
     StatusUpdate,
@@ -64,7 +65,7 @@ def _scalar_sum(resources: list[dict[str, Any]], name: str) -> float:
     )
 
 
-def _stop_driver(driver: Any, timeout_s: float = 3.0) -> None:
+def _stop_driver(driver: PymesosDriver, timeout_s: float = 3.0) -> None:
     """Stop a pymesos driver without TEARDOWN (failover=True: the framework and its tasks survive
     for the next leader). pymesos's stop can block while its zk:// detector is still connecting,
     so it runs in its own thread with a deadline."""
@@ -145,7 +146,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self._settings = settings
         self._framework_ids = framework_ids
         self._handlers: DriverHandlers | None = None
-        self._driver: Any = None
+        self._driver: PymesosDriver | None = None
         self._lock = threading.RLock()
         # `sched-mesos-connect` threads that may still run (joined at stop).
         self._connecting: list[threading.Thread] = []
@@ -231,7 +232,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self._connecting.append(thread)
         thread.start()
 
-    def _connect_failed(self, driver: Any, exc: Exception) -> None:
+    def _connect_failed(self, driver: PymesosDriver, exc: Exception) -> None:
         with self._lock:
             if self._driver is not driver:
                 return
@@ -289,7 +290,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
 
     # -- calls (any thread) -----------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[Any], Any]) -> bool:
+    def _call(self, what: str, fn: Callable[[PymesosDriver], None]) -> bool:
         with self._lock:
             driver = self._driver
             if driver is None or not self.connected.is_set():

@@ -7,7 +7,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class PymesosDriver(Protocol):
+    """The calls the driver makes on a pymesos `MesosSchedulerDriver` (an untyped library: this
+    names what is used of it, so that a misspelt call fails the type check)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, failover: bool = False) -> None: ...
+
+    def launchTasks(
+        self, offer_ids: list[dict[str, str]], tasks: list[dict[str, Any]], filters: dict[str, Any]
+    ) -> None: ...
+
+    def declineOffer(self, offer_ids: list[dict[str, str]], filters: dict[str, Any]) -> None: ...
+
+    def reviveOffers(self) -> None: ...
+
+    def suppressOffers(self) -> None: ...
+
+    def killTask(self, task_id: dict[str, str]) -> None: ...
+
+    def reconcileTasks(self, tasks: list[dict[str, Any]]) -> None: ...
+
+    def sendFrameworkMessage(
+        self, executor_id: dict[str, str], agent_id: dict[str, str], data: str
+    ) -> None: ...
+
+    def acknowledgeStatusUpdate(self, status: dict[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -19,7 +48,7 @@ class Connect:
 class ConnectFailed:
     """Starting the pymesos `driver` raised `error` (on `sched-mesos-connect`)."""
 
-    driver: Any
+    driver: PymesosDriver
     error: Exception
 
 
