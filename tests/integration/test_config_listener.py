@@ -15,25 +15,14 @@ from scheduler.leader.config_listener import ConfigListener
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_body
 from tests.support.waiting import wait_for
 
 JOBS = 150
 
 
 def _job(name: str, cron: str = "0 0 3 * * ?") -> bytes:
-    return json.dumps(
-        {
-            "jobName": name,
-            "appName": "app",
-            "jobType": "SCRIPT",
-            "jobExecutionType": "TRANSIENT",
-            "scriptCommandLine": "true",
-            "cron": cron,
-            "shardingTotalCount": 1,
-            "cpuCount": 0.1,
-            "memoryMB": 16,
-        }
-    ).encode()
+    return json.dumps(job_body(name, cron=cron)).encode()
 
 
 class _Producer:

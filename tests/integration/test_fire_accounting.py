@@ -20,6 +20,7 @@ from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_config
 
 CRON = "0/2 * * * * ?"
 
@@ -41,19 +42,7 @@ def fence(registry: Registry, zk_client: KazooClient) -> Iterator[Fence]:
 
 
 def job(**changes: Any) -> JobConfig:
-    body: dict[str, Any] = {
-        "jobName": "tick",
-        "jobClass": "demo.jobs:hello",
-        "jobType": "SIMPLE",
-        "jobExecutionType": "TRANSIENT",
-        "cron": CRON,
-        "shardingTotalCount": 1,
-        "appName": "app",
-        "cpuCount": 0.1,
-        "memoryMB": 16,
-        **changes,
-    }
-    return JobConfig.from_json(body, default_time_zone="UTC", strict=False)
+    return job_config("tick", job_type="SIMPLE", strict=False, **{"cron": CRON, **changes})
 
 
 def producer(registry: Registry, fence: Fence, cap: int = 100) -> tuple[Producer, list[JobEvent]]:

@@ -14,6 +14,7 @@ from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 
 CRON = "0/4 * * * * ?"
@@ -25,19 +26,7 @@ class Acting:
 
 
 def _job(name: str) -> JobConfig:
-    body = {
-        "jobName": name,
-        "jobClass": "demo.jobs:hello",
-        "jobType": "SIMPLE",
-        "jobExecutionType": "TRANSIENT",
-        "cron": CRON,
-        "shardingTotalCount": 1,
-        "appName": "app",
-        "cpuCount": 0.1,
-        "memoryMB": 16,
-        "misfire": True,
-    }
-    return JobConfig.from_json(body, default_time_zone="UTC", strict=False)
+    return job_config(name, job_type="SIMPLE", cron=CRON, misfire=True, strict=False)
 
 
 @pytest.fixture

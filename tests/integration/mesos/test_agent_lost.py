@@ -14,12 +14,12 @@ from deploy.localmesos import LocalMesos
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
-from scheduler.model.config.job import JobConfig
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 
 
@@ -78,21 +78,7 @@ def driver(mesos: LocalMesos, stores: TermStores) -> Iterator[tuple[MesosDriver,
 
 
 def _job(stores: TermStores, name: str) -> None:
-    job = JobConfig.from_json(
-        {
-            "jobName": name,
-            "appName": "app",
-            "jobType": "SCRIPT",
-            "jobExecutionType": "TRANSIENT",
-            "cron": "0/5 * * * * ?",
-            "shardingTotalCount": 1,
-            "cpuCount": 0.1,
-            "memoryMB": 16,
-            "failover": True,
-        },
-        default_time_zone="UTC",
-        strict=False,
-    )
+    job = job_config(name, cron="0/5 * * * * ?", failover=True, strict=False)
     stores.registry.create(f"/config/job/{name}", job.to_bytes())
 
 

@@ -12,12 +12,12 @@ import pytest
 from executor.records import ExecutionRecord, encode_status_data
 from scheduler.leader.mesos import status as status_module
 from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKind
-from scheduler.model.config.job import JobConfig
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_config
 
 # Every TaskState of the Mesos v1 protocol (mesos.proto, Mesos 1.x).
 MESOS_TASK_STATES = frozenset(
@@ -79,20 +79,15 @@ def handler(stores: TermStores, seen: _Recorder) -> StatusHandler:
 
 
 def _job(stores: TermStores, name: str, daemon: bool = False, **extra: Any) -> None:
-    job = JobConfig.from_json(
-        {
-            "jobName": name,
-            "appName": "app",
-            "jobType": "SCRIPT",
+    job = job_config(
+        name,
+        strict=False,
+        **{
             "jobExecutionType": "DAEMON" if daemon else "TRANSIENT",
             "cron": "0/5 * * * * ?",
             "shardingTotalCount": 2,
-            "cpuCount": 0.1,
-            "memoryMB": 16,
             **extra,
         },
-        default_time_zone="UTC",
-        strict=False,
     )
     stores.registry.create(f"/config/job/{name}", job.to_bytes())
 

@@ -18,22 +18,13 @@ from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_body
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
 
 def _job(name: str, app: str = "app", cron: str = "0 0 3 * * ?") -> dict[str, object]:
-    return {
-        "jobName": name,
-        "appName": app,
-        "jobType": "SCRIPT",
-        "jobExecutionType": "TRANSIENT",
-        "scriptCommandLine": "true",
-        "cron": cron,
-        "shardingTotalCount": 2,
-        "cpuCount": 0.1,
-        "memoryMB": 16,
-    }
+    return job_body(name, appName=app, cron=cron, shardingTotalCount=2)
 
 
 @pytest.fixture

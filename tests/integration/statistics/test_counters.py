@@ -25,7 +25,6 @@ from scheduler.leader.statistics.models import (
     TaskResultStatisticsMinute,
     TaskRunningStatistics,
 )
-from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
@@ -34,6 +33,7 @@ from scheduler.storage.registry import Fence, Registry
 from scheduler.storage.result_journal import bucket_name
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC
@@ -253,20 +253,7 @@ def stores(registry: Registry, fence: Fence) -> TermStores:
 
 
 def _register(stores: TermStores, name: str, execution_type: str) -> None:
-    job = JobConfig.from_json(
-        {
-            "jobName": name,
-            "appName": "app",
-            "jobType": "SCRIPT",
-            "jobExecutionType": execution_type,
-            "cron": "0/5 * * * * ?",
-            "shardingTotalCount": 1,
-            "cpuCount": 0.1,
-            "memoryMB": 16,
-        },
-        default_time_zone="UTC",
-        strict=False,
-    )
+    job = job_config(name, jobExecutionType=execution_type, cron="0/5 * * * * ?", strict=False)
     stores.registry.create(f"/config/job/{job.job_name}", job.to_bytes())
 
 

@@ -20,24 +20,23 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.task_id import TaskId, TaskType
+from tests.support.bodies import job_config
 
 APP = AppConfig(app_name="app", cpu_count=0.5, memory_mb=128.0)
 
 
 def job(**fields: Any) -> JobConfig:
-    body = {
-        "jobName": "job",
-        "appName": "app",
-        "jobType": "SIMPLE",
-        "jobClass": "jobs:run",
-        "jobExecutionType": "TRANSIENT",
-        "cron": "0/5 * * * * ?",
-        "shardingTotalCount": 3,
-        "cpuCount": 1.0,
-        "memoryMB": 64,
-        **fields,
-    }
-    return JobConfig.from_json(body, default_time_zone="UTC")
+    return job_config(
+        job_type="SIMPLE",
+        **{
+            "jobClass": "jobs:run",
+            "cron": "0/5 * * * * ?",
+            "shardingTotalCount": 3,
+            "cpuCount": 1.0,
+            "memoryMB": 64,
+            **fields,
+        },
+    )
 
 
 def offer(

@@ -18,6 +18,7 @@ from scheduler.leader.mesos.placement import (
 )
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
+from tests.support.bodies import job_config
 
 STARVATION_S = 30.0
 
@@ -34,19 +35,16 @@ AGENTS = [AgentTotal("a1", 4.0, 4096.0), AgentTotal("a2", 2.0, 8192.0)]
 
 
 def job(**fields: Any) -> JobConfig:
-    body = {
-        "jobName": "big",
-        "appName": "app",
-        "jobType": "SCRIPT",
-        "jobExecutionType": "DAEMON",
-        "scriptCommandLine": "true",
-        "cron": "0/5 * * * * ?",
-        "shardingTotalCount": 1,
-        "cpuCount": 0.5,
-        "memoryMB": 64,
-        **fields,
-    }
-    return JobConfig.from_json(body, default_time_zone="UTC")
+    return job_config(
+        "big",
+        **{
+            "jobExecutionType": "DAEMON",
+            "cron": "0/5 * * * * ?",
+            "cpuCount": 0.5,
+            "memoryMB": 64,
+            **fields,
+        },
+    )
 
 
 APP = AppConfig(app_name="app", cpu_count=0.5, memory_mb=128.0)
