@@ -1,4 +1,4 @@
-"""`python -m deploy.localmesos` / `ejcloud-localmesos`: run the stand-in until SIGTERM.
+"""`python -m deploy.localmesos` (from a checkout): run the stand-in until SIGTERM.
 
 Prints `localmesos listening on 127.0.0.1:PORT` to stdout once it accepts connections.
 """

@@ -55,7 +55,7 @@ LEADER_SHARED = frozenset(
 )
 # The executor's modules the scheduler may use: the wire formats both sides share.
 EXECUTOR_WIRE = frozenset({"executor.taskdata", "executor.records"})
-PRODUCT = ("scheduler", "executor", "ejcloud_cli")
+PRODUCT = ("scheduler", "executor", "ejcloud_cli", "marathon")
 STAND_IN = "deploy.localmesos"
 
 

@@ -11,8 +11,8 @@ only its own origin's `/api`, with its session cookie, and reads the others' pub
 without credentials.
 
 The console itself is plain JavaScript modules that call the public REST API; the charting
-library (uPlot) is vendored under `static/vendor/`, pinned by `console/package-lock.json` at the
-repository root.
+library (uPlot) is vendored under `static/vendor/`, pinned by `console-vendor/package-lock.json`
+at the repository root.
 """
 
 from __future__ import annotations

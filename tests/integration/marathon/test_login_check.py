@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from werkzeug.security import generate_password_hash
 
-from deploy.marathon.deployer import try_logins
 from deploy.zookeeper import ZooKeeperEnsemble
+from marathon.deployer import try_logins
 from tests.integration.marathon.fake_marathon import Served
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for

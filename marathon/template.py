@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.marathon.credentials import (
+from marathon.credentials import (
     ACCOUNTS,
     PLAIN_PASSWORDS,
     SECRET_SETTINGS,
@@ -17,9 +17,9 @@ from deploy.marathon.credentials import (
     setting_of,
     source_problem,
 )
-from deploy.marathon.errors import InvalidOptions
+from marathon.errors import InvalidOptions
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "marathon" / "ejcloud-scheduler.json"
+TEMPLATE_PATH = Path(__file__).resolve().parent / "ejcloud-scheduler.json"
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _APP_ID = re.compile(r"^(/[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$")
 # Exported by `cmd` from Marathon's $HOST and $PORT0; an env value would be overridden anyway.

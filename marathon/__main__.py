@@ -10,14 +10,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from deploy.marathon.artifact import PROJECT_ROOT, build_artifact
-from deploy.marathon.client import MarathonClient
-from deploy.marathon.credentials import ACCOUNTS, hash_problem, read_hash, setting_of
-from deploy.marathon.deployer import Deployer, try_logins
-from deploy.marathon.errors import DefinitionRejected, DeployError, InvalidOptions
-from deploy.marathon.template import AppSpec, render
+from marathon.artifact import PROJECT_ROOT, build_artifact
+from marathon.client import MarathonClient
+from marathon.credentials import ACCOUNTS, hash_problem, read_hash, setting_of
+from marathon.deployer import Deployer, try_logins
+from marathon.errors import DefinitionRejected, DeployError, InvalidOptions
+from marathon.template import AppSpec, render
 
-_PROG = "python -m deploy.marathon"
+_PROG = "python -m marathon"
 _DEFAULT_OUT = PROJECT_ROOT / "build" / "ejcloud-scheduler.tar.gz"
 
 
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--artifact-url",
         help="URI the agents fetch a prebuilt artifact from (nothing is built); build one with "
-        "python -m deploy.marathon.artifact OUT.tar.gz",
+        "python -m marathon.artifact OUT.tar.gz",
     )
     source.add_argument(
         "--artifact-out",

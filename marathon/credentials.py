@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from werkzeug.security import check_password_hash
 
-from deploy.marathon.errors import InvalidOptions
+from marathon.errors import InvalidOptions
 from scheduler.model.settings import ENV_PREFIX, KEYS_BY_NAME
 
 # Plain passwords never travel through the deploy command, not even with --insecure.

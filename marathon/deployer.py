@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.marathon.client import MarathonClient
-from deploy.marathon.errors import DeploymentTimeout, NoLeader
+from marathon.client import MarathonClient
+from marathon.errors import DeploymentTimeout, NoLeader
 
 log = logging.getLogger(__name__)
 

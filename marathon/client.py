@@ -10,7 +10,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.marathon.errors import DefinitionRejected, DeployError, MarathonUnreachable
+from marathon.errors import DefinitionRejected, DeployError, MarathonUnreachable
 
 log = logging.getLogger(__name__)
 

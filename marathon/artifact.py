@@ -5,7 +5,7 @@ The artifact carries `requirements.lock` (every dependency pinned with its hashe
 `bin/run-scheduler` installs only those, each checked against its hash (`pip --require-hashes
 --no-deps`), and runs the project from the extracted sources (it never `pip install`s them).
 
-Run alone to build one without deploying: `python -m deploy.marathon.artifact OUT.tar.gz`.
+Run alone to build one without deploying: `python -m marathon.artifact OUT.tar.gz`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TOP_DIR = "ejcloud"
-_SOURCE_DIRS = ("scheduler", "executor", "deploy")
+# The product the replicas run; not this tool, nor deploy/ (the stand-in and test harness).
+_SOURCE_DIRS = ("scheduler", "executor")
 _SOURCE_FILES = ("pyproject.toml", "README.md", "requirements.lock")
 # dev.sh builds this wheel once (pymesos 0.3.15 needs http-parser 0.9.0, which does not build on
 # Python 3.11 from PyPI); shipping it lets a host with a compatible CPython 3.11 install the
@@ -135,7 +136,7 @@ def build_artifact(out: Path, root: Path = PROJECT_ROOT) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m deploy.marathon.artifact OUT.tar.gz", file=sys.stderr)
+        print("usage: python -m marathon.artifact OUT.tar.gz", file=sys.stderr)
         return 2
     print(build_artifact(Path(args[0])))
     return 0
