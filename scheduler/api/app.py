@@ -27,6 +27,7 @@ from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import FencedWriter
 
 
 def create_app(
@@ -43,7 +44,9 @@ def create_app(
     app.url_map.strict_slashes = False
     install_error_handlers(app)
     install_input_checks(app)  # before auth: a refused request costs no password check
-    install_auth(app, ctx.settings, revocations=(ctx.registry, ctx.registry.fenced(ctx.term.fence)))
+    install_auth(
+        app, ctx.settings, revocations=(ctx.registry, FencedWriter(ctx.registry, ctx.term.fence))
+    )
     if stores is None:
         stores = TermStores.build(
             ctx.registry,

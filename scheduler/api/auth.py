@@ -39,7 +39,8 @@ from scheduler.edge.authenticator import GUEST, Authenticator, AuthResult, authe
 from scheduler.edge.sessions import Session, clear_cookie, session_cookie
 from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import Settings
-from scheduler.storage.registry import FencedWriter, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import FencedWriter
 
 log = logging.getLogger(__name__)
 

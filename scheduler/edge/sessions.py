@@ -43,14 +43,15 @@ from typing import Any
 from scheduler.model.cluster_key import cluster_key
 from scheduler.model.errors import Conflict
 from scheduler.model.settings import Settings
-from scheduler.storage.registry import FencedWriter, Registry
+from scheduler.storage.layout import REVOKED_SESSIONS
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import FencedWriter
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "COOKIE_NAME",
     "MAX_REVOKED",
-    "REVOKED_PATH",
     "Session",
     "Sessions",
     "clear_cookie",
@@ -59,7 +60,6 @@ __all__ = [
 ]
 
 COOKIE_NAME = "ejcloud_session"
-REVOKED_PATH = "/auth/revoked_sessions"
 REREAD_S = 60.0  # revocations are read again at least this often, watch or not
 MAX_REVOKED = 10_000
 PRUNE_PER_LOGOUT = 200
@@ -190,20 +190,20 @@ class Sessions:
         with self._lock:
             self._local = {i: e for i, e in self._local.items() if e > now_ms}
             self._local[session.id] = session.expires_at_ms
-        names = registry.children(REVOKED_PATH)
+        names = registry.children(REVOKED_SESSIONS)
         stale = [n for n in names if _expiry_of(n) <= now_ms][:PRUNE_PER_LOGOUT]
         for name in stale:
-            writer.delete(f"{REVOKED_PATH}/{name}", recursive=False)
+            writer.delete(f"{REVOKED_SESSIONS}/{name}", recursive=False)
         if len(names) - len(stale) >= MAX_REVOKED:
             # Bounded: rather than one more node, end every session issued until now.
-            writer.put(REVOKED_PATH, str(now_ms + 1).encode())
+            writer.put(REVOKED_SESSIONS, str(now_ms + 1).encode())
             log.warning(
                 "sessions: %d revoked sessions still valid; ended every session instead",
                 len(names) - len(stale),
             )
             return
         try:
-            writer.create(f"{REVOKED_PATH}/{session.expires_at_ms}-{session.id}", b"")
+            writer.create(f"{REVOKED_SESSIONS}/{session.expires_at_ms}-{session.id}", b"")
         except Conflict:
             pass  # logged out twice
 
@@ -225,8 +225,8 @@ class Sessions:
             self._dirty.set()
             wake()
 
-        names = registry.watch_children(REVOKED_PATH, changed)
-        got = registry.watch_data(REVOKED_PATH, changed)
+        names = registry.watch_children(REVOKED_SESSIONS, changed)
+        got = registry.watch_data(REVOKED_SESSIONS, changed)
         found: dict[str, int] = {}
         for name in names:
             match = _REVOKED_NODE.match(name)
@@ -237,7 +237,7 @@ class Sessions:
             try:
                 not_before_ms = int(got[0].decode("ascii"))
             except (UnicodeDecodeError, ValueError):
-                log.warning("sessions: %s holds no number; ignored", REVOKED_PATH)
+                log.warning("sessions: %s holds no number; ignored", REVOKED_SESSIONS)
         with self._lock:
             self._watched = found
             self._not_before_ms = not_before_ms

@@ -31,7 +31,6 @@ layer answers 503 then, so a supervisor replaces the replica.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -58,18 +57,17 @@ from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMe
 from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
 from scheduler.model.settings import Settings
-from scheduler.replica.term import ELECTION_PATH, LeaderContext, Term, term_number
+from scheduler.replica.term import LeaderContext, Term, term_number
 from scheduler.replica.vouching import Vouching, election_locked
-from scheduler.storage.registry import Registry, digest_acl, make_client
+from scheduler.storage.acl import digest_acl, make_client, secure_namespace
+from scheduler.storage.layout import ELECTION
+from scheduler.storage.registry import Registry
 
 log = logging.getLogger(__name__)
 
 ComponentFactory = Callable[[LeaderContext], Sequence[LeaderComponent]]
 
 _LEADER_REFRESH_S = 2.0
-# Left by the first ACL walk that secured every node of the namespace (created with the digest's
-# CREATOR_ALL ACL, so only the digest's holders can write it).
-_ACL_MARKER = "/ha/acl_secured"
 _WATCHDOG_INTERVAL_S = 0.5
 # ZooKeeper unanswered for this share of the session timeout, on a connection kazoo still calls
 # CONNECTED, counts as SUSPENDED. kazoo's own read timeout is the same share, but it runs out only
@@ -213,7 +211,7 @@ class Replica:
             self._client, settings.zk_namespace, settings.zk_session_timeout_seconds
         )
         self._listen(self._client)
-        self._election_path = self.registry.abs(ELECTION_PATH)
+        self._election_path = self.registry.abs(ELECTION)
         # Identities of the replicas in the election, leader first (for /health and the console).
         self._contenders: tuple[str, ...] = ()
         # Which of them this replica vouches for (leader-watch thread); only those are listed,
@@ -290,7 +288,7 @@ class Replica:
                 f"cannot connect to ZooKeeper at {self.settings.zk_servers} within "
                 f"{self.settings.zk_connection_timeout_seconds:g}s"
             ) from exc
-        self.registry.ensure(ELECTION_PATH)
+        self.registry.ensure(ELECTION)
         if self.settings.zk_digest:
             self._secure_election_path()
         self.registry.probe_multi_read()  # before contending: an old server drops the connection
@@ -575,7 +573,13 @@ class Replica:
         if self.settings.zk_digest:
             # Before any component: nothing launches from a tree others can still rewrite.
             try:
-                self._secure_namespace(term)
+                secure_namespace(
+                    self.registry,
+                    term.fence,
+                    term.number,
+                    self.settings.zk_digest,
+                    self.settings.zk_namespace,
+                )
             except SchedulerError as exc:
                 return self._give_up(term, f"cannot set ACLs: {exc.message}")
             except Exception as exc:
@@ -607,57 +611,6 @@ class Replica:
             self.last_term = term.describe() | {"endReason": reason}
             log.info("leader: term %s ended (%s); components stopped", term.number, reason)
         return False
-
-    def _secure_namespace(self, term: Term) -> None:
-        """Put the CREATOR_ALL ACL of `zk_digest` on every node of the namespace that lacks it.
-
-        Nodes created before digest auth was switched on (or by a replica without it) are
-        world-writable until this runs. Once one walk has found no node it could not secure,
-        nobody without the digest can add a node anywhere in the namespace (creating needs the
-        parent's permission), so that walk leaves a marker with the digest's ACL and later terms
-        that find it skip the walk. Raises RegistryError / NotLeader (the term is given up).
-        """
-        acl = digest_acl(self.settings.zk_digest)
-        try:
-            marker_acl = self.registry.acl(_ACL_MARKER)
-        except SchedulerError:
-            marker_acl = None  # not readable with this digest: walk, and say what refuses it
-        if marker_acl == acl:
-            log.info(
-                "leader: term %s: CREATOR_ALL ACL already on every node under /%s (%s); 0 nodes "
-                "changed",
-                term.number,
-                self.settings.zk_namespace,
-                _ACL_MARKER,
-            )
-            return
-        began = time.monotonic()
-        report = self.registry.secure_tree(acl, term.fence.is_acting)
-        log.info(
-            "leader: term %s: CREATOR_ALL ACL set on %d of %d nodes under /%s in %.0f ms",
-            term.number,
-            report.changed,
-            report.checked,
-            self.settings.zk_namespace,
-            (time.monotonic() - began) * 1000,
-        )
-        if report.refused:
-            log.warning(
-                "leader: term %s: %d nodes under /%s do not let zk_digest administer them and "
-                "keep their ACL, with everything below them (first: %s); every term checks again",
-                term.number,
-                len(report.refused),
-                self.settings.zk_namespace,
-                ", ".join(report.refused[:5]),
-            )
-            return
-        record = {
-            "term": term.number,
-            "securedAt": time.time(),
-            "nodes": report.checked,
-            "changed": report.changed,
-        }
-        self.registry.fenced(term.fence).put(_ACL_MARKER, json.dumps(record).encode())
 
     def _give_up(self, term: Term, why: str) -> bool:
         self.counters["term_failures"] += 1

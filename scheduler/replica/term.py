@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.storage.registry import Fence
+from scheduler.storage.transactions import Fence
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from scheduler.edge.metrics import SchedulerMetrics
     from scheduler.model.settings import Settings
     from scheduler.storage.registry import Registry
-
-ELECTION_PATH = "/ha/election"
 
 
 def term_number(node_name: str) -> int:

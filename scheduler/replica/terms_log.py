@@ -15,10 +15,11 @@ import time
 from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.replica.term import LeaderContext
+from scheduler.storage.layout import TERMS, term_path
+from scheduler.storage.transactions import FencedWriter
 
 log = logging.getLogger(__name__)
 
-TERMS_PATH = "/ha/terms"
 _KEEP_TERMS = 100
 HEARTBEAT_INTERVAL_S = 0.25
 
@@ -33,7 +34,7 @@ class TermRecorder(ThreadedComponent):
     def __init__(self, ctx: LeaderContext) -> None:
         super().__init__()
         self._ctx = ctx
-        self._path = f"{TERMS_PATH}/{ctx.term.number:010d}"
+        self._path = term_path(ctx.term.number)
 
     def _record(self) -> bytes:
         term = self._ctx.term
@@ -47,19 +48,19 @@ class TermRecorder(ThreadedComponent):
         ).encode()
 
     def start(self) -> None:
-        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        fenced = FencedWriter(self._ctx.registry, self._ctx.term.fence)
         fenced.create(self._path, self._record())
         self._trim()
         self._start_thread()
 
     def _trim(self) -> None:
-        names = self._ctx.registry.children(TERMS_PATH)
-        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        names = self._ctx.registry.children(TERMS)
+        fenced = FencedWriter(self._ctx.registry, self._ctx.term.fence)
         for old in names[:-_KEEP_TERMS]:
-            fenced.delete(f"{TERMS_PATH}/{old}")
+            fenced.delete(f"{TERMS}/{old}")
 
     def _run(self) -> None:
-        fenced = self._ctx.registry.fenced(self._ctx.term.fence)
+        fenced = FencedWriter(self._ctx.registry, self._ctx.term.fence)
         while not self._stopping.wait(HEARTBEAT_INTERVAL_S):
             if not self._ctx.term.acting:
                 continue

@@ -41,7 +41,7 @@ from typing import Any
 
 from scheduler.model.cluster_key import cluster_key
 from scheduler.model.settings import Settings
-from scheduler.storage.registry import digest_acl
+from scheduler.storage.acl import digest_acl
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from scheduler.model.config.cron import system_time_zone
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryError
 from scheduler.storage.layout import APPS, JOBS, app_path, job_path
-from scheduler.storage.registry import Fence, FencedWriter, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence, FencedWriter
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class ConfigStore:
     def _writer(self) -> FencedWriter:
         if self._fence is None:
             raise RuntimeError("read-only config store")
-        return self._registry.fenced(self._fence)
+        return FencedWriter(self._registry, self._fence)
 
     # -- apps -------------------------------------------------------------------------------
 

@@ -31,7 +31,8 @@ from scheduler.storage.layout import (
     running_folder,
 )
 from scheduler.storage.queue_cache import QueueCache
-from scheduler.storage.registry import Fence, Op, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence, FencedWriter, Op
 
 __all__ = ["FireLedger", "LedgerState", "LedgerWrite"]
 
@@ -227,7 +228,9 @@ class FireLedger:
         what = _transaction_name([w.name for w in writes])
         self.transactions += 1
         assert self._fence is not None
-        answer = self._registry.fenced(self._fence).send(what, [op for w in writes for op in w.ops])
+        answer = FencedWriter(self._registry, self._fence).send(
+            what, [op for w in writes for op in w.ops]
+        )
         noted = [(w.name, w.ready, w.record[1]) for w in writes if w.ready and w.ready[0] > 0]
         for name, (count, version), record_version in noted:
             view.note_pending(name, count, version, (last_fire_path(name), record_version))
@@ -314,7 +317,7 @@ class FireLedger:
                 # Written again after a refused attempt: the record's version moves by two, so
                 # that no version this write gives it is one an earlier attempt's noted count
                 # was taken against (`_commit_pipelined`).
-                ops.append(Op("set", last_fire_path(name), data, record_version))
+                ops.append(Op.set(last_fire_path(name), data, record_version))
                 record_version += 1
             after: tuple[int, int] | None = None
             if write.pending > 0 and write.pending != pending:
@@ -323,7 +326,7 @@ class FireLedger:
                 if pending == 0:
                     queued += 1
             elif write.pending == 0 and ready is not None:
-                ops.append(Op("delete", ready_path(name), version=ready[1]))
+                ops.append(Op.delete(ready_path(name), version=ready[1]))
                 after = (0, -1)
             out.append((_JobWrite(name, ops, (write.record, record_version), after), result))
         return out
@@ -350,7 +353,7 @@ class FireLedger:
         what = _transaction_name([name for name, _unit in batch])
         self.transactions += 1
         try:
-            self._registry.fenced(self._fence).commit(what, ops)
+            FencedWriter(self._registry, self._fence).commit(what, ops)
         except (Conflict, NotFound):
             if len(batch) == 1:
                 return set()  # changed meanwhile: read and decide again
@@ -374,5 +377,5 @@ def _write_node(path: str, current: tuple[Any, int] | None, data: bytes) -> Op:
     """Create `path` with `data` (`current` None: it does not exist), else set it at the
     version `current` was read at."""
     if current is None:
-        return Op("create", path, data)
-    return Op("set", path, data, current[1])
+        return Op.create(path, data)
+    return Op.set(path, data, current[1])

@@ -35,8 +35,9 @@ from scheduler.storage.layout import (
     running_path,
 )
 from scheduler.storage.queue_cache import FailoverEntry, QueueCache
-from scheduler.storage.registry import Fence, Op, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
+from scheduler.storage.transactions import Fence, FencedWriter, Op, OpKind
 
 __all__ = ["TXN_BUDGET_BYTES", "Launch", "LaunchBook"]
 
@@ -75,26 +76,26 @@ class Launch:
     def ops(self) -> list[Op]:
         out: list[Op] = []
         if self.creates_folder:
-            out.append(Op("create", running_folder(self.job_name)))
+            out.append(Op.create(running_folder(self.job_name)))
         for task in self.tasks:
             path = running_path(self.job_name, task.task_id)
-            out.append(Op("create", path, json.dumps(task.to_json()).encode()))
+            out.append(Op.create(path, json.dumps(task.to_json()).encode()))
         for entry in self.failover:
-            out.append(Op("delete", entry.path, version=entry.version))
+            out.append(Op.delete(entry.path, version=entry.version))
         if self.ready is not None:
             count, version = self.ready
             if self.requires is not None:
-                out.append(Op("check", self.requires[0], version=self.requires[1]))
+                out.append(Op.check(self.requires[0], version=self.requires[1]))
             path = ready_path(self.job_name)
             if count > 1:
-                out.append(Op("set", path, encode_count(count - 1), version))
+                out.append(Op.set(path, encode_count(count - 1), version))
             else:
-                out.append(Op("delete", path, version=version))
+                out.append(Op.delete(path, version=version))
         return out
 
     def paths(self) -> list[str]:
         """Every node the unit writes (to read again when its outcome is unknown)."""
-        return [op.path for op in self.ops() if op.kind != "check"]
+        return [op.path for op in self.ops() if op.writes]
 
 
 def _size(ops: Iterable[Op]) -> int:
@@ -161,7 +162,7 @@ class LaunchBook:
         """
         self.transactions += 1
         try:
-            self._registry.fenced(self._fence).commit(what, ops)
+            FencedWriter(self._registry, self._fence).commit(what, ops)
         except (Conflict, NotFound):
             return False
         except RegistryError:
@@ -195,9 +196,9 @@ class LaunchBook:
         their own, then its failover removals and its take (the take in the last one); what
         was written is undone when one of them fails."""
         ops = launch.ops()
-        ordered = [op for op in ops if op.kind == "create"]
-        last = [op for op in ops if op.path.startswith(READY) or op.kind == "check"]
-        ordered += [op for op in ops if op.kind != "create" and op not in last]
+        ordered = [op for op in ops if op.kind is OpKind.CREATE]
+        last = [op for op in ops if op.path.startswith(READY) or op.kind is OpKind.CHECK]
+        ordered += [op for op in ops if op.kind is not OpKind.CREATE and op not in last]
         ordered += last  # the take, with what it requires
         chunks: list[list[Op]] = [[]]
         for op in ordered:
@@ -209,7 +210,7 @@ class LaunchBook:
         for number, chunk in enumerate(chunks, 1):
             what = f"launch bookkeeping of job {launch.job_name} ({number}/{len(chunks)})"
             # The chunk's own effect tells whether a lost answer hid an applied write.
-            check = next((op.path for op in chunk if op.kind == "create" and op.data), probe)
+            check = next((op.path for op in chunk if op.kind is OpKind.CREATE and op.data), probe)
             if self._transact(what, chunk, check):
                 written += chunk
                 continue
@@ -225,12 +226,12 @@ class LaunchBook:
         left is found by reconciliation, as Mesos does not know those tasks)."""
         originals = {e.path: e.original for e in launch.failover}
         undo = [
-            Op("create", op.path, originals[op.path].encode())
+            Op.create(op.path, originals[op.path].encode())
             for op in written
             if op.path in originals
         ]
-        undo += [Op("delete", op.path) for op in written if op.kind == "create" and op.data]
-        undo += [Op("delete", op.path) for op in written if op.kind == "create" and not op.data]
+        undo += [Op.delete(op.path) for op in written if op.kind is OpKind.CREATE and op.data]
+        undo += [Op.delete(op.path) for op in written if op.kind is OpKind.CREATE and not op.data]
         chunks: list[list[Op]] = [[]]
         for op in undo:
             if chunks[-1] and _size(chunks[-1]) + _size([op]) > self._budget:
@@ -238,7 +239,7 @@ class LaunchBook:
             chunks[-1].append(op)
         for chunk in chunks:
             try:
-                self._registry.fenced(self._fence).commit(
+                FencedWriter(self._registry, self._fence).commit(
                     f"undo launch bookkeeping of job {launch.job_name}", chunk
                 )
             except SchedulerError as exc:
@@ -266,7 +267,7 @@ class LaunchBook:
         job = launch.job_name
         registry = self._registry
         present = set(registry.children(running_folder(job)))
-        ops = [Op("delete", running_path(job, t.task_id)) for t in tasks if t.task_id in present]
+        ops = [Op.delete(running_path(job, t.task_id)) for t in tasks if t.task_id in present]
         requeue: dict[int, str] = {}
         originals = {e.item: e.original for e in launch.failover}
         for task in tasks:
@@ -281,8 +282,8 @@ class LaunchBook:
             for item, original in sorted(requeue.items()):
                 key = failover_key(job, item)
                 if key not in queued:
-                    ops.append(Op("create", f"{failover_folder(job)}/{key}", original.encode()))
-        writer = registry.fenced(self._fence)
+                    ops.append(Op.create(f"{failover_folder(job)}/{key}", original.encode()))
+        writer = FencedWriter(registry, self._fence)
         if ops:
             self.transactions += 1
             writer.commit(f"undo launch bookkeeping of job {job}", ops)

@@ -28,7 +28,8 @@ import uuid
 from datetime import UTC, datetime
 
 from scheduler.storage.layout import RESULTS
-from scheduler.storage.registry import Op, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Op
 
 __all__ = ["MAX_PENDING", "ResultJournal", "bucket_minute", "bucket_name"]
 
@@ -88,7 +89,7 @@ class ResultJournal:
                 raise
             self._bucket = bucket
         name = f"{uuid.uuid4().hex}-{'s' if success else 'f'}"
-        return [Op("create", f"{RESULTS}/{bucket}/{name}")]
+        return [Op.create(f"{RESULTS}/{bucket}/{name}")]
 
     def log_drops(self, due_only: bool = False) -> None:
         """Log the results dropped and not logged yet (any thread); with `due_only`, only when

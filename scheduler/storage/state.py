@@ -39,7 +39,8 @@ from scheduler.storage.layout import (
     running_folder,
     running_path,
 )
-from scheduler.storage.registry import Fence, FencedWriter, Op, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence, FencedWriter, Op
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class _Store:
     def _writer(self) -> FencedWriter:
         if self._fence is None:
             raise RuntimeError("this store was built read-only (no fence)")
-        return self._registry.fenced(self._fence)
+        return FencedWriter(self._registry, self._fence)
 
     def _drop_if_empty(self, path: str) -> None:
         """Delete a job's folder once it is empty. Never recursive: an entry another thread
@@ -208,10 +209,10 @@ class RunningStore(_Store):
         path = running_path(job, task.task_id)
         data = json.dumps(task.to_json()).encode()
         if self._registry.exists(path):
-            first = Op("set", path, data)
+            first = Op.set(path, data)
         else:
             self._registry.ensure(running_folder(job))
-            first = Op("create", path, data)
+            first = Op.create(path, data)
         self._writer.commit(f"update {path}", [first, *also])
 
     def remove(self, task_id: str, also: list[Op] | None = None) -> None:
@@ -220,7 +221,7 @@ class RunningStore(_Store):
         job = TaskId.parse(task_id).job_name
         path = running_path(job, task_id)
         if also:
-            self._writer.commit(f"remove {path}", [Op("delete", path), *also])
+            self._writer.commit(f"remove {path}", [Op.delete(path), *also])
         else:
             self._writer.delete(path)
         self._drop_if_empty(running_folder(job))

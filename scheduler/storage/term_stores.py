@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.layout import last_fire_path
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
+from scheduler.storage.transactions import Fence, FencedWriter
 
 
 @dataclass
@@ -48,4 +49,4 @@ class TermStores:
         """Delete the job's last accounted fire, so that a job deleted or disabled and then
         brought back starts from its next fire instead of catching up on the ones missed."""
         assert self.fence is not None
-        self.registry.fenced(self.fence).delete(last_fire_path(job_name))
+        FencedWriter(self.registry, self.fence).delete(last_fire_path(job_name))

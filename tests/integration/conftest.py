@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence
 
 
 @pytest.fixture

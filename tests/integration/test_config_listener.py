@@ -13,8 +13,9 @@ from kazoo.client import KazooClient
 
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.model.config.job import JobConfig
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_body
 from tests.support.waiting import wait_for
 

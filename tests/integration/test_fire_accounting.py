@@ -18,8 +18,9 @@ from scheduler.model.fires import due_fires
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.layout import LAST_FIRE
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
 
 CRON = "0/2 * * * * ?"

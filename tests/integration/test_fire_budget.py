@@ -12,8 +12,9 @@ from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.storage.layout import LAST_FIRE
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 

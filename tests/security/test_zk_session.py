@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from scheduler.storage.registry import digest_acl
+from scheduler.storage.acl import digest_acl
 from tests.support.replicas import ReplicaProcess
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -49,6 +49,9 @@ def start(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[
 
 @pytest.fixture
 def zk_proxy(zk: ZooKeeperEnsemble) -> Iterator[TcpProxy]:
+    """A proxy in front of the session's ZooKeeper. Request it before `start`: fixtures are torn
+    down in reverse, so the replicas stop while it still forwards (behind a closed proxy a
+    replica's stop waits for a session it cannot close)."""
     host, port = zk.servers[0].address.split(":")
     proxy = TcpProxy(host, int(port))
     yield proxy
@@ -74,7 +77,7 @@ def term_records(zk_client: KazooClient, namespace: str) -> list[dict[str, Any]]
 
 
 def test_leader_whose_kazoo_thread_dies_hands_over_says_503_and_comes_back(
-    start: StartReplica, zk_proxy: TcpProxy, zk_client: KazooClient, zk_namespace: str
+    zk_proxy: TcpProxy, start: StartReplica, zk_client: KazooClient, zk_namespace: str
 ) -> None:
     first = start(zk_servers=zk_proxy.address)
     wait_for(first.is_leader, 30, message="first leads")
@@ -108,7 +111,7 @@ def test_leader_whose_kazoo_thread_dies_hands_over_says_503_and_comes_back(
 
 
 def test_health_is_503_while_zookeeper_is_unreachable_and_200_after(
-    start: StartReplica, zk_proxy: TcpProxy
+    zk_proxy: TcpProxy, start: StartReplica
 ) -> None:
     replica = start(zk_servers=zk_proxy.address)
     wait_for(replica.is_leader, 30, message="leads")

@@ -370,7 +370,12 @@ def test_the_local_mesos_stand_in_imports_nothing_of_the_product() -> None:
 
 def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
     modules, sources = _scheduler()
-    allowed = ("scheduler.storage.registry", "scheduler.replica.replica")
+    allowed = (
+        "scheduler.storage.registry",
+        "scheduler.storage.transactions",
+        "scheduler.storage.acl",
+        "scheduler.replica.replica",
+    )
     wrong = []
     for source in sources:
         if source in allowed:

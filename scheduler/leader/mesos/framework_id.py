@@ -7,11 +7,12 @@ import re
 
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import SchedulerError
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.layout import FRAMEWORK_ID
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence, FencedWriter
 
 log = logging.getLogger(__name__)
 
-FRAMEWORK_ID_PATH = "/ha/framework_id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
@@ -38,7 +39,7 @@ class FrameworkIdStore(LeaderComponent):
         return self._framework_id
 
     def start(self) -> None:
-        data = self._registry.get(FRAMEWORK_ID_PATH)
+        data = self._registry.get(FRAMEWORK_ID)
         if data is None or data == b"":
             self._framework_id = None
             log.info("framework id: none stored; Mesos will assign one")
@@ -49,7 +50,7 @@ class FrameworkIdStore(LeaderComponent):
             text = ""
         if not _VALID_ID.match(text):
             raise InvalidFrameworkId(
-                f"{FRAMEWORK_ID_PATH} holds {data[:60]!r}, which is not a Mesos framework id; "
+                f"{FRAMEWORK_ID} holds {data[:60]!r}, which is not a Mesos framework id; "
                 "fix the node, or delete it to register a new framework (tasks of the old one "
                 "are then orphaned)"
             )
@@ -62,12 +63,12 @@ class FrameworkIdStore(LeaderComponent):
             raise InvalidFrameworkId(f"Mesos sent an invalid framework id {framework_id!r}")
         if framework_id == self._framework_id:
             return
-        self._registry.fenced(self._fence).put(FRAMEWORK_ID_PATH, framework_id.encode("utf-8"))
+        FencedWriter(self._registry, self._fence).put(FRAMEWORK_ID, framework_id.encode("utf-8"))
         log.info("framework id: saved %s", framework_id)
         self._framework_id = framework_id
 
     def clear(self) -> None:
         """Forget the id after Mesos removed the framework (fenced)."""
-        self._registry.fenced(self._fence).delete(FRAMEWORK_ID_PATH)
+        FencedWriter(self._registry, self._fence).delete(FRAMEWORK_ID)
         log.warning("framework id: cleared %s (Mesos removed the framework)", self._framework_id)
         self._framework_id = None

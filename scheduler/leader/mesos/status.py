@@ -38,10 +38,10 @@ from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
-from scheduler.storage.registry import Op
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, Retry, RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Op
 
 log = logging.getLogger(__name__)
 

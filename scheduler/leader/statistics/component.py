@@ -47,8 +47,9 @@ from scheduler.model.settings import Settings
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import TERMINAL_STATES
 from scheduler.model.trace_url import resolve_url
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import ResultJournal
+from scheduler.storage.transactions import Fence
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,9 @@ from scheduler.leader.statistics.models import (
 from scheduler.leader.statistics.outage import DatabaseState
 from scheduler.model.errors import Conflict, NotFound
 from scheduler.storage.layout import RESULTS
-from scheduler.storage.registry import Fence, Op, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import ResultJournal, bucket_minute
+from scheduler.storage.transactions import Fence, FencedWriter, Op
 
 __all__ = ["BACKFILL_LIMIT", "ResultCounters", "StatisticInterval", "period_start"]
 
@@ -118,7 +119,7 @@ class ResultCounters:
             path = f"{RESULTS}/{bucket}"
             if minute is None:
                 log.warning("statistics: %s is not a journal bucket; removed", path)
-                self._registry.fenced(self._fence).delete(path)
+                FencedWriter(self._registry, self._fence).delete(path)
                 continue
             names = self._registry.children(path)
             if names:
@@ -126,7 +127,7 @@ class ResultCounters:
                 self._delete(path, names)
             if minute < period_start(StatisticInterval.MINUTE, moment) - timedelta(minutes=1):
                 try:
-                    self._registry.fenced(self._fence).delete(path, recursive=False)
+                    FencedWriter(self._registry, self._fence).delete(path, recursive=False)
                 except Conflict:
                     left += len(self._registry.children(path))  # journaled meanwhile
         self._journal.seen(left)
@@ -162,9 +163,9 @@ class ResultCounters:
         return len(new)
 
     def _delete(self, path: str, names: list[str]) -> None:
-        writer = self._registry.fenced(self._fence)
+        writer = FencedWriter(self._registry, self._fence)
         for i in range(0, len(names), _DELETE_CHUNK):
-            ops = [Op("delete", f"{path}/{name}") for name in names[i : i + _DELETE_CHUNK]]
+            ops = [Op.delete(f"{path}/{name}") for name in names[i : i + _DELETE_CHUNK]]
             try:
                 writer.commit(f"delete journaled results in {path}", ops)
             except NotFound:

@@ -13,9 +13,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from scheduler.edge.authenticator import authenticator_for
-from scheduler.edge.sessions import COOKIE_NAME, REVOKED_PATH, Sessions
+from scheduler.edge.sessions import COOKIE_NAME, Sessions
 from scheduler.model.settings import load_settings
+from scheduler.storage.layout import REVOKED_SESSIONS
 from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import FencedWriter
 from tests.integration.api.conftest import APP, Api, make_api
 from tests.support.waiting import wait_for
 
@@ -155,7 +157,7 @@ def test_a_logout_revokes_the_session_on_every_replica(
     # Refused at once where it was logged out, and after its watch fired everywhere else.
     api.client.set_cookie(COOKIE_NAME, token)
     assert api.client.get(PROBE).status_code == 401
-    assert len(api.registry.children(REVOKED_PATH)) == 1
+    assert len(api.registry.children(REVOKED_SESSIONS)) == 1
     wait_for(woken.is_set, 5, message="the other replica's watch to fire")
     assert other.follow(other_registry, woken.set)
     assert other.check(token) is None
@@ -166,13 +168,13 @@ def test_a_logout_revokes_the_session_on_every_replica(
 def test_revocations_are_bounded_and_pruned(api: Api, zk_client: KazooClient) -> None:
     auth = authenticator_for(load_settings({}, {}, {}))  # any: only its Sessions is used
     sessions = auth.sessions
-    writer = api.registry.fenced(api.term.fence)
+    writer = FencedWriter(api.registry, api.term.fence)
     # An expired revocation is pruned by the next logout.
-    api.registry.ensure(REVOKED_PATH)
-    api.registry.create(f"{REVOKED_PATH}/1000-{'a' * 32}", b"")
+    api.registry.ensure(REVOKED_SESSIONS)
+    api.registry.create(f"{REVOKED_SESSIONS}/1000-{'a' * 32}", b"")
     _, session = sessions.issue("root", "root")
     sessions.revoke(api.registry, writer, session)
-    assert api.registry.children(REVOKED_PATH) == [f"{session.expires_at_ms}-{session.id}"]
+    assert api.registry.children(REVOKED_SESSIONS) == [f"{session.expires_at_ms}-{session.id}"]
 
 
 @pytest.mark.parametrize(

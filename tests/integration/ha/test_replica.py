@@ -14,6 +14,7 @@ from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import LeaderContext
+from scheduler.storage.transactions import FencedWriter
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -125,7 +126,7 @@ def test_suspended_leader_stops_acting_at_once_and_steps_down_after_session_time
     wait_for(replica.is_acting_leader, 10, message="leadership")
     term = replica._term
     assert term is not None
-    fenced = replica.registry.fenced(term.fence)
+    fenced = FencedWriter(replica.registry, term.fence)
     fenced.put("/probe", b"1")
     zk_proxy.cut()
     wait_for(lambda: "pause launcher" in journal, 5, message="pause on SUSPENDED")

@@ -20,7 +20,8 @@ from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import LeaderContext
-from scheduler.storage.registry import Registry, digest_acl
+from scheduler.storage.acl import digest_acl
+from scheduler.storage.registry import Registry
 from tests.support.replicas import http_get
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -253,6 +254,7 @@ def test_leader_puts_creator_all_acl_on_nodes_created_before_digest_auth(
     zk_client.create(f"{root}/foreign", b"x", acl=foreign_acl)
 
     caplog.set_level(logging.INFO, logger="scheduler.replica.replica")
+    caplog.set_level(logging.INFO, logger="scheduler.storage.acl")
     replica = make_replica(Journal("a", []), zk_digest=DIGEST)
     wait_for(replica.is_acting_leader, 10, message="leadership")
 

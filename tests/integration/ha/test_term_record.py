@@ -13,7 +13,8 @@ from kazoo.client import KazooClient
 
 from scheduler.model.settings import load_settings
 from scheduler.replica.term import LeaderContext, Term, term_number
-from scheduler.replica.terms_log import TERMS_PATH, TermRecorder
+from scheduler.replica.terms_log import TermRecorder
+from scheduler.storage.layout import term_path
 from scheduler.storage.registry import Registry
 from tests.support.waiting import wait_for
 
@@ -42,7 +43,7 @@ def recorder(ctx: LeaderContext) -> Iterator[TermRecorder]:
 
 
 def _record(ctx: LeaderContext) -> dict[str, Any]:
-    data = ctx.registry.get(f"{TERMS_PATH}/{ctx.term.number:010d}")
+    data = ctx.registry.get(term_path(ctx.term.number))
     assert data is not None
     record: dict[str, Any] = json.loads(data)
     return record

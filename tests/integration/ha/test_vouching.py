@@ -21,7 +21,7 @@ from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import LeaderContext
-from scheduler.storage.registry import digest_acl
+from scheduler.storage.acl import digest_acl
 from tests.support.waiting import wait_for
 
 DIGEST = "ejcloud:vouching-secret"

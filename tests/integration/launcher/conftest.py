@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.mesosfw import StandIn
 
 

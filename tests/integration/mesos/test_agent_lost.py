@@ -16,9 +16,10 @@ from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 

@@ -14,9 +14,10 @@ from scheduler.leader.mesos import status as status_module
 from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKind
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
 
 # Every TaskState of the Mesos v1 protocol (mesos.proto, Mesos 1.x).

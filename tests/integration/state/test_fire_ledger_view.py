@@ -14,9 +14,10 @@ from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.layout import LAST_FIRE
 from scheduler.storage.queue_cache import QueueCache
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 
 
 @pytest.fixture

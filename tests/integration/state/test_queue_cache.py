@@ -15,9 +15,10 @@ from scheduler.model.config.job import JobConfig
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.queue_cache import QueueCache
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_body
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for

@@ -14,8 +14,10 @@ from kazoo.client import KazooClient, KazooState
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.errors import Conflict, NotFound, NotLeader, RegistryError
 from scheduler.model.settings import load_settings
+from scheduler.storage.acl import make_client
 from scheduler.storage.multi_read import MultiRead
-from scheduler.storage.registry import Fence, Registry, make_client
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence, FencedWriter, compare_and_set
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -50,7 +52,7 @@ def test_concurrent_compare_and_set_loses_no_increment(registry: Registry) -> No
 
     def worker() -> None:
         for _ in range(25):
-            registry.compare_and_set("/state/ready/counter", bump)
+            compare_and_set(registry, "/state/ready/counter", bump)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
@@ -59,7 +61,7 @@ def test_concurrent_compare_and_set_loses_no_increment(registry: Registry) -> No
         t.join()
     assert registry.get("/state/ready/counter") == b"100"
     # Returning None deletes the node.
-    registry.compare_and_set("/state/ready/counter", lambda old: None)
+    compare_and_set(registry, "/state/ready/counter", lambda old: None)
     assert registry.get("/state/ready/counter") is None
 
 
@@ -70,7 +72,7 @@ def test_fenced_write_needs_the_election_node_and_an_acting_term(
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
     acting = threading.Event()
     acting.set()
-    fenced = registry.fenced(Fence(node, acting.is_set))
+    fenced = FencedWriter(registry, Fence(node, acting.is_set))
     fenced.put("/ha/framework_id", b"fw-1")
     fenced.compare_and_set("/state/ready/j", lambda old: b"1")
     assert registry.get("/ha/framework_id") == b"fw-1"
@@ -97,7 +99,7 @@ def test_fenced_write_needs_the_election_node_and_an_acting_term(
 def test_fenced_errors_name_the_problem(registry: Registry, zk_client: KazooClient) -> None:
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    fenced = registry.fenced(Fence(node, lambda: True))
+    fenced = FencedWriter(registry, Fence(node, lambda: True))
     with pytest.raises(NotFound):
         fenced.set("/missing", b"x")
     fenced.create("/here", b"x")
@@ -118,7 +120,7 @@ def _change_after_listing(
     """Make `change` happen between a recursive delete's listing of `top` and its deletes, as
     a concurrent writer's would (once, or after `every` listing); returns each listing made."""
     listings: list[list[str]] = []
-    real = registry._subtree
+    real = registry.subtree
 
     def listing(path: str) -> Iterator[str]:
         if path != top:
@@ -129,7 +131,7 @@ def _change_after_listing(
         listings.append(paths)
         return iter(paths)
 
-    monkeypatch.setattr(registry, "_subtree", listing)
+    monkeypatch.setattr(registry, "subtree", listing)
     return listings
 
 
@@ -150,7 +152,7 @@ def test_a_recursive_delete_survives_its_subtree_changing_under_it(
         listings = _change_after_listing(
             registry, monkeypatch, job, partial(registry.delete, f"{job}/job@-@0")
         )
-    writer = registry.fenced(fence) if fenced else registry
+    writer = FencedWriter(registry, fence) if fenced else registry
     assert writer.delete("/state/failover/job") is True
     assert registry.exists("/state/failover/job") is False
     assert len(listings) == (2 if fenced or change == "child added" else 1)
@@ -167,7 +169,7 @@ def test_a_recursive_delete_of_a_subtree_that_never_settles_gives_up_naming_it(
         registry, monkeypatch, busy, lambda: registry.put(f"{busy}/n{next(names)}", b"1"), True
     )
     with pytest.raises(Conflict, match="/state/ready/busy: its subtree kept changing"):
-        registry.fenced(fence).delete(busy)
+        FencedWriter(registry, fence).delete(busy)
     assert len(listings) == 20
     assert registry.exists(f"{busy}/a") is True  # all or nothing
 
@@ -186,7 +188,7 @@ def test_deposed_leader_cannot_write_after_its_session_expired(
         registry = Registry(client, zk_namespace)
         registry.ensure("/ha/election")
         node = client.create(registry.abs("/ha/election/n_"), b"a", ephemeral=True, sequence=True)
-        fenced = registry.fenced(Fence(node, lambda: True))
+        fenced = FencedWriter(registry, Fence(node, lambda: True))
         fenced.put("/owner", b"a")
         session_id, password = client.client_id
         lost = threading.Event()

@@ -10,7 +10,7 @@ from kazoo.client import KazooClient
 
 from scheduler.model.errors import NotLeader
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.state import (
     DisableStore,
     FailoverQueue,
@@ -19,6 +19,7 @@ from scheduler.storage.state import (
     RunningTask,
     failover_delay,
 )
+from scheduler.storage.transactions import Fence
 
 
 @pytest.fixture

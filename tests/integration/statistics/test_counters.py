@@ -29,10 +29,11 @@ from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.layout import RESULTS, RUNNING
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import bucket_name
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence, FencedWriter
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 
@@ -46,7 +47,7 @@ def _epoch(moment: datetime) -> float:
 def _journal(
     registry: Registry, fence: Fence, journal: ResultJournal, at: datetime, *results: bool
 ) -> None:
-    writer = registry.fenced(fence)
+    writer = FencedWriter(registry, fence)
     for success in results:
         writer.commit("journal a result", journal.ops(success, now=_epoch(at)))
 

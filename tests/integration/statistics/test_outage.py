@@ -36,10 +36,11 @@ from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage import result_journal
 from scheduler.storage.layout import RESULTS, RUNNING
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Fence, FencedWriter
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -347,7 +348,7 @@ def test_a_full_result_journal_counts_and_logs_what_it_could_not_keep(
     beyond, a result is not journaled, counted, and logged at most every 10 s with how many."""
     monkeypatch.setattr(result_journal, "MAX_PENDING", 3)
     journal = ResultJournal(registry)
-    writer = registry.fenced(fence)
+    writer = FencedWriter(registry, fence)
     kept = 0
     for _ in range(6):
         ops = journal.ops(True)

@@ -16,7 +16,8 @@ from scheduler.leader.statistics.writer import TraceWriter
 from scheduler.model.runs import COMMAND_EXECUTION_SOURCE, launch_message
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.registry import Fence, Registry
+from scheduler.storage.registry import Registry
+from scheduler.storage.transactions import Fence
 from tests.support.waiting import wait_for
 
 T0 = datetime(2024, 3, 1, 10, 0, 0)  # naive UTC
