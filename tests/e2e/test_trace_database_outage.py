@@ -150,7 +150,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     if done.returncode != 0:
         pytest.skip(
             f"cannot mount a tmpfs here ({done.stderr.strip()}); the SQLITE_FULL of "
-            "tests/integration/statistics/test_outage.py covers the writer without one"
+            "tests/integration/leader/statistics/test_outage.py covers the writer without one"
         )
     try:
         yield mount

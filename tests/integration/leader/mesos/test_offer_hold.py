@@ -8,7 +8,7 @@ from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.offers import FIRE_AHEAD_S
 from scheduler.storage.term_stores import TermStores
-from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
+from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 

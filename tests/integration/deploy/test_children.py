@@ -52,7 +52,7 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
 def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
     started: list[subprocess.Popen[str]],
 ) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     starter = children.start(
         [sys.executable, "-c", STARTER], cwd=root, stdout=subprocess.PIPE, text=True
     )
@@ -80,7 +80,7 @@ def test_stop_kills_what_the_leader_left_in_its_group(
 def test_children_never_stopped_are_killed_with_their_group_when_the_starter_exits(
     started: list[subprocess.Popen[str]],
 ) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     starter = children.start(
         [sys.executable, "-c", FORGETS], cwd=root, stdout=subprocess.PIPE, text=True
     )

@@ -16,7 +16,7 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
-from tests.unit.mesos.test_launch_round import offer
+from tests.unit.leader.mesos.test_launch_round import offer
 
 APP = AppConfig(app_name="app", cpu_count=0.5, memory_mb=128.0)
 

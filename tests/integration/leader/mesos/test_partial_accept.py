@@ -13,7 +13,7 @@ from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.term_stores import TermStores
-from tests.integration.launcher.helpers import Acting, FrameworkIds, settings_for
+from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 
