@@ -235,7 +235,9 @@ def test_allow_runs_two_fires_of_a_shard_at_once_and_replace_kills_the_old_run_f
         watcher.join(5)
     assert max(live) == 1, live  # never both at once
     assert mesos_states(system, "swap")[old] == "TASK_KILLED"
-    assert "@-@READY@-@" in new[0]["id"] and len(started_ids(replaced)) == 2
+    assert "@-@READY@-@" in new[0]["id"]
+    # The new task is RUNNING in Mesos before its script has written its start line.
+    wait_for(lambda: len(started_ids(replaced)) == 2, 20, message="the new run started")
     # A run replaced is no failure: nothing fails over.
     assert system.api("GET", "/api/job/tasks/failover")[1] == []
     assert not traces(system, "swap", "RUN_FAILED")
