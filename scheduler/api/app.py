@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Flask
 
 from scheduler.api import (
@@ -21,7 +19,7 @@ from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
 from scheduler.api.quotas import Quotas
-from scheduler.api.term_access import TermAccess
+from scheduler.api.term_access import TermAccess, TraceSource
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.replica.term import LeaderContext
@@ -34,7 +32,7 @@ def create_app(
     ctx: LeaderContext,
     actions: OperatorActions,
     stores: TermStores | None = None,
-    statistics: Any = None,
+    statistics: TraceSource | None = None,
     capacity: AgentCapacity | None = None,
 ) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
