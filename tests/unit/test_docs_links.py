@@ -22,14 +22,19 @@ _NOT_OURS = {".venv", "build", "data", "node_modules"}
 def _markdown_files() -> list[Path]:
     """README.md and docs/ first, then every other Markdown file of the checkout."""
     first = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    rest = [
-        path
-        for path in sorted(ROOT.rglob("*.md"))
-        if path not in first
-        and not any(
-            part in _NOT_OURS or part.startswith(".") for part in path.relative_to(ROOT).parts
-        )
-    ]
+    rest: list[Path] = []
+    for top in sorted(ROOT.iterdir()):
+        if top.name in _NOT_OURS or top.name.startswith("."):
+            continue  # not walked at all: the virtualenv alone holds thousands of files
+        found = [top] if top.suffix == ".md" else sorted(top.rglob("*.md")) if top.is_dir() else []
+        rest += [
+            path
+            for path in found
+            if path not in first
+            and not any(
+                part in _NOT_OURS or part.startswith(".") for part in path.relative_to(ROOT).parts
+            )
+        ]
     return first + rest
 
 
