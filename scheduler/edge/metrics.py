@@ -9,7 +9,6 @@ per replica: tests run several in one process, so never the global default regis
   durations and skipped fires; cluster-wide launches and fire-to-launch latency. A job's series
   go when the job is deleted, and those of jobs no longer registered at each term's start; at
   most `MAX_JOBS` jobs have series of their own, the rest share `job_name="_other"`.
-- `FireTimes`: one term's fire times of pending runs, matched to the launches that run them.
 
 Runs are counted from status updates: each update that ends a run (a complete execution record:
 a transient task's end, a daemon run's COMPLETE, a daemon run cut short by a kill; or a task's
@@ -22,8 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +38,6 @@ from scheduler.model.task_states import TERMINAL_STATES
 __all__ = [
     "MAX_JOBS",
     "OTHER_JOBS",
-    "FireTimes",
     "ReplicaCollector",
     "ReplicaFigures",
     "SchedulerMetrics",
@@ -57,7 +54,6 @@ _MESOS_STATES = ("connected", "connecting", "reconnecting", "disconnected")
 _RUN_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
 _ENDED_KEPT = 100_000
-_FIRES_KEPT_PER_JOB = 1000
 _JOB_EVENT_FAMILIES = {
     JobEventKind.RUN_FAILED: ("ejc_runs_failed", "Shards that failed for good (not relaunched)."),
     JobEventKind.RUN_TIMED_OUT: (
@@ -78,8 +74,6 @@ _JOB_EVENT_FAMILIES = {
     ),
 }
 _WEBHOOK_OUTCOMES = ("delivered", "retried", "given_up", "dropped")
-# Shards of one run are launched within one launcher round, a few milliseconds apart.
-_SAME_RUN_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -442,60 +436,3 @@ def _remove(metric: Counter | Histogram, *labels: str) -> None:
         metric.remove(*labels)
     except KeyError:
         pass  # never had that series
-
-
-class FireTimes:
-    """A term's fire times of pending runs, per job, matched to the launches that run them.
-
-    The producer reports each fire that queued a run (`fired`); the launcher each task it
-    launched (`launched`, with the same thread for all shards of a run). A READY launch runs the
-    job's oldest pending run, so it takes the oldest fire time; the shards of one run are
-    launched together and share it. Fires this leader did not queue (a previous leader's, a
-    trigger) are not known: such runs have no fire time. Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, deque[float]] = {}
-        # job -> (fire time, items launched, when): the run being launched.
-        self._current: dict[str, tuple[float | None, set[int], float]] = {}
-        self._of_task: OrderedDict[str, float | None] = OrderedDict()
-
-    def fired(self, job_name: str, fire_time: float) -> None:
-        with self._lock:
-            self._pending.setdefault(job_name, deque(maxlen=_FIRES_KEPT_PER_JOB)).append(fire_time)
-
-    def forget(self, job_name: str) -> None:
-        with self._lock:
-            self._pending.pop(job_name, None)
-            self._current.pop(job_name, None)
-
-    def launched(self, task_id: str) -> tuple[float | None, bool]:
-        """(the fire time of the run `task_id` belongs to, whether it is the run's first
-        task). A FAILOVER task has none."""
-        try:
-            parsed = TaskId.parse(task_id)
-        except InvalidTaskId:
-            return None, False
-        if parsed.type is not TaskType.READY:
-            return None, False
-        now = time.monotonic()
-        with self._lock:
-            current = self._current.get(parsed.job_name)
-            first = current is None or parsed.item in current[1] or now - current[2] > _SAME_RUN_S
-            if first:
-                pending = self._pending.get(parsed.job_name)
-                fire = pending.popleft() if pending else None
-                current = (fire, set(), now)
-                self._current[parsed.job_name] = current
-            assert current is not None
-            current[1].add(parsed.item)
-            self._of_task[task_id] = current[0]
-            while len(self._of_task) > _ENDED_KEPT:
-                self._of_task.popitem(last=False)
-            return current[0], first
-
-    def fire_of(self, task_id: str) -> float | None:
-        """The fire time `launched` matched to `task_id` (None: none known)."""
-        with self._lock:
-            return self._of_task.get(task_id)

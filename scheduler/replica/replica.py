@@ -36,8 +36,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -53,11 +53,11 @@ from prometheus_client import CollectorRegistry
 
 from scheduler.edge.authenticator import authenticator_for
 from scheduler.edge.http import ReplicaHttp, http_edge, http_limits
-from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics, TermFigures
-from scheduler.leader.lifecycle import ComponentStartError, LeaderComponent, TermComponents
+from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
+from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
 from scheduler.model.settings import Settings
-from scheduler.replica.term import LeaderContext, Term, term_number
+from scheduler.replica.term import BuiltTerm, LeaderContext, Term, TermReadout, term_number
 from scheduler.replica.vouching import Vouching, election_locked
 from scheduler.storage.acl import digest_acl, make_client, secure_namespace
 from scheduler.storage.layout import ELECTION
@@ -65,7 +65,8 @@ from scheduler.storage.registry import Registry
 
 log = logging.getLogger(__name__)
 
-ComponentFactory = Callable[[LeaderContext], Sequence[LeaderComponent]]
+ComponentFactory = Callable[[LeaderContext], BuiltTerm]
+_T = TypeVar("_T")
 
 _LEADER_REFRESH_S = 2.0
 _WATCHDOG_INTERVAL_S = 0.5
@@ -254,7 +255,8 @@ class Replica:
         self._silent = False
         self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0, "zk_clients": 1}
         self.last_term: dict[str, Any] | None = None
-        self._ctx: LeaderContext | None = None
+        # What /health and /metrics read of the term (its wiring built it).
+        self._readout: TermReadout | None = None
         # Set by the watchdog when the client died; cleared once a new client is in place.
         self._client_death: str | None = None
         self._client_died_at = 0.0
@@ -588,9 +590,11 @@ class Replica:
         ctx = LeaderContext(
             self.settings, self.registry, term, self.http.mount_api, metrics=self.scheduler_metrics
         )
-        self._ctx = ctx
+        self._readout = None
         try:
-            components = TermComponents(self._factory(ctx))
+            built = self._factory(ctx)
+            self._readout = built.readout
+            components = TermComponents(built.components)
             components.start()
         except ComponentStartError as exc:
             return self._give_up(term, str(exc))
@@ -771,24 +775,27 @@ class Replica:
             "pid": os.getpid(),
             "term": term.describe() if term is not None else None,
             "lastTerm": self.last_term,
-            "mesos": self._leader_info("mesos") if acting else None,
-            "statistics": self._leader_info("statistics") if acting else None,
+            "mesos": self._read_term("mesos", lambda r: r.mesos()) if acting else None,
+            "statistics": (
+                self._read_term("statistics", lambda r: r.statistics()) if acting else None
+            ),
         }
 
-    def _leader_info(self, key: str) -> Any:
-        ctx = self._ctx
-        getter = ctx.info.get(key) if ctx is not None else None
+    def _read_term(self, what: str, read: Callable[[TermReadout], _T]) -> _T | None:
+        """`read` of the term's read-out: None without one, or when it fails (logged)."""
+        readout = self._readout
+        if readout is None:
+            return None
         try:
-            return getter() if getter is not None else None
+            return read(readout)
         except Exception:
-            log.exception("health: %s not available", key)
+            log.exception("health: %s not available", what)
             return None
 
     def figures(self) -> ReplicaFigures:
         """A snapshot for `/metrics` (the HTTP server's ops threads; never blocks)."""
         term = self._term
         acting = self.is_acting_leader()
-        term_figures = self._leader_info("figures") if acting else None
         return ReplicaFigures(
             acting=acting,
             terms=self.counters["terms"],
@@ -798,7 +805,9 @@ class Replica:
             zk_state=str(self._zk_state),
             started_at=self._started_at,
             term_started_at=term.started_at if term else 0.0,
-            unplaceable=int(self._leader_info("unplaceable") or 0) if acting else 0,
-            mesos=str(self._leader_info("mesos")) if acting else None,
-            term=term_figures if isinstance(term_figures, TermFigures) else None,
+            unplaceable=(self._read_term("unplaceable", lambda r: r.unplaceable()) or 0)
+            if acting
+            else 0,
+            mesos=str(self._read_term("mesos", lambda r: r.mesos())) if acting else None,
+            term=self._read_term("figures", lambda r: r.figures()) if acting else None,
         )

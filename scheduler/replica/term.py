@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.storage.transactions import Fence
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
-    from scheduler.edge.metrics import SchedulerMetrics
+    from scheduler.edge.metrics import SchedulerMetrics, TermFigures
     from scheduler.model.settings import Settings
     from scheduler.storage.registry import Registry
 
@@ -82,7 +83,32 @@ class LeaderContext:
     term: Term
     # Serves /api/* from this app on the replica's HTTP port (None: takes it down).
     mount_api: Callable[[WSGIApplication | None], None]
-    # Live figures for /health and /metrics while the term lasts: name -> Callable[[], value].
-    info: dict[str, Any] = field(default_factory=dict)
     # The replica's scheduling metrics (they outlive the term); None where nothing counts.
     metrics: SchedulerMetrics | None = None
+
+
+@dataclass(frozen=True)
+class TermReadout:
+    """What the replica reads of the term it leads, for `/health` and `/metrics`.
+
+    Built by the term's wiring; called on the HTTP server's ops threads, so none may block. A
+    failing one is logged and read as absent.
+    """
+
+    # The Mesos driver's connection: connected, connecting, reconnecting, disconnected.
+    mesos: Callable[[], str]
+    # How many jobs no agent could ever hold.
+    unplaceable: Callable[[], int]
+    # The event trace and its database, for /health.
+    statistics: Callable[[], dict[str, Any]]
+    # The term's figures for /metrics.
+    figures: Callable[[], TermFigures]
+
+
+@dataclass(frozen=True)
+class BuiltTerm:
+    """A term as its wiring built it: its components in start order, and its read-out (None
+    where nothing reports, as in the replica's own tests)."""
+
+    components: Sequence[LeaderComponent]
+    readout: TermReadout | None = None

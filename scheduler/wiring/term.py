@@ -17,58 +17,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.api import create_app
-from scheduler.api.auth import warn_about_defaults
-from scheduler.edge.metrics import FireTimes, SchedulerMetrics, TermFigures
+from scheduler.api.component import RestApi
+from scheduler.edge.metrics import SchedulerMetrics, TermFigures
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.leader.lifecycle import LeaderComponent, WakeSignal
-from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.framework_id import FrameworkIdStore
 from scheduler.leader.mesos.launcher import Launcher
-from scheduler.leader.mesos.operator_actions import MesosActions, OperatorActions
+from scheduler.leader.mesos.operator_actions import MesosActions
 from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.leader.producer import Producer
 from scheduler.leader.statistics.component import Statistics
+from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
-from scheduler.replica.term import LeaderContext
+from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
 from scheduler.replica.terms_log import TermRecorder
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
-
-
-class RestApi(LeaderComponent):
-    """Serves the leader's `/api/*` on this replica's HTTP port for the term."""
-
-    name = "rest-api"
-
-    def __init__(
-        self,
-        ctx: LeaderContext,
-        stores: TermStores,
-        actions: OperatorActions,
-        statistics: Statistics | None = None,
-        capacity: AgentCapacity | None = None,
-    ) -> None:
-        self._ctx = ctx
-        self._stores = stores
-        self._actions = actions
-        self._statistics = statistics
-        self._capacity = capacity
-
-    def start(self) -> None:
-        warn_about_defaults(self._ctx.settings)
-        app = create_app(self._ctx, self._actions, self._stores, self._statistics, self._capacity)
-        self._ctx.mount_api(app)
-
-    def stop(self) -> None:
-        self._ctx.mount_api(None)
 
 
 @dataclass(frozen=True)
@@ -88,9 +59,10 @@ class _TermParts:
     reconciler: Reconciler
 
 
-def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
+def build_components(ctx: LeaderContext) -> BuiltTerm:
     """The term's components in start order: built (the driver first, unbound), tied together
-    by listeners, then the driver bound to its handlers; nothing has started yet."""
+    by listeners, then the driver bound to its handlers; nothing has started yet. With them,
+    what the replica reads of the term for `/health` and `/metrics`."""
     parts = _build_parts(ctx)
     event_counts = _fan_out_job_events(parts)
     if ctx.metrics is not None:
@@ -98,11 +70,13 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
     _bind_driver(parts)
     actions = MesosActions(parts.driver, parts.reconciler, lambda: parts.framework_ids.framework_id)
-    ctx.info["mesos"] = lambda: parts.driver.status
-    ctx.info["unplaceable"] = lambda: len(parts.launcher.unplaceable_jobs())
-    ctx.info["statistics"] = parts.statistics.info
-    ctx.info["figures"] = _figures(parts, event_counts)
-    return [
+    readout = TermReadout(
+        mesos=lambda: parts.driver.status,
+        unplaceable=lambda: len(parts.launcher.unplaceable_jobs()),
+        statistics=parts.statistics.info,
+        figures=_figures(parts, event_counts),
+    )
+    components: list[LeaderComponent] = [
         TermRecorder(ctx),
         parts.framework_ids,
         parts.producer,
@@ -114,6 +88,7 @@ def build_components(ctx: LeaderContext) -> list[LeaderComponent]:
         parts.driver,
         parts.reconciler,
     ]
+    return BuiltTerm(components, readout)
 
 
 def _build_parts(ctx: LeaderContext) -> _TermParts:
@@ -136,7 +111,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
     # launcher's own inputs do.
     wake_launcher = WakeSignal()
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
-    view = QueueCache(stores.registry, stores.config, on_change=wake_launcher.wake)
+    queues = QueueCache(stores.registry, stores.config, on_change=wake_launcher.wake)
     # The fires this term queued, matched to the launches that run them: the statistics' launch
     # rows name them. Fed by `_wire_metrics`, so known only where the replica has metrics.
     fires = FireTimes()
@@ -150,11 +125,11 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         ctx.term,
         wake_launcher.wake,
         settings.job_state_queue_size,
-        view,
+        queues,
         max_fires_per_second=settings.max_fires_per_second,
     )
     launcher = Launcher(
-        stores, ctx.term, driver, view, wake=wake_launcher, next_fire=producer.next_fire_at
+        stores, ctx.term, driver, queues, wake=wake_launcher, next_fire=producer.next_fire_at
     )
     statistics = Statistics(settings, ctx.registry, ctx.term.fence, fires.fire_of)
     return _TermParts(

@@ -12,12 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from executor.records import ExecutionRecord, encode_status_data
 from scheduler.edge.metrics import (
     OTHER_JOBS,
-    FireTimes,
     ReplicaCollector,
     ReplicaFigures,
     SchedulerMetrics,
     TermFigures,
 )
+from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import TaskId, TaskType
 

@@ -13,7 +13,7 @@ from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
-from scheduler.replica.term import LeaderContext
+from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.transactions import FencedWriter
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -63,7 +63,7 @@ def make_replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Any]:
                 **extra,
             },
         )
-        replica = Replica(settings, factory)
+        replica = Replica(settings, lambda ctx: BuiltTerm(factory(ctx)))
         replica.start()
         replicas.append(replica)
         return replica

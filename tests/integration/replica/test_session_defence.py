@@ -19,7 +19,7 @@ from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.errors import InvalidRequest
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
-from scheduler.replica.term import LeaderContext
+from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.acl import digest_acl
 from scheduler.storage.registry import Registry
 from tests.support.replicas import http_get
@@ -78,8 +78,8 @@ def make_replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Any]:
             },
         )
 
-        def factory(_ctx: LeaderContext) -> list[LeaderComponent]:
-            return [component]
+        def factory(_ctx: LeaderContext) -> BuiltTerm:
+            return BuiltTerm([component])
 
         replica = Replica(settings, factory)
         replicas.append(replica)

@@ -17,18 +17,17 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
-from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
-from scheduler.replica.term import LeaderContext
+from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.acl import digest_acl
 from tests.support.waiting import wait_for
 
 DIGEST = "ejcloud:vouching-secret"
 
 
-def _no_components(_ctx: LeaderContext) -> list[LeaderComponent]:
-    return []
+def _no_components(_ctx: LeaderContext) -> BuiltTerm:
+    return BuiltTerm([])
 
 
 @pytest.fixture

@@ -1,0 +1,76 @@
+"""`FireTimes`: one term's fire times of pending runs, matched to the launches that run them.
+
+The producer reports each fire that queued a run, the launcher each task it launched; the
+statistics' launch rows and the fire-to-launch latency of `/metrics` read the match. The term's
+wiring builds one per term and feeds it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+
+from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
+
+_TASKS_KEPT = 100_000
+_FIRES_KEPT_PER_JOB = 1000
+# Shards of one run are launched within one launcher round, a few milliseconds apart.
+_SAME_RUN_S = 2.0
+
+
+class FireTimes:
+    """A term's fire times of pending runs, per job, matched to the launches that run them.
+
+    The producer reports each fire that queued a run (`fired`); the launcher each task it
+    launched (`launched`, with the same thread for all shards of a run). A READY launch runs the
+    job's oldest pending run, so it takes the oldest fire time; the shards of one run are
+    launched together and share it. Fires this leader did not queue (a previous leader's, a
+    trigger) are not known: such runs have no fire time. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, deque[float]] = {}
+        # job -> (fire time, items launched, when): the run being launched.
+        self._current: dict[str, tuple[float | None, set[int], float]] = {}
+        self._of_task: OrderedDict[str, float | None] = OrderedDict()
+
+    def fired(self, job_name: str, fire_time: float) -> None:
+        with self._lock:
+            self._pending.setdefault(job_name, deque(maxlen=_FIRES_KEPT_PER_JOB)).append(fire_time)
+
+    def forget(self, job_name: str) -> None:
+        with self._lock:
+            self._pending.pop(job_name, None)
+            self._current.pop(job_name, None)
+
+    def launched(self, task_id: str) -> tuple[float | None, bool]:
+        """(the fire time of the run `task_id` belongs to, whether it is the run's first
+        task). A FAILOVER task has none."""
+        try:
+            parsed = TaskId.parse(task_id)
+        except InvalidTaskId:
+            return None, False
+        if parsed.type is not TaskType.READY:
+            return None, False
+        now = time.monotonic()
+        with self._lock:
+            current = self._current.get(parsed.job_name)
+            first = current is None or parsed.item in current[1] or now - current[2] > _SAME_RUN_S
+            if first:
+                pending = self._pending.get(parsed.job_name)
+                fire = pending.popleft() if pending else None
+                current = (fire, set(), now)
+                self._current[parsed.job_name] = current
+            assert current is not None
+            current[1].add(parsed.item)
+            self._of_task[task_id] = current[0]
+            while len(self._of_task) > _TASKS_KEPT:
+                self._of_task.popitem(last=False)
+            return current[0], first
+
+    def fire_of(self, task_id: str) -> float | None:
+        """The fire time `launched` matched to `task_id` (None: none known)."""
+        with self._lock:
+            return self._of_task.get(task_id)
