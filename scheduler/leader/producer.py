@@ -122,16 +122,16 @@ class Producer(LeaderComponent):
         stores: TermStores,
         term: TermView,
         on_work: Callable[[], None],
-        queue_size: int = 10_000,
-        view: QueueCache | None = None,
+        queue_size: int,
+        queues: QueueCache,
         max_fires_per_second: float = 0.0,
     ) -> None:
         self._stores = stores
         self._cap = queue_size
         # The term's view of the queues (shared with the launcher): the ledger reads pending
         # and running work from it, and it learns the jobs scheduled here.
-        self._view = view
-        self._ledger = FireLedger(stores.registry, stores.fence, queue_size, view=view)
+        self._queues = queues
+        self._ledger = FireLedger(stores.registry, stores.fence, queue_size, queues)
         # Called with each skipped or capped fire (any producer thread); must not block.
         self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "producer: event listener")
         # Called with (job name, fire time) of each fire that queued a run, in order (any
@@ -229,8 +229,7 @@ class Producer(LeaderComponent):
         with self._lock:
             previous_key = self._key_of.get(job.job_name)
         self.unschedule(job.job_name)
-        if self._view is not None:
-            self._view.note_job(job)
+        self._queues.note_job(job)
         if job.execution_type is JobExecutionType.DAEMON:
             if not self._stores.running.tasks(job.job_name):
                 self._stores.ready.add_daemon(job.job_name)
@@ -341,8 +340,7 @@ class Producer(LeaderComponent):
 
     def unschedule(self, job_name: str) -> bool:
         """Stop producing runs for `job_name`; False when it was not scheduled."""
-        if self._view is not None:
-            self._view.forget_job(job_name)
+        self._queues.forget_job(job_name)
         with self._lock:
             if self._jobs.pop(job_name, None) is None:
                 return False

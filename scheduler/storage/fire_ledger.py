@@ -88,7 +88,7 @@ def _version_after(current: tuple[Any, int] | None) -> int:
 class FireLedger:
     """Accounts jobs' fires with fenced, versioned writes (any thread; one at a time).
 
-    With `view` (the term's `QueueCache`), the pending runs, the running tasks and the size of
+    From `queues` (the term's `QueueCache`), the pending runs, the running tasks and the size of
     the ready queue come from it, and what the ledger writes is noted in it; the record of each
     job's last fire is remembered from the ledger's own reads and writes (only the leader's
     ledger writes it, fenced). Every write stays versioned, so whatever was stale in them fails
@@ -100,14 +100,14 @@ class FireLedger:
         registry: Registry,
         fence: Fence | None,
         cap: int,
+        queues: QueueCache,
         budget_bytes: int = _BUDGET,
-        view: QueueCache | None = None,
     ) -> None:
         self._registry = registry
         self._fence = fence
         self._cap = cap
         self._budget = budget_bytes
-        self._view = view
+        self._queues = queues
         self._lock = threading.RLock()
         # Job -> (last fire, version) of its record; None: no record.
         self._records: dict[str, tuple[float | None, int] | None] = {}
@@ -178,8 +178,7 @@ class FireLedger:
                         self._written(write)
                     else:
                         self._records.pop(write.name, None)
-                        if self._view is not None:
-                            self._view.invalidate([ready_path(write.name)])
+                        self._queues.invalidate([ready_path(write.name)])
                 for name in set(names) - {w.name for w, _r in decided}:
                     del todo[name]  # nothing to write
                 fresh = True  # what failed is read from ZooKeeper, not from the view
@@ -192,31 +191,28 @@ class FireLedger:
         not read them back when their watches fire) and, if the writes fail, to read them.
         With `pipelined` (a first attempt), a fire of a few jobs goes as in
         `_commit_pipelined`."""
-        view = self._view
+        queues = self._queues
         touched = [w.name for w in writes if w.ready is not None]
-        if view is not None:
-            view.expect_ready(touched)
+        queues.expect_ready(touched)
         units = [(w.name, w.ops) for w in writes]
         try:
             if (
                 pipelined
-                and view is not None
                 and 0 < len(writes) <= _PIPELINED_JOBS
                 and _bytes_of(units) <= self._budget
             ):
-                done = self._commit_pipelined(writes, view)
+                done = self._commit_pipelined(writes)
                 if done is not None:
                     return done
                 if len(writes) == 1:
                     return set()  # refused alone: decided again from ZooKeeper
-                view.expect_ready(touched)
+                queues.expect_ready(touched)
             return self._commit(units)
         except BaseException:
-            if view is not None:
-                view.invalidate([ready_path(name) for name in touched])
+            queues.invalidate([ready_path(name) for name in touched])
             raise
 
-    def _commit_pipelined(self, writes: list[_JobWrite], view: QueueCache) -> set[str] | None:
+    def _commit_pipelined(self, writes: list[_JobWrite]) -> set[str] | None:
         """Write `writes` in one transaction, and note the pending runs they add in the view
         as soon as it is sent, before its answer: the launcher, woken by the note, takes a
         run in a transaction of its own that reaches ZooKeeper after this one (one session,
@@ -233,25 +229,25 @@ class FireLedger:
         )
         noted = [(w.name, w.ready, w.record[1]) for w in writes if w.ready and w.ready[0] > 0]
         for name, (count, version), record_version in noted:
-            view.note_pending(name, count, version, (last_fire_path(name), record_version))
+            self._queues.note_pending(name, count, version, (last_fire_path(name), record_version))
         try:
             answer()
         except (Conflict, NotFound):
-            view.invalidate([ready_path(w.name) for w in writes if w.ready is not None])
+            self._queues.invalidate([ready_path(w.name) for w in writes if w.ready is not None])
             return None
         self._noted_early.update(name for name, _ready, _version in noted)
         return {w.name for w in writes}
 
     def _written(self, write: _JobWrite) -> None:
         self._records[write.name] = write.record
-        if self._view is None or write.ready is None:
+        if write.ready is None:
             return
         if write.name in self._noted_early:
             self._noted_early.discard(write.name)
             # The view has the count already, and the launcher may have taken a run of it.
-            self._view.confirm(write.name, (last_fire_path(write.name), write.record[1]))
+            self._queues.confirm(write.name, (last_fire_path(write.name), write.record[1]))
         else:
-            self._view.note_ready(write.name, *write.ready)
+            self._queues.note_ready(write.name, *write.ready)
 
     def _decide(
         self,
@@ -260,20 +256,22 @@ class FireLedger:
         fresh: bool,
     ) -> list[tuple[_JobWrite, _T]]:
         """Find the ledgers of `names` (the view and memory, else ZooKeeper) and decide."""
-        registry, view = self._registry, self._view
-        if view is not None and not fresh:
-            view.sync()
-        use_view = view is not None and not fresh
+        registry, queues = self._registry, self._queues
+        from_queues = not fresh
+        if from_queues:
+            queues.sync()
         unknown = [n for n in names if fresh or n not in self._records]
         paths = [last_fire_path(n) for n in unknown]
-        if not use_view:
+        if not from_queues:
             paths += [ready_path(n) for n in names]
         reads = registry.send_reads(paths)
-        running = None if use_view else registry.children_many([running_folder(n) for n in names])
+        running = (
+            None if from_queues else registry.children_many([running_folder(n) for n in names])
+        )
         got = reads.wait()
         self.reads += len(paths) + (0 if running is None else len(names))
-        if view is not None and use_view:
-            queued = view.queued()
+        if from_queues:
+            queued = queues.queued()
         else:
             queued = len(registry.children(READY))  # jobs with pending runs, for the cap
             self.reads += 1
@@ -284,9 +282,9 @@ class FireLedger:
         ensured = False
         for name in names:
             record = self._records.get(name)
-            if view is not None and use_view:
-                ready = view.ready_of(name)
-                is_running = bool(view.running_tasks(name))
+            if from_queues:
+                ready = queues.ready_of(name)
+                is_running = bool(queues.running_tasks(name))
             else:
                 raw = got[ready_path(name)]
                 ready = None if raw is None else (decode_count(raw[0]), raw[1])

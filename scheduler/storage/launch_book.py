@@ -109,12 +109,12 @@ class LaunchBook:
         self,
         registry: Registry,
         fence: Fence,
-        cache: QueueCache | None = None,
+        queues: QueueCache,
         budget_bytes: int = TXN_BUDGET_BYTES,
     ) -> None:
         self._registry = registry
         self._fence = fence
-        self._cache = cache
+        self._queues = queues
         self._budget = budget_bytes
         self.transactions = 0
         """Transactions sent so far (committed or not)."""
@@ -144,14 +144,13 @@ class LaunchBook:
         if batch:
             done |= self._commit_batch(launches, batch)
         written = [launch for index, launch in enumerate(launches) if index in done]
-        if self._cache is not None:
-            for launch in written:
-                self._cache.launched(
-                    launch.job_name,
-                    (t.task_id for t in launch.tasks),
-                    launch.ready_after,
-                    (e.path for e in launch.failover),
-                )
+        for launch in written:
+            self._queues.launched(
+                launch.job_name,
+                (t.task_id for t in launch.tasks),
+                launch.ready_after,
+                (e.path for e in launch.failover),
+            )
         return written
 
     def _transact(self, what: str, ops: list[Op], probe: str) -> bool:
@@ -166,8 +165,7 @@ class LaunchBook:
         except (Conflict, NotFound):
             return False
         except RegistryError:
-            if self._cache is not None:
-                self._cache.invalidate()
+            self._queues.invalidate()
             return self._registry.exists(probe)
         return True
 
@@ -183,8 +181,7 @@ class LaunchBook:
                 "retried next round",
                 first.job_name,
             )
-            if self._cache is not None:
-                self._cache.invalidate(first.paths())
+            self._queues.invalidate(first.paths())
             return set()
         half = len(batch) // 2
         return self._commit_batch(launches, batch[:half]) | self._commit_batch(
@@ -214,8 +211,7 @@ class LaunchBook:
             if self._transact(what, chunk, check):
                 written += chunk
                 continue
-            if self._cache is not None:
-                self._cache.invalidate(launch.paths())
+            self._queues.invalidate(launch.paths())
             if written:
                 self._compensate(launch, written)
             return False
@@ -289,10 +285,9 @@ class LaunchBook:
             writer.commit(f"undo launch bookkeeping of job {job}", ops)
         if launch.ready is not None and not others_launched:
             writer.compare_and_set(ready_path(job), lambda old: encode_count(decode_count(old) + 1))
-        if self._cache is not None:
-            self._cache.invalidate(
-                [op.path for op in ops] + ([ready_path(job)] if launch.ready else [])
-            )
+        self._queues.invalidate(
+            [op.path for op in ops] + ([ready_path(job)] if launch.ready else [])
+        )
         log.warning(
             "launch book: job %s: bookkeeping of %s task(s) Mesos did not take undone%s",
             job,

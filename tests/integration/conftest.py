@@ -1,10 +1,15 @@
-"""Fixtures the integration tests share: the test's registry namespace and a leader's fence."""
+"""Fixtures the integration tests share: the test's registry namespace, a leader's fence and
+the term's view of the queues."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence
 
@@ -20,3 +25,12 @@ def fence(registry: Registry, zk_client: KazooClient) -> Fence:
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
     return Fence(node, lambda: True)
+
+
+@pytest.fixture
+def queues(registry: Registry) -> Iterator[QueueCache]:
+    """The term's view of the queues, as a term builds it for its producer and launcher (here
+    nobody is woken by its changes); stopped with the test."""
+    view = QueueCache(registry, ConfigStore(registry, None, "UTC"))
+    yield view
+    view.stop()

@@ -87,15 +87,15 @@ class Launcher(ThreadedComponent):
         stores: TermStores,
         term: TermView,
         driver: OfferDriver,
-        view: QueueCache | None = None,
+        queues: QueueCache,
         *,
         wake: WakeSignal | None = None,
         next_fire: Callable[[], float | None] | None = None,
     ) -> None:
         """`driver`: the term's Mesos driver, which hands this launcher its offers
-        (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `view`: the term's view of the
-        queues, shared with the producer, built with `wake.wake` as its `on_change` (the
-        launcher wakes on its changes, and stops it); a view of its own when None. `wake`: the
+        (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `queues`: the term's view of
+        the queues, shared with the producer, built with `wake.wake` as its `on_change` (the
+        launcher wakes on its changes, and stops it). `wake`: the
         signal the launcher's thread waits on, which the producer and the status handler are
         given to wake it; a signal of its own when None.
         `next_fire`: when the next cron fire is due (epoch seconds; None: none), from the
@@ -107,9 +107,8 @@ class Launcher(ThreadedComponent):
         self._term = term
         self._driver = driver
         self._wake = wake if wake is not None else WakeSignal()
-        # A view given is built to wake the launcher (`on_change`), as this one is.
-        self._cache = view or QueueCache(stores.registry, stores.config, self._wake.wake)
-        self._book = LaunchBook(stores.registry, stores.fence, self._cache)
+        self._queues = queues
+        self._book = LaunchBook(stores.registry, stores.fence, queues)
         self._paused = False
         self._offers = HeldOffers()
         self._flow = OfferFlow(driver)
@@ -150,7 +149,7 @@ class Launcher(ThreadedComponent):
 
     def stop(self) -> None:
         self._stop_thread()
-        self._cache.stop()
+        self._queues.stop()
         self._census.stop()
         self.drop_offers()
 
@@ -256,7 +255,7 @@ class Launcher(ThreadedComponent):
     def _gather(self) -> tuple[list[PlacementUnit], set[str]]:
         """Step 1: the round's units, read from the view (stale work dropped, REPLACE kills
         sent), and the jobs among them whose run can never be placed."""
-        self._cache.sync()
+        self._queues.sync()
         gathered = self._read_view()
         self._tidy(gathered)
         self.ready_runs, self.failover_shards = gathered.ready_runs, gathered.failover_shards
@@ -329,7 +328,7 @@ class Launcher(ThreadedComponent):
             ready=unit.ready if unit.kind is TaskType.READY else None,
             requires=unit.requires if unit.kind is TaskType.READY else None,
             failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
-            creates_folder=not self._cache.has_running_folder(job.job_name),
+            creates_folder=not self._queues.has_running_folder(job.job_name),
         )
         return PlacedUnit(launch, infos, originals)
 
@@ -451,13 +450,13 @@ class Launcher(ThreadedComponent):
     def _read_view(self) -> Gathered:
         """What this round could launch, read from the view only (no ZooKeeper read but the
         configuration of jobs and apps seen for the first time)."""
-        cache = self._cache
-        pending = cache.ready_entries()
+        queues = self._queues
+        pending = queues.ready_entries()
         ready = {job: (count, version) for job, (count, version, _r) in pending.items()}
-        entries = cache.failover()
+        entries = queues.failover()
         names = set(ready) | {e.job_name for e in entries}
-        jobs = cache.jobs(sorted(names))
-        apps = cache.apps(sorted({j.app_name for j in jobs.values() if j is not None}))
+        jobs = queues.jobs(sorted(names))
+        apps = queues.apps(sorted({j.app_name for j in jobs.values() if j is not None}))
         gathered = Gathered(
             [], set(ready), sum(count for count, _v in ready.values()), len(entries)
         )
@@ -465,7 +464,7 @@ class Launcher(ThreadedComponent):
 
         def running_of(name: str) -> list[str]:
             if name not in running:
-                running[name] = cache.running_tasks(name)
+                running[name] = queues.running_tasks(name)
             return running[name]
 
         failover: dict[str, PlacementUnit] = {}
@@ -483,7 +482,7 @@ class Launcher(ThreadedComponent):
                 gathered.tidy_failover.append((job_name, item))
                 continue
             app = apps.get(job.app_name)
-            if app is None or cache.is_disabled(job):
+            if app is None or queues.is_disabled(job):
                 continue
             if entry.not_before > wall:
                 held_back.add(job_name)  # failing again and again: back-off (the 1 s tick)
@@ -504,10 +503,10 @@ class Launcher(ThreadedComponent):
             if job_name in failover or job_name in held_back:
                 continue  # its failover shards go first
             if overlap_of(job) is not ALLOW and running_of(job_name):
-                if overlap_of(job) is REPLACE and not cache.is_disabled(job):
+                if overlap_of(job) is REPLACE and not queues.is_disabled(job):
                     gathered.replace[job_name] = running_of(job_name)
                 continue  # FORBID: a run at a time; REPLACE: once the killed tasks are gone
-            if cache.is_disabled(job):
+            if queues.is_disabled(job):
                 gathered.tidy_ready.append(job_name)
                 continue
             app = apps.get(job.app_name)

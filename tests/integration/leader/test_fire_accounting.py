@@ -18,6 +18,7 @@ from scheduler.model.fires import due_fires
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.storage.fire_ledger import FireLedger, LedgerState, LedgerWrite
 from scheduler.storage.layout import LAST_FIRE
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
@@ -46,9 +47,12 @@ def job(**changes: Any) -> JobConfig:
     return job_config("tick", job_type="SIMPLE", strict=False, **{"cron": CRON, **changes})
 
 
-def producer(registry: Registry, fence: Fence, cap: int = 100) -> tuple[Producer, list[JobEvent]]:
+def producer(
+    registry: Registry, fence: Fence, queues: QueueCache, cap: int = 100
+) -> tuple[Producer, list[JobEvent]]:
     stores = TermStores.build(registry, fence, "UTC", cap)
-    made = Producer(stores, Acting(), lambda: None, cap)  # not started: no cron fires meanwhile
+    # Not started: no cron fires meanwhile.
+    made = Producer(stores, Acting(), lambda: None, cap, queues)
     events: list[JobEvent] = []
     made.event_listeners.append(events.append)
     return made, events
@@ -66,8 +70,10 @@ def missed_since(last: float) -> int:
     return len(due_fires(parse_cron(CRON, "UTC").trigger(), last, time.time()).times)
 
 
-def test_a_job_without_a_record_starts_counting_from_now(registry: Registry, fence: Fence) -> None:
-    made, events = producer(registry, fence)
+def test_a_job_without_a_record_starts_counting_from_now(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> None:
+    made, events = producer(registry, fence, queues)
     before = time.time()
     made.schedule(job(misfire=True), catch_up=True)
     after = time.time()
@@ -78,11 +84,11 @@ def test_a_job_without_a_record_starts_counting_from_now(registry: Registry, fen
 
 
 def test_misfire_on_runs_every_fire_missed_since_the_record(
-    registry: Registry, fence: Fence
+    registry: Registry, fence: Fence, queues: QueueCache
 ) -> None:
     last = time.time() - 11
     record(registry, last)
-    made, events = producer(registry, fence)
+    made, events = producer(registry, fence, queues)
     before = time.time()
     made.schedule(job(misfire=True), catch_up=True)
     after = time.time()
@@ -99,10 +105,10 @@ def test_misfire_on_runs_every_fire_missed_since_the_record(
 
 
 def test_misfire_off_skips_missed_fires_with_one_event_naming_them(
-    registry: Registry, fence: Fence
+    registry: Registry, fence: Fence, queues: QueueCache
 ) -> None:
     record(registry, time.time() - 9)
-    made, events = producer(registry, fence)
+    made, events = producer(registry, fence, queues)
     made.schedule(job(misfire=False, notifyWebhookUrl="http://127.0.0.1:9/h"), catch_up=True)
     assert pending(registry) == 0
     assert [(e.kind, e.job_name) for e in events] == [(JobEventKind.FIRE_SKIPPED, "tick")]
@@ -111,10 +117,10 @@ def test_misfire_off_skips_missed_fires_with_one_event_naming_them(
 
 
 def test_fires_beyond_the_queue_size_are_capped_and_reported(
-    registry: Registry, fence: Fence
+    registry: Registry, fence: Fence, queues: QueueCache
 ) -> None:
     record(registry, time.time() - 21)
-    made, events = producer(registry, fence, cap=3)
+    made, events = producer(registry, fence, queues, cap=3)
     made.schedule(job(misfire=True), catch_up=True)
     assert pending(registry) == 3
     assert [e.kind for e in events] == [JobEventKind.FIRE_CAPPED]
@@ -122,9 +128,9 @@ def test_fires_beyond_the_queue_size_are_capped_and_reported(
 
 
 def test_a_changed_cron_starts_counting_again_instead_of_catching_up(
-    registry: Registry, fence: Fence
+    registry: Registry, fence: Fence, queues: QueueCache
 ) -> None:
-    made, _ = producer(registry, fence)
+    made, _ = producer(registry, fence, queues)
     made.schedule(job(misfire=True, cron="0 0 0 1 1 ? 2099"))
     record(registry, time.time() - 30)  # as if the old cron's last fire was long ago
     made.schedule(job(misfire=True))
@@ -132,12 +138,14 @@ def test_a_changed_cron_starts_counting_again_instead_of_catching_up(
     assert time.time() - float(registry.get(f"{LAST_FIRE}/tick") or b"0") < 5
 
 
-def test_concurrent_accountants_count_each_fire_once(registry: Registry, fence: Fence) -> None:
+def test_concurrent_accountants_count_each_fire_once(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> None:
     last = time.time() - 41
     record(registry, last)
     trigger = parse_cron(CRON, "UTC").trigger()
     now = time.time()
-    ledger = FireLedger(registry, fence, 1000)
+    ledger = FireLedger(registry, fence, 1000, queues)
 
     def decide(state: LedgerState) -> tuple[LedgerWrite, int] | None:
         assert state.last is not None
@@ -159,10 +167,12 @@ def test_concurrent_accountants_count_each_fire_once(registry: Registry, fence: 
     assert pending(registry) == expected == sum(c or 0 for c in counted)
 
 
-def test_a_deposed_leader_cannot_account(registry: Registry, fence: Fence) -> None:
+def test_a_deposed_leader_cannot_account(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> None:
     record(registry, time.time() - 9)
     deposed = Fence(fence.node_path, lambda: False)
-    made, events = producer(registry, deposed)
+    made, events = producer(registry, deposed, queues)
     with pytest.raises(NotLeader):
         made.schedule(job(misfire=True), catch_up=True)
     assert pending(registry) == 0 and events == []

@@ -12,6 +12,7 @@ from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.storage.layout import LAST_FIRE
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
@@ -31,9 +32,11 @@ def _job(name: str) -> JobConfig:
 
 
 @pytest.fixture
-def budgeted(registry: Registry, fence: Fence) -> Iterator[tuple[Producer, list[JobEvent]]]:
+def budgeted(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> Iterator[tuple[Producer, list[JobEvent]]]:
     stores = TermStores.build(registry, fence, "UTC", 100)
-    producer = Producer(stores, Acting(), lambda: None, 100, max_fires_per_second=2)
+    producer = Producer(stores, Acting(), lambda: None, 100, queues, max_fires_per_second=2)
     events: list[JobEvent] = []
     producer.event_listeners.append(events.append)
     producer.start()
@@ -78,9 +81,11 @@ def test_fires_over_the_budget_are_delayed_recorded_and_still_run(
     assert not [e for e in events if e.kind is not JobEventKind.FIRE_DELAYED]
 
 
-def test_without_a_budget_every_fire_is_accounted_at_once(registry: Registry, fence: Fence) -> None:
+def test_without_a_budget_every_fire_is_accounted_at_once(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> None:
     stores = TermStores.build(registry, fence, "UTC", 100)
-    producer = Producer(stores, Acting(), lambda: None, 100)
+    producer = Producer(stores, Acting(), lambda: None, 100, queues)
     events: list[JobEvent] = []
     producer.event_listeners.append(events.append)
     producer.start()

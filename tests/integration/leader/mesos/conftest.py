@@ -1,4 +1,5 @@
-"""Fixtures of the launcher's tests: a stand-in of two small agents, term stores with a fence."""
+"""Fixtures of the launcher's tests: a stand-in of two small agents, term stores with a fence,
+the launcher's wake signal and the view of the queues that wakes it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from scheduler.leader.lifecycle import WakeSignal
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
@@ -32,3 +35,17 @@ def stores(zk_client: KazooClient, zk_namespace: str) -> TermStores:
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
     return TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+
+
+@pytest.fixture
+def wake() -> WakeSignal:
+    """The signal the launcher's thread waits on."""
+    return WakeSignal()
+
+
+@pytest.fixture
+def queues(stores: TermStores, wake: WakeSignal) -> Iterator[QueueCache]:
+    """The term's view of the queues, as the term builds it: its changes wake the launcher."""
+    view = QueueCache(stores.registry, stores.config, on_change=wake.wake)
+    yield view
+    view.stop()

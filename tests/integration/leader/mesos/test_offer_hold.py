@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 
+from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.offers import FIRE_AHEAD_S
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
 from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
@@ -14,11 +16,15 @@ from tests.support.waiting import wait_for
 
 
 def test_offers_are_held_just_before_a_fire_and_let_go_after_it(
-    standin: StandIn, stores: TermStores, zk_namespace: str
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
 ) -> None:
     driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
     fire_at = [time.time() + 3600.0]
-    launcher = Launcher(stores, Acting(), driver, next_fire=lambda: fire_at[0])
+    launcher = Launcher(stores, Acting(), driver, queues, wake=wake, next_fire=lambda: fire_at[0])
     driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,

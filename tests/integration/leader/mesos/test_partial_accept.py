@@ -12,6 +12,7 @@ from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
 from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
 from tests.support.mesosfw import StandIn
@@ -61,13 +62,17 @@ def _store_job(stores: TermStores, tmp_path: Path) -> None:
 
 
 def test_a_failed_accept_undoes_only_its_own_agents_tasks(
-    standin: StandIn, stores: TermStores, zk_namespace: str, tmp_path: Path
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
 ) -> None:
     _store_job(stores, tmp_path)
     driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
     # Wired as the term wires them: the status handler wakes the signal the launcher waits on.
-    wake = WakeSignal()
-    launcher = Launcher(stores, Acting(), driver, wake=wake)
+    launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
     status = StatusHandler(stores, driver.kill, wake.wake)
     driver.bind(
         DriverHandlers(
