@@ -507,3 +507,25 @@ def test_a_from_import_of_a_submodule_points_at_the_submodule_not_the_package(
 def test_a_dynamic_import_is_found(tmp_path: Path, text: str, hit: bool) -> None:
     modules = _tree(tmp_path, {"scheduler/x.py": text})
     assert bool(dynamic_imports(modules, ["scheduler.x"])) is hit
+
+
+def test_an_import_up_the_top_floors_sub_layers_is_named(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "scheduler/edge/__init__.py": "",
+            "scheduler/edge/http.py": "from scheduler.replica.term import Term\n",
+            "scheduler/replica/__init__.py": "",
+            "scheduler/replica/term.py": "from scheduler.edge import http\n",
+            "scheduler/api/__init__.py": "from scheduler.wiring.term import build\n",
+            "scheduler/wiring/__init__.py": "",
+            "scheduler/wiring/term.py": "from scheduler.api import create_app\n",
+        },
+    )
+    problems = layer_problems(arrows(modules, sorted(modules), tmp_path))
+    assert problems == [
+        "scheduler/api/__init__.py:1: scheduler.api imports scheduler.wiring.term: "
+        "layer 4c api may not import layer 4d wiring",
+        "scheduler/edge/http.py:1: scheduler.edge.http imports scheduler.replica.term: "
+        "layer 4a edge may not import layer 4b replica",
+    ]
