@@ -89,11 +89,9 @@ def anchors(path: Path) -> set[str]:
 
 def links(path: Path) -> list[str]:
     """The relative link targets of a Markdown file (not http:, https:, mailto:)."""
-    found = [
-        m.group(1)
-        for line in _prose(path.read_text(encoding="utf-8"))
-        for m in _LINK.finditer(line)
-    ]
+    # The lines joined again: a link's text may wrap onto the next line.
+    prose = "\n".join(_prose(path.read_text(encoding="utf-8")))
+    found = [m.group(1) for m in _LINK.finditer(prose)]
     return [t for t in found if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
 
 
@@ -137,6 +135,7 @@ def test_a_missing_anchor_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
         "# Title\n\n[ok](#title) [bad](#nowhere) `[code](#nowhere2)`\n```\n[x](#fenced)\n```\n"
+        "A link whose text [wraps onto\nthe next line](#wrapped).\n"
     )
-    assert links(page) == ["#title", "#nowhere"]
+    assert links(page) == ["#title", "#nowhere", "#wrapped"]
     assert anchors(page) == {"title"}
