@@ -18,8 +18,9 @@ holds (namespace-relative paths, the layout of `state`):
 - jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
   follows ZooKeeper), else read on first use with a watch.
 
-kazoo calls a watch on its own thread: the callback only records the path as dirty (and calls
-`on_change`, which must not block). `sync()` re-reads the dirty paths with pipelined requests
+kazoo calls a watch on its own thread: the callback only records the path as dirty in the
+view's inbox (`queue_inbox`, which also holds the writers' notes until the next sync) and
+calls `on_change`, which must not block. `sync()` re-reads the dirty paths with pipelined requests
 and new watches, so it costs what changed since the last call, not what is stored; the view is
 current within a watch's latency. kazoo drops every watch when the connection is lost (it calls
 each with an event of type NONE) and on a new session: the next `sync()` then reads everything
@@ -55,6 +56,7 @@ from scheduler.storage.layout import (
     failover_item,
     failover_path,
 )
+from scheduler.storage.queue_inbox import QueueInbox
 from scheduler.storage.registry import Registry
 
 __all__ = ["FailoverEntry", "QueueCache"]
@@ -94,17 +96,8 @@ class QueueCache:
         self._config = config
         self.on_change = on_change
         """Called (on kazoo's thread) after each watch fires; must not block."""
-        self._root = registry.abs("/")
-        self._lock = threading.Lock()
         # Written by watch callbacks and writers' notes (any thread), taken by `sync`.
-        self._stale = True
-        self._dirty_children: set[str] = set()
-        self._dirty_data: set[str] = set()
-        self._notes: dict[str, tuple[int, int]] = {}
-        # What a noted count requires (`note_pending`): taken with the notes.
-        self._note_requires: dict[str, tuple[str, int]] = {}
-        self._expected: set[str] = set()  # ready nodes a writer here is writing now
-        self._stopped = False
+        self._inbox = QueueInbox(registry.abs("/"), self._changed)
         # The view, under `_view`.
         self._view = threading.RLock()
         self._session: object = None
@@ -125,59 +118,27 @@ class QueueCache:
         self.reads = 0
         """Nodes read so far (lists and data): what keeping the view current costs."""
 
-    # -- watch callbacks (kazoo's thread): record and return ----------------------------------
-
-    def _relative(self, path: str) -> str:
-        if path == self._root:
-            return "/"
-        return path[len(self._root) :] if path.startswith(self._root + "/") else path
-
-    def _mark(self, event: Any, target: set[str]) -> None:
-        path = getattr(event, "path", None)
-        with self._lock:
-            if self._stopped:
-                return
-            if getattr(event, "type", None) == "NONE" or not path:
-                self._stale = True  # kazoo dropped every watch: connection lost or new session
-            else:
-                target.add(self._relative(path))
+    def _changed(self) -> None:
         on_change = self.on_change
         if on_change is not None:
             on_change()
 
-    def _on_children(self, event: Any) -> None:
-        self._mark(event, self._dirty_children)
-
-    def _on_data(self, event: Any) -> None:
-        self._mark(event, self._dirty_data)
-
     def _children_watch(self, _path: str) -> Callable[[Any], None]:
-        return self._on_children
+        return self._inbox.on_children
 
     def _data_watch(self, _path: str) -> Callable[[Any], None]:
-        return self._on_data
+        return self._inbox.on_data
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Ignore every watch from now on (kazoo keeps the callbacks until each fires once)."""
-        with self._lock:
-            self._stopped = True
+        self._inbox.stop()
 
     def invalidate(self, paths: Iterable[str] = ()) -> None:
         """Read `paths` (namespace-relative; none given: everything) again at the next
         `sync()`: a write built from them failed, or its outcome is unknown."""
-        wanted = list(paths)
-        with self._lock:
-            if not wanted:
-                self._stale = True
-            for path in wanted:
-                self._dirty_data.add(path)
-                self._dirty_children.add(path.rsplit("/", 1)[0])
-                if path.startswith(READY + "/"):
-                    self._notes.pop(path.rsplit("/", 1)[1], None)
-                    self._note_requires.pop(path.rsplit("/", 1)[1], None)
-                    self._expected.discard(path.rsplit("/", 1)[1])
+        self._inbox.invalidate(paths)
 
     def sync(self) -> None:
         """Bring the view up to date: what changed since the last call (everything after a
@@ -186,22 +147,21 @@ class QueueCache:
         then reads everything)."""
         with self._view:
             session = self._session_id()
-            with self._lock:
-                stale = self._stale or session != self._session
-                children, data, notes = self._dirty_children, self._dirty_data, self._notes
-                requires, self._note_requires = self._note_requires, {}
-                expected = set(self._expected)
-                self._stale = False
-                self._dirty_children, self._dirty_data, self._notes = set(), set(), {}
+            news = self._inbox.take()
             try:
-                if stale:
+                if news.stale or session != self._session:
                     self._session = session
-                    self._load(notes, requires)
-                elif children or data or notes:
-                    self._refresh(children, data, notes, expected=expected, requires=requires)
+                    self._load(news.notes, news.requires)
+                elif news.children or news.data or news.notes:
+                    self._refresh(
+                        news.children,
+                        news.data,
+                        news.notes,
+                        expected=news.expected,
+                        requires=news.requires,
+                    )
             except BaseException:
-                with self._lock:
-                    self._stale = True
+                self._inbox.make_stale()
                 raise
 
     def _session_id(self) -> object:
@@ -544,16 +504,12 @@ class QueueCache:
     def expect_ready(self, jobs: Iterable[str]) -> None:
         """A writer here is writing the ready nodes of `jobs` and will note each (or
         invalidate it): until then they are not read (any thread)."""
-        with self._lock:
-            self._expected.update(jobs)
+        self._inbox.expect_ready(jobs)
 
     def note_ready(self, job: str, count: int, version: int) -> None:
         """This process wrote `job`'s ready node: `count` runs at `version` (count 0: deleted).
         Applied at the next `sync()` (any thread)."""
-        with self._lock:
-            self._notes[job] = (count, version)
-            self._note_requires.pop(job, None)
-            self._expected.discard(job)
+        self._inbox.note_ready(job, count, version)
 
     def note_pending(self, job: str, count: int, version: int, requires: tuple[str, int]) -> None:
         """A write of `job`'s ready node to `count` runs at `version` was sent and its answer
@@ -561,20 +517,12 @@ class QueueCache:
         requires `requires` (a node the same write sets, at the version it gives it), so that
         the take is applied only if the write was. Confirmed by `note_ready`, withdrawn by
         `invalidate`; wakes the launcher (`on_change`). Any thread."""
-        with self._lock:
-            self._notes[job] = (count, version)
-            self._note_requires[job] = requires
-            self._expected.discard(job)
-        on_change = self.on_change
-        if on_change is not None:
-            on_change()
+        self._inbox.note_pending(job, count, version, requires)
 
     def confirm(self, job: str, requires: tuple[str, int]) -> None:
         """The write `note_pending` noted with `requires` was applied: the count no longer
         requires anything (a run the launcher took meanwhile stays taken). Any thread."""
-        with self._lock:
-            if self._note_requires.get(job) == requires:
-                del self._note_requires[job]  # not in the view yet: a plain note now
+        self._inbox.drop_requires(job, requires)
         with self._view:
             if self._requires.get(job) == requires:
                 del self._requires[job]
