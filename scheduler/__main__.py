@@ -20,8 +20,8 @@ from types import FrameType
 from scheduler.leader.mesos.driver import DRIVER_CRASHED
 from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.settings import Settings
-from scheduler.replica.replica import Replica
 from scheduler.wiring.command_line import settings_from_argv
+from scheduler.wiring.replica import build_replica
 from scheduler.wiring.term import build_components
 
 log = logging.getLogger("scheduler")
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    replica = Replica(settings, build_components)
+    replica = build_replica(settings, build_components)
     try:
         replica.start()
     except (SchedulerError, OSError) as exc:

@@ -6,7 +6,8 @@ Threads (each owned, named and joined here):
 - `sched-leader-watch`: follows the election's first contender, for `/health` and redirects.
 - `sched-zk-watchdog`: every 0.5 s checks that the kazoo client is alive (see below), that
   ZooKeeper answers on a connection kazoo calls open, and whether the wall clock stepped.
-- `sched-http` (scheduler.edge.http): `/health`, `/metrics`, `/api/*`.
+- `sched-http` (scheduler.edge.http, built by scheduler.wiring.replica): `/health`, `/metrics`,
+  `/api/*`.
 
 kazoo never tells the holder of an `Election` that it lost, and reports LOST only once it has
 reconnected. So the state listener only sets flags: SUSPENDED fences the term at once (no
@@ -37,7 +38,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -51,8 +52,6 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry
 
-from scheduler.edge.authenticator import authenticator_for
-from scheduler.edge.http import ReplicaHttp, http_edge, http_limits
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
 from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
@@ -63,10 +62,31 @@ from scheduler.storage.acl import digest_acl, make_client, secure_namespace
 from scheduler.storage.layout import ELECTION
 from scheduler.storage.registry import Registry
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
 log = logging.getLogger(__name__)
 
 ComponentFactory = Callable[[LeaderContext], BuiltTerm]
 _T = TypeVar("_T")
+
+
+class ReplicaServer(Protocol):
+    """The HTTP server a replica runs (`scheduler.edge.http.ReplicaHttp`, built by
+    `scheduler.wiring.replica` from the replica's own health, leader and vouching)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def mount_api(self, app: WSGIApplication | None) -> None: ...
+
+
+# Builds the replica's HTTP server once the replica's own parts (metrics, vouching) exist.
+ServerFactory = Callable[["Replica"], ReplicaServer]
+# Follows the revoked console sessions on a registry, calling back when a watch fires; True
+# when it read them (`Sessions.follow` of the process's authenticator).
+SessionFollower = Callable[[Registry, Callable[[], None]], bool]
 
 _LEADER_REFRESH_S = 2.0
 _WATCHDOG_INTERVAL_S = 0.5
@@ -202,11 +222,23 @@ def _read_contenders(client: KazooClient, path: str) -> tuple[list[str], Any]:
 
 
 class Replica:
-    """One `python -m scheduler` process's scheduler logic (not the signal handling)."""
+    """One `python -m scheduler` process's scheduler logic (not the signal handling).
 
-    def __init__(self, settings: Settings, component_factory: ComponentFactory) -> None:
+    Composed by `scheduler.wiring.replica.build_replica`, which gives it its HTTP server
+    (`server_for`) and how it follows the revoked console sessions (`follow_sessions`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        component_factory: ComponentFactory,
+        *,
+        server_for: ServerFactory,
+        follow_sessions: SessionFollower,
+    ) -> None:
         self.settings = settings
         self._factory = component_factory
+        self._follow_revoked = follow_sessions
         self._client: KazooClient = make_client(settings)
         self.registry = Registry(
             self._client, settings.zk_namespace, settings.zk_session_timeout_seconds
@@ -222,19 +254,8 @@ class Replica:
         # A registry of this replica's own (several replicas may share a process in tests).
         self.metrics = CollectorRegistry()
         self.scheduler_metrics = SchedulerMetrics(self.metrics)
-        self.http = ReplicaHttp(
-            settings.http_bind_address,
-            settings.http_port,
-            health=self.health,
-            metrics=self.metrics,
-            leader_address=lambda: self._leader,
-            is_acting_leader=self.is_acting_leader,
-            limits=http_limits(settings),
-            edge=http_edge(settings),
-            authorized=self._authorized,
-            replicas=self.vouched_replicas,
-            prove=self.vouching.answer,
-        )
+        self._leader: str | None = None
+        self.http = server_for(self)
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
         self._leader_changed = threading.Event()
@@ -244,7 +265,6 @@ class Replica:
         self._term: Term | None = None
         self._service_up = False
         self._election: Any = None
-        self._leader: str | None = None
         self._threads: list[threading.Thread] = []
         self._started_at = time.time()
         self._wall_offset = time.time() - time.monotonic()  # the watchdog's clock step check
@@ -713,6 +733,10 @@ class Replica:
 
         self.vouching.update(contenders, acls, stat.aversion, leader_decided=publish)
 
+    def leader(self) -> str | None:
+        """The identity of the replica the election names leader (None: none known)."""
+        return self._leader
+
     def vouched_replicas(self) -> list[str]:
         """The election members this replica vouches for, leader first, itself included."""
         return self.vouching.vouched(self._contenders)
@@ -743,18 +767,11 @@ class Replica:
                 return f"ZooKeeper unreachable for {suspended_s:.1f}s (session suspended)"
         return None
 
-    def _authorized(self, environ: Any) -> bool:
-        """Whether a `/health` request carries credentials the API would accept (either role):
-        Basic credentials, or a console session's cookie."""
-        return authenticator_for(self.settings).check_request(environ).identify is not None
-
     def _follow_sessions(self) -> None:
         """Follow the revoked console sessions on the current client (once per client), so a
         logout on the leader is refused here too (sched-leader-watch)."""
         try:
-            authenticator_for(self.settings).sessions.follow(
-                self.registry, self._leader_changed.set
-            )
+            self._follow_revoked(self.registry, self._leader_changed.set)
         except (SchedulerError, KazooException) as exc:
             log.warning("leader-watch: cannot follow revoked console sessions yet: %s", exc)
 

@@ -15,6 +15,7 @@ from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.transactions import FencedWriter
+from scheduler.wiring.replica import build_replica
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -63,7 +64,7 @@ def make_replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Any]:
                 **extra,
             },
         )
-        replica = Replica(settings, lambda ctx: BuiltTerm(factory(ctx)))
+        replica = build_replica(settings, lambda ctx: BuiltTerm(factory(ctx)))
         replica.start()
         replicas.append(replica)
         return replica

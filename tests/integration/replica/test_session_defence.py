@@ -22,6 +22,7 @@ from scheduler.replica.replica import Replica
 from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.acl import digest_acl
 from scheduler.storage.registry import Registry
+from scheduler.wiring.replica import build_replica
 from tests.support.replicas import http_get
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -81,7 +82,7 @@ def make_replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Any]:
         def factory(_ctx: LeaderContext) -> BuiltTerm:
             return BuiltTerm([component])
 
-        replica = Replica(settings, factory)
+        replica = build_replica(settings, factory)
         replicas.append(replica)
         replica.start()
         return replica

@@ -21,6 +21,7 @@ from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.acl import digest_acl
+from scheduler.wiring.replica import build_replica
 from tests.support.waiting import wait_for
 
 DIGEST = "ejcloud:vouching-secret"
@@ -49,7 +50,7 @@ def make_replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Any]:
                 **extra,
             },
         )
-        replica = Replica(settings, _no_components)
+        replica = build_replica(settings, _no_components)
         replicas.append(replica)
         replica.start()
         return replica
