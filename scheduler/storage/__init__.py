@@ -1,9 +1,13 @@
-"""Layer 2, storage: the ZooKeeper registry and every store over it.
+"""Layer 2, storage: ZooKeeper's layout, the door to kazoo, and every store over it.
 
-`registry` (namespace, ACLs, deadlines, fenced writes), `config_store` (apps and jobs), `state`
-(ready, running, failover, disable), `term_stores` (the stores of one term together, and the
-forgetting of a job's last fire), `result_journal` (task results waiting for the statistics
-tables), `queue_cache` (the launcher's watch-driven view of the queues) and `launch_book` (a
-launch round's bookkeeping in batched fenced transactions). Stores import the registry and the
-models only; no thread of their own, no knowledge of Mesos or of the API.
+`layout` (every path and node codec), `registry` (namespace, reads, writes and watches with
+deadlines), `transactions` (the one transaction step `Op`, fenced writes, compare-and-set),
+`acl` (digest ACLs and the namespace walk), `multi_read` (multiRead's wire format);
+`config_store` (apps and jobs), `state` (ready, running, failover, disable), `term_stores` (the
+stores of one term together, and the forgetting of a job's last fire), `fire_ledger` (fires
+accounted with their pending runs), `result_journal` (task results waiting for the statistics
+tables), `queue_cache` (the term's watch-driven view of the queues) with `queue_inbox` (its
+watches and writers' notes between two syncs), and `launch_book` (a launch round's bookkeeping
+in batched fenced transactions). Stores import the registry and the models only; no thread of
+their own, no knowledge of Mesos or of the API.
 """
