@@ -113,6 +113,21 @@ def disable_path(base: str, name: str) -> str:
     return f"{base}/{name}"
 
 
+def result_bucket_path(bucket: str) -> str:
+    """A result journal's bucket: `bucket` is a UTC minute, `yyyyMMddHHmm`."""
+    return f"{RESULTS}/{bucket}"
+
+
+def result_path(bucket: str, success: bool, unique: str) -> str:
+    """One journaled result: `{unique}-s` for a success, `{unique}-f` for a failure."""
+    return f"{RESULTS}/{bucket}/{unique}-{'s' if success else 'f'}"
+
+
+def result_succeeded(name: str) -> bool:
+    """Whether the journaled result named `name` (`result_path`'s last part) is a success."""
+    return name.endswith("-s")
+
+
 def term_path(term: int) -> str:
     return f"{TERMS}/{term:010d}"
 

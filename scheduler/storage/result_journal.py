@@ -27,7 +27,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from scheduler.storage.layout import RESULTS
+from scheduler.storage.layout import result_bucket_path, result_path
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Op
 
@@ -83,13 +83,12 @@ class ResultJournal:
         bucket = bucket_name(time.time() if now is None else now)
         if bucket != self._bucket:
             try:
-                self._registry.ensure(f"{RESULTS}/{bucket}")
+                self._registry.ensure(result_bucket_path(bucket))
             except BaseException:
                 self.not_committed()
                 raise
             self._bucket = bucket
-        name = f"{uuid.uuid4().hex}-{'s' if success else 'f'}"
-        return [Op.create(f"{RESULTS}/{bucket}/{name}")]
+        return [Op.create(result_path(bucket, success, uuid.uuid4().hex))]
 
     def log_drops(self, due_only: bool = False) -> None:
         """Log the results dropped and not logged yet (any thread); with `due_only`, only when

@@ -36,7 +36,7 @@ from scheduler.leader.statistics.models import (
 )
 from scheduler.leader.statistics.outage import DatabaseState
 from scheduler.model.errors import Conflict, NotFound
-from scheduler.storage.layout import RESULTS
+from scheduler.storage.layout import RESULTS, result_bucket_path, result_succeeded
 from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import ResultJournal, bucket_minute
 from scheduler.storage.transactions import Fence, FencedWriter, Op
@@ -116,7 +116,7 @@ class ResultCounters:
         left = 0
         for bucket in sorted(self._registry.children(RESULTS)):
             minute = bucket_minute(bucket)
-            path = f"{RESULTS}/{bucket}"
+            path = result_bucket_path(bucket)
             if minute is None:
                 log.warning("statistics: %s is not a journal bucket; removed", path)
                 FencedWriter(self._registry, self._fence).delete(path)
@@ -146,7 +146,7 @@ class ResultCounters:
                     session.scalars(select(CountedResult.id).where(CountedResult.id.in_(chunk)))
                 )
             new = [name for name in names if name not in known]
-            success = sum(name.endswith("-s") for name in new)
+            success = sum(result_succeeded(name) for name in new)
             failed = len(new) - success
             if new:
                 for interval in StatisticInterval:
