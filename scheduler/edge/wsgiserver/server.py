@@ -34,46 +34,36 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import logging
-import resource
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-# waitress ships no type information: its classes are Any here, and stay inside this module.
+# waitress ships no type information: its classes are Any here, and stay inside this package.
 from waitress import wasyncore  # type: ignore[import-untyped]
 from waitress.adjustments import Adjustments  # type: ignore[import-untyped]
-from waitress.channel import HTTPChannel  # type: ignore[import-untyped]
-from waitress.parser import HTTPRequestParser  # type: ignore[import-untyped]
-from waitress.receiver import ChunkedReceiver  # type: ignore[import-untyped]
 from waitress.server import TcpWSGIServer  # type: ignore[import-untyped]
-from waitress.task import (  # type: ignore[import-untyped]
-    ErrorTask,
-    ThreadedTaskDispatcher,
-    WSGITask,
+from waitress.task import ThreadedTaskDispatcher  # type: ignore[import-untyped]
+
+from scheduler.edge.wsgiserver.channel import Channel
+from scheduler.edge.wsgiserver.limits import (
+    HttpLimits,
+    connection_limit_for,
+    fd_floor,
+    fd_soft_limit,
 )
-from waitress.utilities import BadRequest  # type: ignore[import-untyped]
+from scheduler.edge.wsgiserver.tls_channel import TlsChannel
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
 log = logging.getLogger(__name__)
 
-# Descriptors kept out of the connection budget: ZooKeeper, Mesos, the trace database, logs,
-# spill files of the server's own buffers, the executors' pipes.
-_FD_RESERVE = 512
-# Below this descriptor number select() works; accepted sockets are placed above it.
-_SELECT_LIMIT = 1024
-# Default connection cap however high the descriptor limit: every connection may buffer a
-# request, and the I/O loop visits every connection on each pass.
-_DEFAULT_CONNECTION_CAP = 4096
 _OPS_THREADS = 2
 _OPS_PATHS = frozenset({"/health", "/metrics"})
 _LOOP_TIMEOUT_S = 0.5
@@ -82,112 +72,11 @@ _MAINTENANCE_INTERVAL_S = 0.5
 _CLOSE_GRACE_S = 2.0
 _ACCEPTS_PER_PASS = 64
 _EVICT_TO_FRACTION = 0.9
-_MAX_CHUNK_LINE_BYTES = 1024
-_MAX_TRAILER_BYTES = 8192
 _ACCEPT_PAUSE_S = 0.5
 _WARN_INTERVAL_S = 10.0
-# The first byte of a TLS connection: a handshake record.
-_TLS_HANDSHAKE_RECORD = 0x16
-# What a plain-HTTP request to the TLS port may send before it is answered (then discarded).
-_PLAIN_DISCARD_BYTES = 65536
-# The most one TLS write is given: one record. A larger write that would block reports nothing
-# written until all of it is (OpenSSL without partial writes), so a slow reader would look idle
-# for its whole duration, and waitress copies the chunk it offers on every try.
-_TLS_WRITE_BYTES = 16384
 
 
-class TlsSetupError(Exception):
-    """The certificate or key cannot be used; `message` says which file and why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def server_tls_context(cert_file: str, key_file: str = "") -> ssl.SSLContext:
-    """A server-side TLS context for the PEM certificate chain `cert_file` and the PEM key
-    `key_file` (empty: the key is in `cert_file`): TLS 1.2+, no compression, no renegotiation.
-
-    Raises TlsSetupError naming the file for a path that cannot be read, a file that is not
-    PEM, an encrypted key (no one could type its passphrase), or a key that is not the
-    certificate's.
-    """
-    for what, path in (("certificate", cert_file), ("key", key_file)):
-        if path:
-            try:
-                with open(path, "rb"):
-                    pass
-            except OSError as exc:
-                raise TlsSetupError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
-    if not cert_file:
-        raise TlsSetupError("a key file was given without a certificate file")
-
-    def no_passphrase() -> bytes:
-        raise TlsSetupError(f"the key in {key_file or cert_file} is encrypted; give it unencrypted")
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
-    context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
-    context.set_alpn_protocols(["http/1.1"])
-    try:
-        context.load_cert_chain(cert_file, key_file or None, password=no_passphrase)
-    except TlsSetupError:
-        raise
-    except ssl.SSLError as exc:
-        reason = str(exc.reason or exc).replace("_", " ").lower()
-        if "mismatch" in reason:
-            why = "the key does not belong to the certificate"
-        elif "pem" in reason or "no start line" in reason:
-            why = "not a PEM certificate and key"
-        else:
-            why = reason
-        raise TlsSetupError(
-            f"cannot use the certificate {cert_file} with the key {key_file or cert_file}: {why}"
-        ) from exc
-    return context
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """What one client may cost the server. `connection_limit` 0: derived from the fd limit."""
-
-    threads: int = 8
-    connection_limit: int = 0
-    channel_timeout_s: float = 15.0
-    header_timeout_s: float = 5.0
-    body_timeout_s: float = 20.0
-    max_header_bytes: int = 32768
-    max_body_bytes: int = 1048576
-
-
-def fd_soft_limit() -> int:
-    """This process's soft RLIMIT_NOFILE (a large number when unlimited)."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
-
-
-def connection_limit_for(fd_limit: int, configured: int) -> int:
-    """The connection limit for a process allowed `fd_limit` descriptors.
-
-    Every connection may hold two descriptors (its socket and a spill file for a large body), and
-    `_FD_RESERVE` stay free for everything else. `configured` (0: not configured) is lowered to
-    that bound; unconfigured, the limit is also capped at 4096.
-    """
-    safe = max(16, (fd_limit - _FD_RESERVE) // 2)
-    if configured > 0:
-        return min(configured, safe)
-    return min(_DEFAULT_CONNECTION_CAP, safe)
-
-
-def _fd_floor(fd_limit: int, connection_limit: int) -> int:
-    """Lowest descriptor number for accepted sockets: 1024 when the limit leaves room, else 0."""
-    if fd_limit >= _SELECT_LIMIT + 2 * connection_limit + _FD_RESERVE:
-        return _SELECT_LIMIT
-    return 0
-
-
-class _Pool(ThreadedTaskDispatcher):  # type: ignore[misc]
+class Pool(ThreadedTaskDispatcher):  # type: ignore[misc]
     """waitress's worker pool with named threads and no log line per queued task."""
 
     def __init__(self, name: str) -> None:
@@ -209,316 +98,10 @@ class _Pool(ThreadedTaskDispatcher):  # type: ignore[misc]
         return len(self.queue)
 
 
-class _BoundedChunks(ChunkedReceiver):  # type: ignore[misc]
-    """Chunked body receiver that refuses absurd framing as soon as it is seen."""
-
-    error: Any
-    chunk_remainder: int
-
-    def __init__(self, buf: Any, max_body_bytes: int) -> None:
-        super().__init__(buf)
-        self._max_body_bytes = max_body_bytes
-
-    def received(self, s: bytes) -> int:
-        consumed: int = super().received(s)
-        if self.error is None:
-            # One read (at most recv_bytes) is processed before these checks: bounded.
-            if self.chunk_remainder > self._max_body_bytes:
-                self.error = BadRequest(
-                    f"chunk size larger than the body limit of {self._max_body_bytes} bytes"
-                )
-            elif len(self.control_line) > _MAX_CHUNK_LINE_BYTES:
-                self.error = BadRequest("chunk size line too long")
-            elif len(self.trailer) > _MAX_TRAILER_BYTES:
-                self.error = BadRequest("chunked trailer too long")
-            if self.error is not None:
-                self.all_chunks_received = True
-                self.chunk_remainder = 0
-        return consumed
-
-
-class _Parser(HTTPRequestParser):  # type: ignore[misc]
-    body_rcv: Any
-
-    def parse_header(self, header_plus: bytes) -> None:
-        super().parse_header(header_plus)
-        if self.chunked:
-            # Nothing of the body has been received yet: swap in the bounded receiver.
-            self.body_rcv = _BoundedChunks(self.body_rcv.getbuf(), self.adj.ejc_max_body_bytes)
-
-
-def _error_body(message: str, kind: str) -> bytes:
-    return (json.dumps({"error": message, "type": kind}) + "\n").encode()
-
-
-class _JsonErrorTask(ErrorTask):  # type: ignore[misc]
-    """waitress's own error answers (bad framing, limits) as JSON."""
-
-    def execute(self) -> None:
-        error = self.request.error
-        code = int(error.code)
-        kind = str(error.reason).replace(" ", "")
-        if code == 413:
-            message = f"request body larger than {self.channel.adj.ejc_max_body_bytes} bytes"
-        elif code == 431:
-            message = (
-                f"request line and headers larger than "
-                f"{self.channel.adj.max_request_header_size} bytes"
-            )
-        else:
-            message = f"{error.reason}: {error.body}"
-        body = _error_body(message, kind)
-        self.status = f"{code} {error.reason}"
-        self.response_headers.extend(
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-        )
-        self.set_close_on_finish()
-        self.content_length = len(body)
-        self.write(body)
-        self.channel.server.edge.count_refused(code)
-
-
-class _Task(WSGITask):  # type: ignore[misc]
-    """waitress's request task, but a 204 or 304 keeps the connection open.
-
-    waitress closes an HTTP/1.1 connection after any answer without a Content-Length, and it
-    never gives one to an answer that has no body: every 204 cost the client a new connection
-    (and with TLS a new handshake). Such an answer needs no length to be delimited.
-    """
-
-    _building = False
-
-    def build_response_header(self) -> bytes:
-        self._building = True
-        try:
-            return bytes(super().build_response_header())
-        finally:
-            self._building = False
-
-    def set_close_on_finish(self) -> None:
-        keep_alive = (
-            self._building
-            and not self.has_body
-            and self.version == "1.1"
-            and self.request.headers.get("CONNECTION", "").lower() != "close"
-        )
-        if not keep_alive:
-            super().set_close_on_finish()
-
-
-class _Channel(HTTPChannel):  # type: ignore[misc]
-    """One client connection; knows when the request it is receiving is overdue.
-
-    All methods run in the I/O thread (`sched-http`).
-    """
-
-    parser_class = _Parser
-    task_class = _Task
-    error_task_class = _JsonErrorTask
-    request: Any
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._tracked: Any = None  # the partly received request being timed
-        self._request_started = 0.0
-        self._body_started: float | None = None
-        super().__init__(*args, **kwargs)
-
-    def received(self, data: bytes) -> bool:
-        handled: bool = super().received(data)
-        now = time.monotonic()
-        pending = self.request
-        if pending is None:
-            self._tracked = None
-        elif pending is not self._tracked:
-            self._tracked = pending
-            self._request_started = now
-            self._body_started = now if pending.headers_finished else None
-        elif pending.headers_finished and self._body_started is None:
-            self._body_started = now
-        return handled
-
-    def overdue(self, now: float, limits: HttpLimits) -> str | None:
-        """'headers' or 'body' when the request being received has missed its deadline."""
-        if self.requests or self._tracked is None or self._tracked is not self.request:
-            return None
-        if self._body_started is not None:
-            return "body" if now - self._body_started > limits.body_timeout_s else None
-        return "headers" if now - self._request_started > limits.header_timeout_s else None
-
-    def answer_timeout(self, part: str, seconds: float) -> None:
-        """Answer 408 to the half-received request and close once that is sent."""
-        body = _error_body(f"request {part} not received within {seconds:g} s", "RequestTimeout")
-        head = (
-            f"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        ).encode()
-        with self.requests_lock:
-            if self.request is not None:
-                self.request.close()
-                self.request = None
-            self._tracked = None
-            self.close_when_flushed = True
-        with self.outbuf_lock:
-            self.outbufs[-1].append(head + body)
-            self.current_outbuf_count += len(head) + len(body)
-            self.total_outbufs_len += len(head) + len(body)
-
-
-class _TlsChannel(_Channel):
-    """A client connection on the TLS port: sniffed, wrapped, handshaken, then HTTP as usual.
-
-    States: `sniff` (nothing received yet; plain socket), `handshake` (wrapped, the handshake
-    under way), `open` (HTTP over TLS), `plain` (the client spoke plain HTTP; it is being
-    answered and closed). All methods but `send` run in the I/O thread; `send` also runs in
-    worker threads, under the channel's outbuf lock (as waitress does).
-    """
-
-    socket: Any  # the accepted socket, then the SSLSocket wrapping it
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._tls_state = "sniff"
-        self._handshake_wants_write = False
-        self._accepted_at = time.monotonic()
-        super().__init__(*args, **kwargs)
-        self.sendbuf_len = _TLS_WRITE_BYTES  # waitress offers send() chunks of this size
-
-    def handshake_overdue(self, now: float, limit_s: float) -> bool:
-        """Whether the connection has not finished its handshake within `limit_s` of its
-        accept (a client that sends nothing, or trickles the handshake)."""
-        return self._tls_state in ("sniff", "handshake") and now - self._accepted_at > limit_s
-
-    def readable(self) -> bool:
-        if self._tls_state == "sniff":
-            return True
-        if self._tls_state == "handshake":
-            return not self._handshake_wants_write
-        return bool(super().readable())
-
-    def writable(self) -> bool:
-        if self._tls_state == "handshake":
-            return self._handshake_wants_write
-        return bool(super().writable())
-
-    def handle_read(self) -> None:
-        if self._tls_state == "sniff":
-            self._sniff()
-        elif self._tls_state == "handshake":
-            self._handshake()
-        elif self._tls_state == "plain":
-            self._discard()
-        else:
-            self._read_open()
-
-    def handle_write(self) -> None:
-        if self._tls_state == "handshake":
-            self._handshake()
-        else:
-            super().handle_write()
-
-    def _sniff(self) -> None:
-        try:
-            first = self.socket.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
-        except OSError:
-            self.handle_close()
-            return
-        if not first:
-            self.handle_close()
-        elif first[0] == _TLS_HANDSHAKE_RECORD:
-            tls = self.server.edge.tls
-            try:
-                self.socket = tls.wrap_socket(
-                    self.socket, server_side=True, do_handshake_on_connect=False
-                )
-            except OSError:  # the peer is already gone
-                self.handle_close()
-                return
-            self._tls_state = "handshake"
-            self._handshake()
-        else:
-            self._tls_state = "plain"
-            self._discard()
-            self._answer_plain()
-
-    def _handshake(self) -> None:
-        try:
-            self.socket.do_handshake()
-        except ssl.SSLWantReadError:
-            self._handshake_wants_write = False
-            return
-        except ssl.SSLWantWriteError:
-            self._handshake_wants_write = True
-            return
-        except OSError:  # ssl.SSLError included: a bad hello, an alert, a reset
-            self.server.edge.tls_failed += 1
-            self.handle_close()
-            return
-        self._tls_state = "open"
-        self._handshake_wants_write = False
-        self.last_activity = time.time()
-        if self.socket.pending():
-            self._read_open()
-
-    def _read_open(self) -> None:
-        try:
-            data = self.socket.recv(self.adj.recv_bytes)
-            # Bytes OpenSSL already decrypted are invisible to poll(): take them all now.
-            while data and self.socket.pending():
-                data += self.socket.recv(self.socket.pending())
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError:
-            self.handle_close()
-            return
-        if not data:
-            self.handle_close()  # the client closed (close_notify or EOF)
-            return
-        self.last_activity = time.time()
-        self.received(data)
-
-    def _discard(self) -> None:
-        try:
-            if not self.socket.recv(_PLAIN_DISCARD_BYTES):
-                self.handle_close()
-        except BlockingIOError:
-            pass
-        except OSError:
-            self.handle_close()
-
-    def _answer_plain(self) -> None:
-        body = _error_body(
-            "this port serves https; send the request as https://", "PlainHttpToTlsPort"
-        )
-        head = (
-            f"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        ).encode()
-        with self.outbuf_lock:
-            self.outbufs[-1].append(head + body)
-            self.current_outbuf_count += len(head) + len(body)
-            self.total_outbufs_len += len(head) + len(body)
-        self.close_when_flushed = True
-        self.server.edge.count_refused(400)
-
-    def send(self, data: bytes, do_close: bool = True) -> int:
-        if self._tls_state != "open":
-            return int(super().send(data, do_close))
-        try:
-            return int(self.socket.send(data))
-        except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            return 0  # waitress retries with the same bytes first, as OpenSSL requires
-        except ssl.SSLError:
-            if do_close:
-                self.handle_close()
-                return 0
-            raise
-
-
-class _Listener(TcpWSGIServer):  # type: ignore[misc]
+class Listener(TcpWSGIServer):  # type: ignore[misc]
     """A listening socket of the server; its hooks run in the I/O thread."""
 
-    channel_class = _Channel
+    channel_class = Channel
 
     def __init__(self, edge: EdgeServer, *args: Any, **kwargs: Any) -> None:
         self.edge = edge
@@ -555,7 +138,7 @@ class _Listener(TcpWSGIServer):  # type: ignore[misc]
             except OSError:
                 conn.close()
                 continue
-            channel_class = self.channel_class if self.edge.tls is None else _TlsChannel
+            channel_class = self.channel_class if self.edge.tls is None else TlsChannel
             channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
 
     def handle_error(self) -> None:
@@ -596,8 +179,8 @@ class EdgeServer:
         self._fd_floor = 0
         self._map: dict[int, Any] = {}
         self._listeners: list[Any] = []
-        self._api_pool = _Pool("sched-http-api")
-        self._ops_pool = _Pool("sched-http-ops")
+        self._api_pool = Pool("sched-http-api")
+        self._ops_pool = Pool("sched-http-ops")
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._counts_lock = threading.Lock()
@@ -622,7 +205,7 @@ class EdgeServer:
                 self.connection_limit,
                 self.fd_limit,
             )
-        self._fd_floor = _fd_floor(self.fd_limit, self.connection_limit)
+        self._fd_floor = fd_floor(self.fd_limit, self.connection_limit)
         host, port = self._bind
         try:
             adj = Adjustments(
@@ -649,7 +232,7 @@ class EdgeServer:
         try:
             for sockinfo in adj.listen:
                 self._listeners.append(
-                    _Listener(
+                    Listener(
                         self,
                         self._app,
                         map=self._map,
