@@ -1,5 +1,5 @@
-"""Fixtures the integration tests share: the test's registry namespace, a leader's fence and
-the term's view of the queues."""
+"""Fixtures the integration tests share: the test's registry namespace, a leader's fence, the
+term's view of the queues and its stores."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
+from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
 
 
@@ -34,3 +35,9 @@ def queues(registry: Registry) -> Iterator[QueueCache]:
     view = QueueCache(registry, ConfigStore(registry, None, "UTC"))
     yield view
     view.stop()
+
+
+@pytest.fixture
+def stores(registry: Registry, fence: Fence) -> TermStores:
+    """The term's stores in this test's namespace, fenced by `fence`, queues of 10,000 jobs."""
+    return TermStores.build(registry, fence, "UTC", 10_000)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig, parse_cron
@@ -29,18 +27,6 @@ CRON = "0/2 * * * * ?"
 
 class Acting:
     acting = True
-
-
-@pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
-@pytest.fixture
-def fence(registry: Registry, zk_client: KazooClient) -> Iterator[Fence]:
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    yield Fence(node, lambda: True)
 
 
 def job(**changes: Any) -> JobConfig:

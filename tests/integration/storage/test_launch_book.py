@@ -19,11 +19,6 @@ from scheduler.storage.transactions import Fence
 from tests.support.waiting import wait_for
 
 
-@pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 10_000)
-
-
 def _ready_launch(queues: QueueCache, job: str, shards: int, agents: tuple[str, ...]) -> Launch:
     """What the launcher writes for one READY run of `job`, spread over `agents`."""
     tasks = tuple(

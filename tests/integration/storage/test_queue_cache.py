@@ -18,7 +18,6 @@ from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
-from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_body
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
@@ -26,11 +25,6 @@ from tests.support.waiting import wait_for
 
 def _job(name: str, app: str = "app", cron: str = "0 0 3 * * ?") -> dict[str, object]:
     return job_body(name, appName=app, cron=cron, shardingTotalCount=2)
-
-
-@pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 10_000)
 
 
 class _Changes:

@@ -22,19 +22,6 @@ from scheduler.storage.state import (
 from scheduler.storage.transactions import Fence
 
 
-@pytest.fixture
-def fence(zk_client: KazooClient, zk_namespace: str) -> Fence:
-    reg = Registry(zk_client, zk_namespace)
-    reg.ensure("/ha/election")
-    node = zk_client.create(reg.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return Fence(node, lambda: True)
-
-
-@pytest.fixture
-def registry(zk_client: KazooClient, zk_namespace: str) -> Registry:
-    return Registry(zk_client, zk_namespace)
-
-
 def test_ready_queue_misfire_counts_and_caps(registry: Registry, fence: Fence) -> None:
     ready = ReadyQueue(registry, fence, cap=2)
     assert ready.add_transient("a", misfire=True)

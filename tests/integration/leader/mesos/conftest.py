@@ -7,13 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from scheduler.leader.lifecycle import WakeSignal
 from scheduler.storage.queue_cache import QueueCache
-from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
-from scheduler.storage.transactions import Fence
 from tests.support.mesosfw import StandIn
 
 
@@ -27,14 +24,6 @@ def standin(tmp_path: Path) -> Iterator[StandIn]:
     ).start()
     yield mesos
     mesos.stop()
-
-
-@pytest.fixture
-def stores(zk_client: KazooClient, zk_namespace: str) -> TermStores:
-    registry = Registry(zk_client, zk_namespace)
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    return TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)
 
 
 @pytest.fixture

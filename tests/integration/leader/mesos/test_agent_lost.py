@@ -16,10 +16,8 @@ from scheduler.leader.mesos.reconcile import Reconciler
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.settings import load_settings
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
-from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
 from tests.support.waiting import wait_for
 
@@ -39,11 +37,6 @@ def mesos(tmp_path: Path) -> Iterator[LocalMesos]:
     local = LocalMesos(agents=2, work_dir=tmp_path / "mesos", allocation_interval_s=0.2).start()
     yield local
     local.stop()
-
-
-@pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 1000)
 
 
 @pytest.fixture

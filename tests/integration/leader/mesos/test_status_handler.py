@@ -62,11 +62,6 @@ class _Recorder:
 
 
 @pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 1000)
-
-
-@pytest.fixture
 def seen() -> _Recorder:
     return _Recorder()
 

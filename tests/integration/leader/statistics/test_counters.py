@@ -248,11 +248,6 @@ def _status(task_id: str, state: str, message: str = "") -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 1000)
-
-
 def _register(stores: TermStores, name: str, execution_type: str) -> None:
     job = job_config(name, jobExecutionType=execution_type, cron="0/5 * * * * ?", strict=False)
     stores.registry.create(f"/config/job/{job.job_name}", job.to_bytes())

@@ -79,11 +79,6 @@ def disk(tmp_path: Path) -> Iterator[_Disk]:
     event.remove(Engine, "checkout", disk.on_checkout)
 
 
-@pytest.fixture
-def stores(registry: Registry, fence: Fence) -> TermStores:
-    return TermStores.build(registry, fence, "UTC", 1000)
-
-
 def _status(task_id: str, state: str) -> dict[str, Any]:
     return {"task_id": {"value": task_id}, "state": state, "uuid": base64.b64encode(b"u").decode()}
 
