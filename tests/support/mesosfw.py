@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE_EXECUTOR = ROOT / "tests" / "integration" / "localmesos" / "fixture_executor.py"
+FIXTURE_EXECUTOR = ROOT / "tests" / "integration" / "deploy" / "localmesos" / "fixture_executor.py"
 Json = dict[str, Any]
 
 
