@@ -158,8 +158,11 @@ case "$cmd" in
     "$VENV/bin/ruff" format --check .
     log "mypy"
     "$VENV/bin/mypy"
-    log "pytest"
-    exec "$VENV/bin/pytest" "$@"
+    # In parallel: EJC_TEST_WORKERS processes (default 4 on this 2-core machine: the tests mostly
+    # wait on real processes), each a session of its own; the files tests/support/parallel.py
+    # groups keep to one worker. `./dev.sh test -n 0` runs in this one process.
+    log "pytest (-n ${EJC_TEST_WORKERS:-4} --dist loadgroup)"
+    exec "$VENV/bin/pytest" -n "${EJC_TEST_WORKERS:-4}" --dist loadgroup "$@"
     ;;
   bench)
     setup

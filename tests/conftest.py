@@ -12,8 +12,9 @@ from kazoo.client import KazooClient
 from deploy import children
 from deploy.zookeeper import ZooKeeperEnsemble
 
-# `postgres` (one server per session) and `postgres_url` (a fresh database per test).
-pytest_plugins = ["tests.support.postgres"]
+# `postgres` (one server per session) and `postgres_url` (a fresh database per test); how the
+# suite runs in parallel (which files keep to one worker, see tests/support/parallel.py).
+pytest_plugins = ["tests.support.postgres", "tests.support.parallel"]
 
 _ensembles: list[ZooKeeperEnsemble] = []
 

@@ -1,0 +1,80 @@
+"""How the suite shares the machine when it runs in parallel (pytest-xdist, `--dist loadgroup`).
+
+Registered for every suite by `pytest_plugins` in tests/conftest.py. Most tests are isolated
+already: each has its own ZooKeeper namespace, free ports, temporary directories and children,
+and every xdist worker is a session of its own (its own ZooKeeper server and, when asked for,
+PostgreSQL server). They run on any worker. The files in `GROUPS` are not spread out:
+
+- timing-sensitive tests: the chaos and fault tests hold bounds on how fast the system recovers,
+  and the flood tests hold bounds on how fast it answers while flooded. Each such group runs on
+  one worker, one test after another, so no two of them load the machine at the same time (the
+  other workers run ordinary tests beside them);
+- files whose module-scoped fixture starts something expensive (a cluster, a browser, a replica
+  with TLS): kept on one worker so the fixture starts once, not once per worker.
+
+Grouped tests are collected first, the longest groups (first in `GROUPS`) first, so that they
+start at once instead of being the last work left to one worker. Without xdist (`pytest` alone)
+the groups change nothing but that order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# A file (from the repository's root) -> the group its tests run in, one after another.
+GROUPS: dict[str, str] = {
+    # Timing-sensitive: recovery bounds under injected faults (2.5-3 min each).
+    "tests/e2e/test_chaos.py": "chaos",
+    "tests/e2e/test_infra_chaos.py": "chaos",
+    "tests/e2e/test_zk_faults.py": "faults",
+    "tests/e2e/test_mesos_faults.py": "faults",
+    # Timing-sensitive: floods of connections and wrong passwords, and what /health does meanwhile.
+    "tests/security/test_auth_flood.py": "floods",
+    "tests/security/test_http_edge.py": "floods",
+    # An expensive module-scoped fixture: one start per file.
+    "tests/e2e/test_console.py": "console",
+    "tests/e2e/test_console_trust.py": "console-trust",
+    "tests/security/test_console_tls.py": "console-tls",
+    "tests/security/test_edge_trust.py": "edge-trust",
+    "tests/security/test_tls_server.py": "tls-server",
+    "tests/integration/api/test_hostile_routes.py": "hostile-routes",
+    "tests/integration/api/test_quotas_and_paging.py": "quotas-and-paging",
+    "tests/integration/api/test_unicode_inputs.py": "unicode-inputs",
+    "tests/integration/replica/test_vouching.py": "vouching",
+    "tests/unit/test_console.py": "unit-console",
+}
+
+
+def _group_of(item: pytest.Item, root: Path) -> str | None:
+    try:
+        relative = item.path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    return GROUPS.get(relative)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each grouped test `xdist_group(<group>)` (before xdist reads the marks) and move the
+    grouped tests to the front, keeping every other order."""
+    root = config.rootpath
+    stale = sorted(path for path in GROUPS if not (root / path).is_file())
+    if stale:
+        raise pytest.UsageError(
+            f"tests/support/parallel.py names files that do not exist: {', '.join(stale)}"
+        )
+    grouped: list[pytest.Item] = []
+    others: list[pytest.Item] = []
+    for item in items:
+        group = _group_of(item, root)
+        if group is None:
+            others.append(item)
+        else:
+            item.add_marker(pytest.mark.xdist_group(group))
+            grouped.append(item)
+    # The longest groups first (GROUPS lists them so), each group's tests in their own order.
+    rank = {group: i for i, group in enumerate(dict.fromkeys(GROUPS.values()))}
+    grouped.sort(key=lambda item: rank[_group_of(item, root) or ""])
+    items[:] = grouped + others
