@@ -242,8 +242,9 @@ class LocalCluster:
             args += ["--zk_servers", self.zookeeper.hosts, "--mesos_url", mesos_url]
             args += ["--data_dir", str(self.data_dir)]
             # Tells the replicas they run in this local development cluster, where a missing
-            # zk_digest is expected: they then do not warn about it (scheduler/replica/replica.py
-            # believes it only while every ZooKeeper server is on loopback).
+            # zk_digest is expected: they then do not warn about it
+            # (scheduler/replica/startup_warnings.py believes it only while every ZooKeeper
+            # server is on loopback).
             dev = {"EJCLOUD_DEV_CLUSTER": "1"}
             child = self._start_child(
                 address, args, logs / f"scheduler-{port}.log", "replica", env=dev

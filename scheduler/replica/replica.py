@@ -34,19 +34,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     ConnectionClosedError,
     KazooException,
-    NoAuthError,
-    NodeExistsError,
-    NotEmptyError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
@@ -54,11 +50,13 @@ from prometheus_client import CollectorRegistry
 
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
 from scheduler.leader.lifecycle import ComponentStartError, TermComponents
-from scheduler.model.errors import RegistryError, SchedulerError, SettingsError
+from scheduler.model.errors import RegistryError, SchedulerError
 from scheduler.model.settings import Settings
+from scheduler.replica.election_nodes import client_death, read_contenders, secure_election_path
+from scheduler.replica.startup_warnings import DEV_CLUSTER_ENV, startup_warnings
 from scheduler.replica.term import BuiltTerm, LeaderContext, Term, TermReadout, term_number
-from scheduler.replica.vouching import Vouching, election_locked
-from scheduler.storage.acl import digest_acl, make_client, secure_namespace
+from scheduler.replica.vouching import Vouching
+from scheduler.storage.acl import make_client, secure_namespace
 from scheduler.storage.layout import ELECTION
 from scheduler.storage.registry import Registry
 
@@ -102,123 +100,6 @@ _CLOCK_STEP_S = 1.0
 # /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
 # answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
 _SUSPENDED_GRACE_S = 2.0
-# Set (to 1) by deploy/cluster.py for the replicas of the local development cluster: together
-# with a ZooKeeper on loopback only, it silences the missing-zk_digest warning there.
-DEV_CLUSTER_ENV = "EJCLOUD_DEV_CLUSTER"
-# Contenders read per pass at most: a flood of forged nodes cannot make a pass read them all.
-_MAX_CONTENDERS = 64
-# Longer than any `host:port` (a DNS name has at most 253 characters).
-_MAX_IDENTITY_CHARS = 300
-# kazoo's Lock names each node `<uuid>__lock__<10 digits>`; the lowest sequence holds the lock.
-_LOCK_NODE = re.compile(r"__lock__(-?\d{10})$")
-_LOOPBACK_HOSTS = re.compile(r"^(localhost|127\.\d+\.\d+\.\d+|\[?::1\]?)$")
-
-
-def in_dev_cluster(settings: Settings, environ: Mapping[str, str]) -> bool:
-    """Whether this replica runs in the local development cluster (`./dev.sh run`).
-
-    Only when deploy/cluster.py said so in the environment and every ZooKeeper server is on
-    loopback, where nobody but this machine's users can write the election.
-    """
-    if environ.get(DEV_CLUSTER_ENV) != "1":
-        return False
-    hosts = settings.zk_servers.split("/", 1)[0].split(",")
-    return all(_LOOPBACK_HOSTS.fullmatch(h.strip().rsplit(":", 1)[0]) for h in hosts if h.strip())
-
-
-def startup_warnings(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """What an operator must know about this replica's set-up (log at start, `/health`).
-
-    Raises SettingsError when `require_zk_digest` is on without `zk_digest`.
-    """
-    if settings.zk_digest:
-        return []
-    if settings.require_zk_digest:
-        raise SettingsError(
-            {"require_zk_digest": "is true but zk_digest is not set; set zk_digest (user:password)"}
-        )
-    if in_dev_cluster(settings, environ):
-        return []
-    return [
-        f"zk_digest is not set: every node under /{settings.zk_namespace} is world-writable, so "
-        "anyone who reaches ZooKeeper can rewrite jobs (and so run code on the agents) and add "
-        "election members; leaders are then trusted only after they prove they share this "
-        "cluster's settings. Set zk_digest (and require_zk_digest=true) in production"
-    ]
-
-
-def client_death(client: KazooClient) -> str | None:
-    """Why `client` (started, not stopped by us) can never reconnect, or None while it can.
-
-    Reads kazoo internals defensively: its connection thread, and the worker threads that deliver
-    state changes and watches.
-    """
-    routine = getattr(getattr(client, "_connection", None), "_connection_routine", None)
-    if routine is None or not routine.is_alive():
-        return f"its connection thread has ended (client state {client.client_state})"
-    if not client.handler.running:
-        return "its callback threads have stopped"
-    return None
-
-
-def _secure_election_path(client: KazooClient, path: str, zk_digest: str) -> str:
-    """Give the election path the digest's ACL (called at start, before contending).
-
-    A path created by a replica with the digest has it from the start. An older open one is,
-    while it has no children, replaced by a fresh node with the digest's ACL in one transaction
-    (so nothing made while it was open survives, and vouching by (a) holds; a replica starting
-    at the same moment that replaced it first is noticed on the next read); one with children
-    only gets its ACL changed (then challenges decide). Returns what it did, for the log.
-    Raises KazooException when ZooKeeper fails.
-    """
-    acl = digest_acl(zk_digest)
-    client.ensure_path(path, acl=acl)
-    for _attempt in range(3):
-        found, stat = client.get_acls(path)
-        if election_locked(found, stat.aversion, zk_digest):
-            return "already secured"
-        if stat.numChildren > 0:
-            break
-        txn = client.transaction()
-        txn.delete(path, version=stat.version)
-        txn.create(path, b"", acl=acl)
-        try:
-            results = txn.commit()
-        except KazooException:
-            results = [None]
-        if not any(isinstance(r, Exception) for r in results):
-            return "re-created with the digest's ACL"
-    if list(found) == acl:
-        return "has the digest's ACL, given after its members joined (they are challenged)"
-    try:
-        client.set_acls(path, acl)
-    except NoAuthError:
-        return "left as it is: its ACL does not let zk_digest administer it"
-    except (NotEmptyError, NodeExistsError):
-        return "left as it is"
-    return "ACL set (it had members; they are vouched for by challenge)"
-
-
-def _read_contenders(client: KazooClient, path: str) -> tuple[list[str], Any]:
-    """The election's identities in lock order (leader first), and the path's ACL and stat.
-
-    Like kazoo's `Election.contenders`, but data that is not UTF-8 is read with replacement
-    characters instead of raising, and cut at `_MAX_IDENTITY_CHARS` (neither is ever a
-    `host:port`, so neither is vouched for; a forged megabyte does not reach every `/health`),
-    and at most `_MAX_CONTENDERS` are read. Raises KazooException.
-    """
-    acls, stat = client.get_acls(path)
-    children = client.get_children(path)
-    matched = [(m.group(1), child) for child in children if (m := _LOCK_NODE.search(child))]
-    identities: list[str] = []
-    for _seq, child in sorted(matched)[:_MAX_CONTENDERS]:
-        try:
-            data, _ = client.get(f"{path}/{child}")
-        except KazooException:
-            continue  # gone meanwhile
-        text = (data or b"")[: _MAX_IDENTITY_CHARS * 4].decode("utf-8", errors="replace")
-        identities.append(text[:_MAX_IDENTITY_CHARS])
-    return identities, (acls, stat)
 
 
 class Replica:
@@ -332,7 +213,7 @@ class Replica:
     def _secure_election_path(self) -> None:
         """Give the election path the digest's ACL before contending (see `vouching`)."""
         try:
-            done = _secure_election_path(self._client, self._election_path, self.settings.zk_digest)
+            done = secure_election_path(self._client, self._election_path, self.settings.zk_digest)
         except KazooException as exc:
             raise RegistryError(
                 f"cannot secure the election path {self._election_path}: {exc!r}"
@@ -712,7 +593,7 @@ class Replica:
         if self._zk_state != KazooState.CONNECTED:
             return
         try:
-            contenders, (acls, stat) = _read_contenders(self._client, self._election_path)
+            contenders, (acls, stat) = read_contenders(self._client, self._election_path)
         except KazooException:
             return
         leader = contenders[0] if contenders else None

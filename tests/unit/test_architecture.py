@@ -375,6 +375,7 @@ def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
         "scheduler.storage.transactions",
         "scheduler.storage.acl",
         "scheduler.replica.replica",
+        "scheduler.replica.election_nodes",
     )
     wrong = []
     for source in sources:
