@@ -43,7 +43,7 @@ GROUPS: dict[str, str] = {
     "tests/integration/api/test_quotas_and_paging.py": "quotas-and-paging",
     "tests/integration/api/test_unicode_inputs.py": "unicode-inputs",
     "tests/integration/replica/test_vouching.py": "vouching",
-    "tests/unit/test_console.py": "unit-console",
+    "tests/unit/edge/test_console.py": "unit-console",
 }
 
 

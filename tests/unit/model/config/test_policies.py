@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.model.config import JobConfig, OverlapPolicy, webhook_url_problem
 from scheduler.model.errors import InvalidRequest
-from tests.unit.config.test_job import ORIGINALS, read, valid
+from tests.unit.model.config.test_job import ORIGINALS, read, valid
 
 POLICIES = {
     "timeoutSeconds": 30,

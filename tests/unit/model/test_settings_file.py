@@ -9,7 +9,7 @@ from pathlib import Path
 from scheduler.model.settings import KEYS_BY_NAME, Settings, load_settings, read_properties
 from scheduler.model.settings.example import example_properties
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "conf" / "scheduler.properties"
+EXAMPLE = Path(__file__).resolve().parents[3] / "conf" / "scheduler.properties"
 REGENERATE = (
     "regenerate it: .venv/bin/python -m scheduler.model.settings.example "
     "> conf/scheduler.properties"
