@@ -7,7 +7,8 @@ deadlines), `transactions` (the one transaction step `Op`, fenced writes, compar
 stores of one term together, and the forgetting of a job's last fire), `fire_ledger` (fires
 accounted with their pending runs), `result_journal` (task results waiting for the statistics
 tables), `queue_cache` (the term's watch-driven view of the queues) with `queue_inbox` (its
-watches and writers' notes between two syncs), and `launch_book` (a launch round's bookkeeping
-in batched fenced transactions). Stores import the registry and the models only; no thread of
-their own, no knowledge of Mesos or of the API.
+watches and writers' notes between two syncs) and `queue_configs` (the jobs and apps it
+knows), and `launch_book` (a launch round's bookkeeping in batched fenced transactions).
+Stores import the registry and the models only; no thread of their own, no knowledge of Mesos
+or of the API.
 """

@@ -16,7 +16,7 @@ holds (namespace-relative paths, the layout of `state`):
   task, and the child watch on `/state/running` sees them go;
 - disabled jobs and apps (`/state/disable/job|app` children);
 - jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
-  follows ZooKeeper), else read on first use with a watch.
+  follows ZooKeeper), else read on first use with a watch (`queue_configs.ConfigMirror`).
 
 kazoo calls a watch on its own thread: the callback only records the path as dirty in the
 view's inbox (`queue_inbox`, which also holds the writers' notes until the next sync) and
@@ -37,16 +37,13 @@ from typing import Any
 
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig
-from scheduler.model.errors import InvalidRequest, RegistryError
 from scheduler.model.task_id import TaskId
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.layout import (
-    APPS,
     DISABLE_APP,
     DISABLE_JOB,
     FAILOVER,
     FAILOVER_BACKOFF,
-    JOBS,
     QUEUE_ROOTS,
     READY,
     RUNNING,
@@ -56,6 +53,7 @@ from scheduler.storage.layout import (
     failover_item,
     failover_path,
 )
+from scheduler.storage.queue_configs import ConfigMirror
 from scheduler.storage.queue_inbox import QueueInbox
 from scheduler.storage.registry import Registry
 
@@ -112,9 +110,7 @@ class QueueCache:
         self._unlisted: set[str] = set()  # running folders known from own launches only
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
-        self._jobs: dict[str, JobConfig | RegistryError] = {}
-        self._noted_jobs: dict[str, JobConfig] = {}
-        self._apps: dict[str, AppConfig | RegistryError] = {}
+        self._configs = ConfigMirror(config)
         self.reads = 0
         """Nodes read so far (lists and data): what keeping the view current costs."""
 
@@ -198,8 +194,7 @@ class QueueCache:
         self._backoff.clear()
         self._running.clear()
         self._unlisted.clear()
-        self._jobs.clear()
-        self._apps.clear()
+        self._configs.clear()
         self._refresh(set(_ROOTS), set(), notes, fresh=True, requires=requires)
 
     def _refresh(
@@ -319,13 +314,8 @@ class QueueCache:
         return unread
 
     def _read_data(self, paths: set[str]) -> None:
-        jobs, apps = f"{JOBS}/", f"{APPS}/"
-        for path in [p for p in paths if p.startswith((jobs, apps))]:
+        for path in [p for p in paths if self._configs.drop(p)]:
             paths.discard(path)  # configuration: dropped, read again when next asked for
-            if path.startswith(jobs):
-                self._jobs.pop(path[len(jobs) :], None)
-            else:
-                self._apps.pop(path[len(apps) :], None)
         for path, got in self._get(sorted(paths)).items():
             parts = path.split("/")
             if path.startswith(READY + "/"):
@@ -451,55 +441,24 @@ class QueueCache:
         of its node): the producer's when it has noted one, else the view's, else read with
         pipelined requests and watched. Raises RegistryError when ZooKeeper fails."""
         with self._view:
-            wanted = list(dict.fromkeys(names))
-            unknown = [n for n in wanted if n not in self._noted_jobs and n not in self._jobs]
-            self._load_configs(JOBS, unknown, self._jobs)
-            out: dict[str, JobConfig | None] = {}
-            for name in wanted:
-                got = self._noted_jobs.get(name) or self._jobs.get(name)
-                out[name] = got if isinstance(got, JobConfig) else None
-            return out
+            return self._configs.jobs(names, self._get)
 
     def apps(self, names: Iterable[str]) -> dict[str, AppConfig | None]:
         """As `jobs`, for apps (always from the view or ZooKeeper)."""
         with self._view:
-            wanted = list(dict.fromkeys(names))
-            self._load_configs(APPS, [n for n in wanted if n not in self._apps], self._apps)
-            out: dict[str, AppConfig | None] = {}
-            for name in wanted:
-                got = self._apps.get(name)
-                out[name] = got if isinstance(got, AppConfig) else None
-            return out
-
-    def _load_configs(self, base: str, names: list[str], into: dict[str, Any]) -> None:
-        plain = [n for n in names if n and "/" not in n and n not in (".", "..")]
-        for path, got in self._get([f"{base}/{n}" for n in plain]).items():
-            name = path[len(base) + 1 :]
-            if got is None:
-                continue  # missing: not kept, asked again next time
-            try:
-                if base == JOBS:
-                    into[name] = self._config.parse_stored_job(name, got[0])
-                else:
-                    into[name] = AppConfig.from_bytes(got[0], strict=False)
-            except RegistryError as exc:
-                log.error("queue cache: %s", exc.message)
-                into[name] = exc
-            except InvalidRequest as exc:
-                log.error("queue cache: stored app %r cannot be read: %s", name, exc.message)
-                into[name] = RegistryError(exc.message)
+            return self._configs.apps(names, self._get)
 
     # -- what this process wrote or knows, applied without reading -----------------------------
 
     def note_job(self, job: JobConfig) -> None:
         """The producer scheduled `job` as the config listener read it (any thread)."""
         with self._view:
-            self._noted_jobs[job.job_name] = job
+            self._configs.note_job(job)
 
     def forget_job(self, job_name: str) -> None:
         """The producer no longer schedules `job_name` (any thread)."""
         with self._view:
-            self._noted_jobs.pop(job_name, None)
+            self._configs.forget_job(job_name)
 
     def expect_ready(self, jobs: Iterable[str]) -> None:
         """A writer here is writing the ready nodes of `jobs` and will note each (or
