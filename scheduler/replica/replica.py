@@ -52,7 +52,9 @@ from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMe
 from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError
 from scheduler.model.settings import Settings
+from scheduler.replica.clock_step import ClockStepWatch
 from scheduler.replica.election_nodes import client_death, read_contenders, secure_election_path
+from scheduler.replica.silence import SilenceProbe
 from scheduler.replica.startup_warnings import DEV_CLUSTER_ENV, startup_warnings
 from scheduler.replica.term import BuiltTerm, LeaderContext, Term, TermReadout, term_number
 from scheduler.replica.vouching import Vouching
@@ -88,15 +90,6 @@ SessionFollower = Callable[[Registry, Callable[[], None]], bool]
 
 _LEADER_REFRESH_S = 2.0
 _WATCHDOG_INTERVAL_S = 0.5
-# ZooKeeper unanswered for this share of the session timeout, on a connection kazoo still calls
-# CONNECTED, counts as SUSPENDED. kazoo's own read timeout is the same share, but it runs out only
-# while nothing is sent: a leader that keeps writing never lets it, so a partition that drops
-# packets went unnoticed until the server had expired the session and another replica led.
-_SILENCE_SHARE = 2 / 3
-# A step of the wall clock against the monotonic one at least this large between two watchdog
-# passes is logged (an NTP step, `date -s`; NTP's slewing stays far below it). Fires are
-# accounted by the wall clock, so a step changes which fires are due: say so where it happens.
-_CLOCK_STEP_S = 1.0
 # /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
 # answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
 _SUSPENDED_GRACE_S = 2.0
@@ -148,12 +141,14 @@ class Replica:
         self._election: Any = None
         self._threads: list[threading.Thread] = []
         self._started_at = time.time()
-        self._wall_offset = time.time() - time.monotonic()  # the watchdog's clock step check
-        # The watchdog's probe of ZooKeeper (one request in flight at a time), when ZooKeeper
-        # last answered one, and whether it has been silent too long on an open connection.
-        self._probe: Any = None
-        self._answered_at = time.monotonic()
-        self._silent = False
+        self._clock = ClockStepWatch()  # the watchdog's clock step check
+        # The watchdog's probe of ZooKeeper: is it silent too long on an open connection?
+        self._silence = SilenceProbe(
+            settings.identity,
+            settings.zk_session_timeout_seconds,
+            current_client=lambda: self._client,
+            on_state=self._on_zk_state,
+        )
         self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0, "zk_clients": 1}
         self.last_term: dict[str, Any] | None = None
         # What /health and /metrics read of the term (its wiring built it).
@@ -253,8 +248,7 @@ class Replica:
         def on_state(state: str) -> None:
             if client is self._client:  # a replaced client's late news is not ours
                 if state == KazooState.CONNECTED:  # the server answered its handshake
-                    self._answered_at = time.monotonic()
-                    self._silent = False
+                    self._silence.answered_handshake()
                 self._on_zk_state(state)
 
         client.add_listener(on_state)
@@ -281,85 +275,13 @@ class Replica:
         while not self._stopping.wait(_WATCHDOG_INTERVAL_S):
             try:
                 self._check_liveness()
-                self._check_answers()
-                self._check_clock()
+                self._silence.check(
+                    self._client,
+                    self._client_death is None and self._zk_state == KazooState.CONNECTED,
+                )
+                self._clock.check(self.settings.identity, self.is_acting_leader())
             except Exception:
                 log.exception("watchdog: check failed")
-
-    def _check_answers(self) -> None:
-        """Probe ZooKeeper; treat a silent server on an open connection as a suspended session
-        (thread `sched-zk-watchdog`).
-
-        One `exists` request is kept in flight (a stream of them would keep kazoo's own read
-        timeout from running out, as the leader's writes do). When no answer has come for
-        `_SILENCE_SHARE` of the session timeout while kazoo still says CONNECTED, the replica
-        acts as on SUSPENDED: the term is fenced and paused at once, and ended once that has
-        lasted a session timeout. The server expires the session one session timeout after it
-        last heard from the client, so this leader stops before another can start. An answer on
-        the same session resumes the term as a real reconnection would.
-        """
-        client = self._client
-        if self._client_death is not None or self._zk_state != KazooState.CONNECTED:
-            self._probe = None
-            return
-        probe = self._probe
-        if probe is None or probe.ready():
-            sent = client.exists_async("/")
-            sent.rawlink(lambda result: self._on_answer(client, result))
-            self._probe = sent
-        silent_s = time.monotonic() - self._answered_at
-        limit_s = self.settings.zk_session_timeout_seconds * _SILENCE_SHARE
-        if not self._silent and silent_s >= limit_s:
-            self._silent = True
-            log.warning(
-                "replica %s: ZooKeeper has not answered for %.1fs on an open connection; acting "
-                "as if the session were suspended",
-                self.settings.identity,
-                silent_s,
-            )
-            self._on_zk_state(KazooState.SUSPENDED)
-
-    def _on_answer(self, client: KazooClient, result: Any) -> None:
-        """A probe's result (kazoo's callback thread): flags only."""
-        if client is not self._client or result.exception is not None:
-            return  # not an answer (connection lost), or an old client's
-        self._answered_at = time.monotonic()
-        if self._silent and client.state == KazooState.CONNECTED:
-            self._silent = False
-            log.info("replica %s: ZooKeeper answers again", self.settings.identity)
-            self._on_zk_state(KazooState.CONNECTED)
-
-    def _check_clock(self) -> None:
-        """Log a step of the wall clock since the last pass (thread `sched-zk-watchdog`).
-
-        The producer accounts cron fires by the wall clock and the fire ledger keeps each job's
-        last accounted fire, so a step never runs a fire twice; but a step ahead accounts the
-        fires up to the new time at once and a step back accounts none until the clock passes
-        the last recorded fire again. The producer's own lines would name the wrong cause
-        ("missed while no leader acted"): this one names the step.
-        """
-        offset = time.time() - time.monotonic()
-        step, self._wall_offset = offset - self._wall_offset, offset
-        if abs(step) < _CLOCK_STEP_S:
-            return
-        if step > 0:
-            effect = (
-                "the cron fires up to the new time are due at once: a misfire job runs each of "
-                "them now, a misfire-off job skips them"
-            )
-        else:
-            effect = (
-                "no cron fire is due until the clock passes the last recorded fire again: fires "
-                f"come up to {-step:.0f} s late, none runs twice"
-            )
-        log.warning(
-            "replica %s (%s): the wall clock stepped %+.1f s; %s. Keep the replicas' clocks in "
-            "sync (NTP)",
-            self.settings.identity,
-            "acting leader" if self.is_acting_leader() else "not leading",
-            step,
-            effect,
-        )
 
     def _check_liveness(self) -> None:
         """One watchdog pass (thread `sched-zk-watchdog`): flag a dead client, fail if stuck."""

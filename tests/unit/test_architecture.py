@@ -376,6 +376,7 @@ def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
         "scheduler.storage.acl",
         "scheduler.replica.replica",
         "scheduler.replica.election_nodes",
+        "scheduler.replica.silence",
     )
     wrong = []
     for source in sources:
