@@ -141,12 +141,20 @@ def test_leader_chaos_loses_no_fire_and_runs_no_shard_twice(
     for outcome in outcomes:
         assert not outcome.misfire or outcome.fires > CHAOS_S / 2 * 0.8  # fires went on
 
-    changes = sum(
-        r.metrics().get("ejc_leader_changes_total", 0) for r in system.replicas if r.alive()
-    )
+    # A figure for the log, not an assertion: a replica still starting (or exiting) when the
+    # run ends may not answer, and is named instead of failing a run whose checks all passed.
+    changes = 0.0
+    silent: list[str] = []
+    for r in system.replicas:
+        if not r.alive():
+            continue
+        try:
+            changes += r.metrics().get("ejc_leader_changes_total", 0)
+        except OSError:
+            silent.append(r.identity)
     with capsys.disabled():
         print(f"\nchaos: {time.monotonic() - began:.0f} s, leader kills {kills}, "
               f"replicas started {len(system.replicas)}, leader changes seen by the live "
-              f"replicas {changes:.0f}")  # fmt: skip
+              f"replicas {changes:.0f}; not answering /metrics: {silent or 'none'}")  # fmt: skip
         for outcome in outcomes:
             print(f"chaos: {outcome.line()}")
