@@ -128,6 +128,8 @@ class Launcher(ThreadedComponent):
         )
         # Tasks killed for a REPLACE run (task id -> monotonic time the kill was sent).
         self._replacing: dict[str, float] = {}
+        # The failover shards (job, item) the previous round found pending.
+        self._failover_seen: set[tuple[str, int]] = set()
 
     @property
     def capacity(self) -> AgentCapacity:
@@ -224,15 +226,34 @@ class Launcher(ThreadedComponent):
         if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
             self._no_work()
             return
+        self._revive_for_new_failover(work)
         self._flow.revive_for_work()
         slots = self._slots()
         if not slots:
             return
         placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
         written = self._commit(placed, slots)  # 3
+        # A unit whose write was refused (a fire or a status update changed its nodes since
+        # the view read them) is still pending: it is left over like a unit that did not fit,
+        # or the long filter below would hold its offers back for 5 s (issue 24).
+        left_over = left_over or len(written) < len(placed)
         used = self._accept(written, slots)  # 4
         unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
         self._flow.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)  # 5
+
+    def _revive_for_new_failover(self, work: list[PlacementUnit]) -> None:
+        """Failover shards not seen in the previous round (a task just failed) revive offers
+        once: the rounds before declined the other agents' offers with a filter (up to
+        IDLE_REFUSE_S / 6), and the relaunch would wait behind it (issue 24)."""
+        seen = {
+            (unit.job.job_name, item)
+            for unit in work
+            if unit.kind is TaskType.FAILOVER
+            for item in unit.items
+        }
+        if seen - self._failover_seen:
+            self._flow.revive_later()
+        self._failover_seen = seen
 
     def _no_work(self) -> None:
         """Nothing that can be placed is pending (runs that can never be placed are no work):

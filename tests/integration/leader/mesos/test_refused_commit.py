@@ -1,0 +1,175 @@
+"""A launch round whose bookkeeping write loses a race (issue 24), and a failover relaunch after
+an ordinary TASK_FAILED: neither waits behind the launcher's own long refuse filter (real
+ZooKeeper, the Mesos stand-in, the real driver)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from scheduler.leader.lifecycle import WakeSignal
+from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
+from scheduler.leader.mesos.launch_round import PlacedUnit
+from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.offers import BUSY_REFUSE_S
+from scheduler.leader.mesos.placement import OfferSlot
+from scheduler.leader.mesos.status import StatusHandler
+from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.queue_cache import QueueCache
+from scheduler.storage.term_stores import TermStores
+from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
+from tests.support.mesosfw import StandIn
+from tests.support.waiting import wait_for
+
+
+class _Recording(MesosDriver):
+    """The real driver, recording each decline's filter and each revive."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.declines: list[tuple[float, float]] = []  # (monotonic time, refuse_s)
+        self.revives: list[float] = []
+
+    def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
+        self.declines.append((time.monotonic(), refuse_s))
+        return super().decline(offer_ids, refuse_s)
+
+    def revive(self) -> bool:
+        self.revives.append(time.monotonic())
+        return super().revive()
+
+
+class _FireRacesFirstCommit(Launcher):
+    """The real launcher, but a cron fire of the job lands between the first round's read of
+    the view and its bookkeeping write (the race a new leader's first round sometimes loses)."""
+
+    raced_at: float | None = None
+
+    def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
+        if placed and self.raced_at is None:
+            self._stores.ready.add_transient(placed[0].launch.job_name, misfire=True)
+            self.raced_at = time.monotonic()
+        return super()._commit(placed, slots)
+
+
+def _store_job(stores: TermStores, tmp_path: Path, name: str, script: str, **extra: Any) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    archive = tmp_path / "run.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(path, arcname="run.sh")
+    app = {"appName": "app", "appURL": str(archive), "bootstrapScript": "true"}
+    job = {
+        "jobName": name,
+        "appName": "app",
+        "jobType": "SCRIPT",
+        "jobExecutionType": "TRANSIENT",
+        "scriptCommandLine": "sh run.sh",
+        "cron": "0 0 3 * * ?",
+        "shardingTotalCount": 1,
+        "cpuCount": 0.5,
+        "memoryMB": 16,
+        **extra,
+    }
+    stores.registry.create("/config/app/app", json.dumps(app).encode())
+    stores.registry.create(f"/config/job/{name}", json.dumps(job).encode())
+
+
+def _wire(
+    launcher: Launcher, driver: MesosDriver, stores: TermStores, wake: WakeSignal
+) -> StatusHandler:
+    status = StatusHandler(stores, driver.kill, wake.wake)
+    driver.bind(
+        DriverHandlers(
+            on_offers=launcher.add_offers,
+            on_rescind=launcher.rescind,
+            on_status=status.handle,
+            on_connected=launcher.on_connected,
+            on_disconnected=launcher.drop_offers,
+        )
+    )
+    return status
+
+
+def _tasks(standin: StandIn, state: str) -> list[TaskId]:
+    tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]
+    return [TaskId.parse(t["id"]) for t in tasks if t["state"] == state]
+
+
+def test_a_round_whose_write_was_refused_declines_with_the_short_filter(
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
+) -> None:
+    _store_job(stores, tmp_path, "raced", "sleep 120")
+    driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = _FireRacesFirstCommit(stores, Acting(), driver, queues, wake=wake)
+    _wire(launcher, driver, stores, wake)
+    launcher.start()
+    driver.start()
+    try:
+        stores.ready.add_transient("raced", misfire=True)
+        wake.wake()
+        wait_for(lambda: launcher.raced_at is not None, 30, message="the first commit raced")
+        # The run lost its write, stays pending and launches in a later round.
+        wait_for(lambda: _tasks(standin, "TASK_RUNNING"), 30, message="the run launched")
+        launched_after = time.monotonic() - (launcher.raced_at or 0.0)
+        raced_at = launcher.raced_at or 0.0
+        after = [refuse for at, refuse in driver.declines if at >= raced_at]
+        # The refused round's offers went back with the short filter, not IDLE_REFUSE_S / 6.
+        assert after and after[0] == BUSY_REFUSE_S, driver.declines
+        print(f"\nrefused commit -> launch: {launched_after:.2f} s")
+    finally:
+        driver.stop()
+        launcher.stop()
+
+
+def test_a_failover_relaunch_revives_offers(
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
+) -> None:
+    # Fails after 2 s, once: the relaunch (a FAILOVER task) then runs on.
+    _store_job(
+        stores,
+        tmp_path,
+        "flaky",
+        f'if [ ! -e "{tmp_path}/once" ]; then touch "{tmp_path}/once"; sleep 2; exit 1; fi; '
+        "sleep 120",
+        failover=True,
+    )
+    driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
+    _wire(launcher, driver, stores, wake)
+    launcher.start()
+    driver.start()
+    try:
+        stores.ready.add_transient("flaky", misfire=True)
+        wake.wake()
+        wait_for(lambda: _tasks(standin, "TASK_FAILED"), 60, message="the first run failed")
+        failed_at = time.monotonic()
+        revives_before = len([r for r in driver.revives if r < failed_at])
+        relaunched = wait_for(
+            lambda: [t for t in _tasks(standin, "TASK_RUNNING") if t.type is TaskType.FAILOVER],
+            30,
+            message="the failover relaunch",
+        )
+        took = time.monotonic() - failed_at
+        assert relaunched
+        # Offers were revived (filters cleared) between the failure and the relaunch. Here the
+        # idle launcher had suppressed offers, so this held before the new-failover revive too;
+        # that revive matters when other work keeps the launcher from suppressing.
+        assert len(driver.revives) > revives_before, driver.revives
+        print(f"\nTASK_FAILED -> failover relaunch running: {took:.2f} s")
+    finally:
+        driver.stop()
+        launcher.stop()
