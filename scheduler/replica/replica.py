@@ -45,7 +45,6 @@ from kazoo.exceptions import (
     KazooException,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry
 
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
@@ -53,7 +52,8 @@ from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError
 from scheduler.model.settings import Settings
 from scheduler.replica.clock_step import ClockStepWatch
-from scheduler.replica.election_nodes import client_death, read_contenders, secure_election_path
+from scheduler.replica.election_nodes import client_death, secure_election_path
+from scheduler.replica.leader_watch import LeaderWatch
 from scheduler.replica.silence import SilenceProbe
 from scheduler.replica.startup_warnings import DEV_CLUSTER_ENV, startup_warnings
 from scheduler.replica.term import BuiltTerm, LeaderContext, Term, TermReadout, term_number
@@ -88,7 +88,6 @@ ServerFactory = Callable[["Replica"], ReplicaServer]
 # when it read them (`Sessions.follow` of the process's authenticator).
 SessionFollower = Callable[[Registry, Callable[[], None]], bool]
 
-_LEADER_REFRESH_S = 2.0
 _WATCHDOG_INTERVAL_S = 0.5
 # /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
 # answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
@@ -119,8 +118,6 @@ class Replica:
         )
         self._listen(self._client)
         self._election_path = self.registry.abs(ELECTION)
-        # Identities of the replicas in the election, leader first (for /health and the console).
-        self._contenders: tuple[str, ...] = ()
         # Which of them this replica vouches for (leader-watch thread); only those are listed,
         # granted CORS and redirected to.
         self.vouching = Vouching(settings)
@@ -128,7 +125,6 @@ class Replica:
         # A registry of this replica's own (several replicas may share a process in tests).
         self.metrics = CollectorRegistry()
         self.scheduler_metrics = SchedulerMetrics(self.metrics)
-        self._leader: str | None = None
         self.http = server_for(self)
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state
@@ -150,6 +146,16 @@ class Replica:
             on_state=self._on_zk_state,
         )
         self.counters = {"terms": 0, "term_failures": 0, "leader_changes": 0, "zk_clients": 1}
+        self._leader_watch = LeaderWatch(
+            self._election_path,
+            self.vouching,
+            client=lambda: self._client,
+            connected=lambda: self._zk_state == KazooState.CONNECTED,
+            stopping=self._stopping,
+            changed=self._leader_changed,
+            follow_sessions=self._follow_sessions,
+            counters=self.counters,
+        )
         self.last_term: dict[str, Any] | None = None
         # What /health and /metrics read of the term (its wiring built it).
         self._readout: TermReadout | None = None
@@ -193,7 +199,7 @@ class Replica:
         self.http.start()
         for target, name in (
             (self._contend, "sched-election"),
-            (self._watch_leader, "sched-leader-watch"),
+            (self._leader_watch.run, "sched-leader-watch"),
             (self._watchdog, "sched-zk-watchdog"),
         ):
             thread = threading.Thread(target=target, name=name, daemon=True)
@@ -485,64 +491,13 @@ class Replica:
 
     # -- leader tracking ---------------------------------------------------------------------
 
-    def _watch_leader(self) -> None:
-        def on_children(_children: list[str]) -> bool:
-            self._leader_changed.set()
-            return not self._stopping.is_set()
-
-        watched: KazooClient | None = None  # the client the watch is set on (a new one needs one)
-        while not self._stopping.is_set():
-            client = self._client
-            if watched is not client and self._zk_state == KazooState.CONNECTED:
-                try:
-                    ChildrenWatch(client, self._election_path, on_children)
-                    watched = client
-                except KazooException:
-                    log.warning("leader-watch: could not watch %s yet", self._election_path)
-            if self._zk_state == KazooState.CONNECTED:
-                self._follow_sessions()
-            self._refresh_leader()
-            self._leader_changed.wait(_LEADER_REFRESH_S)
-            self._leader_changed.clear()
-
-    def _refresh_leader(self) -> None:
-        """Read the election, vouch for its members, publish the leader (leader-watch thread).
-
-        A check may take up to 2 s for a member that does not answer. The leader is checked
-        first and published with its verdict (`publish`, which `Vouching.update` calls), before
-        the other members are checked.
-        """
-        if self._zk_state != KazooState.CONNECTED:
-            return
-        try:
-            contenders, (acls, stat) = read_contenders(self._client, self._election_path)
-        except KazooException:
-            return
-        leader = contenders[0] if contenders else None
-
-        def publish() -> None:
-            self._contenders = tuple(dict.fromkeys(contenders))
-            if leader == self._leader:
-                return
-            if leader is not None:
-                self.counters["leader_changes"] += 1
-            vouched = leader is None or self.vouching.is_vouched(leader)
-            log.info(
-                "leader-watch: leader is now %s%s",
-                repr(leader[:80]) if leader is not None else "unknown",
-                "" if vouched else " (NOT vouched for)",
-            )
-            self._leader = leader
-
-        self.vouching.update(contenders, acls, stat.aversion, leader_decided=publish)
-
     def leader(self) -> str | None:
         """The identity of the replica the election names leader (None: none known)."""
-        return self._leader
+        return self._leader_watch.leader()
 
     def vouched_replicas(self) -> list[str]:
         """The election members this replica vouches for, leader first, itself included."""
-        return self.vouching.vouched(self._contenders)
+        return self.vouching.vouched(self._leader_watch.contenders())
 
     # -- status ------------------------------------------------------------------------------
 
@@ -582,7 +537,7 @@ class Replica:
         """The /health body; `reason` is not None when the answer should be 503."""
         term = self._term
         acting = self.is_acting_leader()
-        leader = self.settings.identity if acting else self._leader
+        leader = self.settings.identity if acting else self.leader()
         return {
             "reason": self.unhealthy_reason(),
             "role": "leader" if acting else "standby",

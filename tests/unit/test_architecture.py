@@ -377,6 +377,7 @@ def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
         "scheduler.replica.replica",
         "scheduler.replica.election_nodes",
         "scheduler.replica.silence",
+        "scheduler.replica.leader_watch",
     )
     wrong = []
     for source in sources:
