@@ -161,3 +161,41 @@ def test_a_pinned_https_request_checks_the_certificate_against_the_urls_name(
             tls=trusting,
         )
     assert server.hits == ["/hook"]
+
+
+def _driver_of(master: str) -> Any:
+    """A Mesos driver (never started) that believes it is subscribed to `master`."""
+    from scheduler.leader.mesos.driver import MesosDriver
+    from scheduler.model.settings import load_settings
+    from tests.integration.leader.mesos.helpers import FrameworkIds
+
+    driver = MesosDriver(load_settings({}, {}, {"mesos_url": f"http://{master}"}), FrameworkIds())
+    driver.master = master
+    return driver
+
+
+def test_the_masters_state_and_agents_follow_no_redirect(servers: list[_Server]) -> None:
+    elsewhere = _Server(body=b'{"frameworks": [], "get_agents": {"agents": []}}')
+    servers.append(elsewhere)
+    master = _Server(status=307, location=f"http://{elsewhere.address}/master/state")
+    servers.append(master)
+    driver = _driver_of(master.address)
+    with pytest.raises(OSError, match=r"HTTP 307 .*not followed"):
+        driver.master_state()
+    with pytest.raises(OSError, match="HTTP 307"):
+        driver.agent_totals(5.0)
+    assert elsewhere.hits == [] and master.hits == ["/master/state", "/api/v1"]
+    # Answered in place, both read as before.
+    assert _driver_of(elsewhere.address).master_state()["frameworks"] == []
+    assert _driver_of(elsewhere.address).agent_totals(5.0) == {}
+
+
+def test_a_trickling_master_holds_its_reads_only_until_their_deadline(trickler: Trickler) -> None:
+    driver = _driver_of(f"127.0.0.1:{trickler.port}")
+    for read in (lambda: driver.master_state(1.5), lambda: driver.agent_totals(1.5)):
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            read()
+        elapsed_s = time.monotonic() - began
+        # A byte every 2 s: urllib's per-read timeout would wait for the whole answer (140 s).
+        assert elapsed_s < 1.5 + 2.0 and trickler.finished == 0, elapsed_s

@@ -17,13 +17,13 @@ import json
 import logging
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
 from pymesos import MesosSchedulerDriver
 
+from scheduler.leader import outbound
 from scheduler.leader.lifecycle import EventLoopComponent
 from scheduler.leader.mesos.driver_events import (
     AgentLost,
@@ -46,6 +46,9 @@ from scheduler.model.settings import Settings
 
 log = logging.getLogger(__name__)
 
+MASTER_READ_TIMEOUT_S = 5.0
+MASTER_ANSWER_MAX_BYTES = 64 * 1024 * 1024
+
 FRAMEWORK_REMOVED = "Framework has been removed"
 # pymesos's IO thread reports its death by interrupting the main thread (SIGINT); the process's
 # signal handler sets this instead of stopping the replica, and the driver reconnects.
@@ -63,6 +66,45 @@ def _scalar_sum(resources: list[dict[str, Any]], name: str) -> float:
         for r in resources
         if r.get("name") == name and r.get("type", "SCALAR") == "SCALAR"
     )
+
+
+def _master_json(
+    master: str | None, method: str, path: str, body: bytes | None, timeout_s: float
+) -> Any:
+    """One JSON answer of the master (`host:port`), the whole request within `timeout_s`
+    (`scheduler/leader/outbound.py`: a peer that trickles its answer cannot hold the caller,
+    and a redirect is an error, never followed). Raises OSError (unreachable, timed out, not
+    HTTP 200) or ValueError (not JSON, or larger than `MASTER_ANSWER_MAX_BYTES`)."""
+    if master is None:
+        raise OSError("not connected to a Mesos master")
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    answer = outbound.request(
+        method,
+        f"http://{master}{path}",
+        deadline_s=timeout_s,
+        body=body,
+        headers=headers,
+        max_answer_bytes=MASTER_ANSWER_MAX_BYTES + 1,
+    )
+    if answer.status != 200:
+        where = answer.headers.get("Location") or answer.headers.get("location")
+        moved = f" (redirect to {where} not followed)" if where else ""
+        raise OSError(f"the Mesos master answered HTTP {answer.status} to {path}{moved}")
+    if len(answer.body) > MASTER_ANSWER_MAX_BYTES:
+        raise ValueError(f"the Mesos master's {path} exceeds {MASTER_ANSWER_MAX_BYTES} bytes")
+    return json.loads(answer.body)
+
+
+def _refusal(exc: RuntimeError) -> str | None:
+    """pymesos's error for a call the master answered with an HTTP error (or made while it had
+    no connection), in one short line; None for any other RuntimeError (a bug: traced)."""
+    text = str(exc)
+    if not text.startswith(("Failed to send request", "Not connected yet")):
+        return None
+    line = text.splitlines()[0] if text else text
+    return line if len(line) <= 200 else line[:200] + "..."
 
 
 def _stop_driver(driver: PymesosDriver, timeout_s: float = 3.0) -> None:
@@ -298,6 +340,15 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
                 return False
             try:
                 fn(driver)
+            except RuntimeError as exc:
+                refused = _refusal(exc)
+                if refused is None:
+                    log.exception("mesos: %s failed", what)
+                    return False
+                # The master refused the call (as it does, 403, while it fails over): one line,
+                # no stack trace; an unacknowledged update is sent again by the agent.
+                log.warning("mesos: %s not accepted by the master: %s", what, refused)
+                return False
             except Exception:
                 log.exception("mesos: %s failed", what)
                 return False
@@ -340,14 +391,13 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             ),
         )
 
-    def master_state(self) -> dict[str, Any]:
-        """The master's `/master/state` (RegistryError-free; raises OSError/ValueError)."""
-        master = self.master
-        if master is None:
-            raise OSError("not connected to a Mesos master")
-        with urllib.request.urlopen(f"http://{master}/master/state", timeout=5) as resp:
-            state: dict[str, Any] = json.load(resp)
-            return state
+    def master_state(self, timeout_s: float = MASTER_READ_TIMEOUT_S) -> dict[str, Any]:
+        """The master's `/master/state`, read within `timeout_s` for the whole request (a
+        redirect is refused, not followed); raises OSError or ValueError."""
+        state = _master_json(self.master, "GET", "/master/state", None, timeout_s)
+        if not isinstance(state, dict):
+            raise ValueError("the Mesos master's /master/state is not a JSON object")
+        return state
 
     def agent_totals(self, timeout_s: float = 5.0) -> dict[str, tuple[float, float]]:
         """Each agent's total (cpus, mem MB) from the master's v1 operator API `GET_AGENTS`.
@@ -355,17 +405,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         Blocks up to `timeout_s`; raises OSError (unreachable, HTTP error) or ValueError (an
         answer that is not the expected JSON).
         """
-        master = self.master
-        if master is None:
-            raise OSError("not connected to a Mesos master")
-        request = urllib.request.Request(
-            f"http://{master}/api/v1",
-            data=b'{"type": "GET_AGENTS"}',
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            answer = json.load(resp)
+        answer = _master_json(self.master, "POST", "/api/v1", b'{"type": "GET_AGENTS"}', timeout_s)
         try:
             agents = answer["get_agents"].get("agents", [])
             totals: dict[str, tuple[float, float]] = {}
