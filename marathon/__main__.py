@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -98,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
         help="deploy without zk_digest (the replicas then run with require_zk_digest=false): "
         "anyone who reaches ZooKeeper can rewrite jobs (warns)",
     )
+    p.add_argument(
+        "--cacert",
+        type=Path,
+        metavar="FILE",
+        help="when the replicas serve https (--env http_tls_cert_file=... or --secret "
+        "http_tls_cert_file=...): the PEM CA certificate(s) their certificates are verified "
+        "against while waiting for the leader (default: the system's trusted CAs)",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
     p.add_argument("--poll-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help="print the app JSON, change nothing")
@@ -179,10 +188,34 @@ def _warn(lines: Sequence[str], because: str = "--insecure") -> None:
         print(f"{_PROG}: WARNING:   {line}", file=sys.stderr)
 
 
-def _check_logins(spec: AppSpec, leader: str, timeout_s: float) -> None:
+def _tls(spec: AppSpec, cacert: Path | None) -> tuple[str, ssl.SSLContext | None]:
+    """The scheme the replicas serve and, for https, the CAs their certificates are checked
+    against (`cacert`, else the system's)."""
+    if not spec.serves_tls():
+        if cacert is not None:
+            raise InvalidOptions(
+                "--cacert is for replicas that serve https: give http_tls_cert_file "
+                "(--env or --secret) too, or drop --cacert"
+            )
+        return "http", None
+    try:
+        return "https", ssl.create_default_context(
+            cafile=str(cacert) if cacert is not None else None
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidOptions(f"--cacert {cacert}: cannot read CA certificates ({exc})") from exc
+
+
+def _check_logins(
+    spec: AppSpec,
+    leader: str,
+    timeout_s: float,
+    scheme: str = "http",
+    tls: ssl.SSLContext | None = None,
+) -> None:
     """Fail (or with --insecure warn) when the new leader accepts a default login."""
     logins = [(a.username(spec.env), a.default_password) for a in ACCOUNTS]
-    outcomes = try_logins(leader, logins, timeout_s)
+    outcomes = try_logins(leader, logins, timeout_s, scheme, tls)
     accepted = [f"{u}/{p}" for (u, p), outcome in outcomes.items() if outcome == "accepted"]
     for (user, password), outcome in outcomes.items():
         if outcome == "refused":
@@ -228,6 +261,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         insecure_zk=args.insecure_zk,
     )
     app = render(spec)
+    scheme, tls = _tls(spec, args.cacert)
     flags = [
         f for f, on in (("--insecure", args.insecure), ("--insecure-zk", args.insecure_zk)) if on
     ]
@@ -244,6 +278,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         MarathonClient(args.marathon),
         timeout_s=args.timeout,
         poll_interval_s=args.poll_interval,
+        scheme=scheme,
+        tls=tls,
     )
     try:
         done = deployer.deploy(app)
@@ -260,7 +296,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         print(f"instance {instance.address} {instance.role}")
     print(f"leader {done.leader}")
     if done.leader:
-        _check_logins(spec, done.leader, max(1.0, min(10.0, args.timeout)))
+        _check_logins(spec, done.leader, max(1.0, min(10.0, args.timeout)), scheme, tls)
     return 0
 
 

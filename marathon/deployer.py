@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -49,9 +50,12 @@ def _healthy_addresses(app: dict[str, Any]) -> list[str]:
     return sorted(addresses)
 
 
-def _health(address: str, timeout_s: float) -> Instance:
+def _health(
+    address: str, timeout_s: float, scheme: str = "http", tls: ssl.SSLContext | None = None
+) -> Instance:
+    url = f"{scheme}://{address}/health"
     try:
-        with urllib.request.urlopen(f"http://{address}/health", timeout=timeout_s) as answer:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=tls) as answer:
             body = json.loads(answer.read())
         return Instance(address, str(body.get("role")), body.get("leader"))
     except (OSError, ValueError, AttributeError) as exc:
@@ -59,20 +63,25 @@ def _health(address: str, timeout_s: float) -> Instance:
 
 
 def try_logins(
-    address: str, logins: Sequence[tuple[str, str]], timeout_s: float
+    address: str,
+    logins: Sequence[tuple[str, str]],
+    timeout_s: float,
+    scheme: str = "http",
+    tls: ssl.SSLContext | None = None,
 ) -> dict[tuple[str, str], str]:
     """Try each (user, password) on the REST API at `address`; map it to what happened.
 
     The outcome is "accepted" (2xx), "refused" (401, 403 or 429) or "unknown: <why>". Blocks
-    for at most `timeout_s` per login.
+    for at most `timeout_s` per login. `scheme` "https" (`tls`: the CAs trusted; None: the
+    system's) when the replicas serve TLS.
     """
     outcomes: dict[tuple[str, str], str] = {}
     for user, password in logins:
-        request = urllib.request.Request(f"http://{address}/api/job/jobs")
+        request = urllib.request.Request(f"{scheme}://{address}/api/job/jobs")
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            with urllib.request.urlopen(request, timeout=timeout_s, context=tls) as answer:
                 status = answer.status
         except urllib.error.HTTPError as exc:
             status = exc.code
@@ -98,6 +107,10 @@ class Deployer:
     poll_interval_s: float = 1.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # "https" when the replicas serve TLS (http_tls_cert_file); `tls`: the CAs their
+    # certificates are verified against (None: the system's store).
+    scheme: str = "http"
+    tls: ssl.SSLContext | None = None
 
     def _until(self, deadline: float, what: str, check: Callable[[], bool]) -> None:
         while not check():
@@ -140,7 +153,7 @@ class Deployer:
         def one_leads() -> bool:
             nonlocal instances
             request_timeout_s = max(0.5, min(5.0, deadline - self.clock()))
-            instances = tuple(_health(a, request_timeout_s) for a in healthy)
+            instances = tuple(_health(a, request_timeout_s, self.scheme, self.tls) for a in healthy)
             return any(i.role == "leader" for i in instances)
 
         try:

@@ -64,6 +64,14 @@ class AppSpec:
             setting_of(key) == "zk_digest" and value.strip() for key, value in self.env.items()
         )
 
+    def serves_tls(self) -> bool:
+        """Whether the replicas serve https (`http_tls_cert_file` given, from the secret store
+        or the plain env): the health checks and the deployer's polling must use it then."""
+        return "http_tls_cert_file" in self.secrets or any(
+            setting_of(key) == "http_tls_cert_file" and value.strip()
+            for key, value in self.env.items()
+        )
+
     def _plain_artifact(self) -> bool:
         return self.artifact_url.strip().lower().startswith("http://")
 
@@ -255,6 +263,12 @@ def render(spec: AppSpec, template_path: Path = TEMPLATE_PATH) -> dict[str, Any]
         app: dict[str, Any] = _substitute(template, values)
     except KeyError as exc:
         raise InvalidOptions(f"app template {template_path} uses unknown {exc}") from exc
+    if spec.serves_tls():
+        # A replica with a certificate serves only https on its port (Mesos does not verify
+        # the certificate of a MESOS_HTTPS check).
+        tls = {"MESOS_HTTP": "MESOS_HTTPS", "HTTP": "HTTPS"}
+        for check in app.get("healthChecks") or []:
+            check["protocol"] = tls.get(check.get("protocol"), check.get("protocol"))
     if spec.image:
         # The Mesos containerizer runs `cmd` in the image with the sandbox (fetched artifact)
         # as working directory and the agent's network, so $HOST:$PORT0 stays reachable.
