@@ -32,6 +32,11 @@ class _Recording(MesosDriver):
         super().__init__(*args, **kwargs)
         self.declines: list[tuple[float, float]] = []  # (monotonic time, refuse_s)
         self.revives: list[float] = []
+        self.accepts: list[float] = []
+
+    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+        self.accepts.append(time.monotonic())
+        return super().accept(offer_ids, tasks, refuse_s)
 
     def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
         self.declines.append((time.monotonic(), refuse_s))
@@ -170,6 +175,54 @@ def test_a_failover_relaunch_revives_offers(
         # that revive matters when other work keeps the launcher from suppressing.
         assert len(driver.revives) > revives_before, driver.revives
         print(f"\nTASK_FAILED -> failover relaunch running: {took:.2f} s")
+    finally:
+        driver.stop()
+        launcher.stop()
+
+
+def test_a_failover_relaunch_does_not_wait_behind_the_launchers_filter_near_fires(
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """With cron fires always near (jobs firing every second or two), the launcher holds offers
+    instead of suppressing them, so a failover shard found nothing to revive from and could wait
+    behind the filter (up to 5 s) its busy rounds declined the other agents' offers with: a new
+    failover shard now revives once. (On the stand-in the relaunch took 0.05-0.07 s before and
+    after: the held offer of the freed agent was used; the revive is what this test checks.)"""
+    _store_job(
+        stores,
+        tmp_path,
+        "flaky",
+        f'if [ ! -e "{tmp_path}/once" ]; then touch "{tmp_path}/once"; sleep 2; exit 1; fi; '
+        "sleep 120",
+        failover=True,
+        cpuCount=1.0,
+    )
+    driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = Launcher(
+        stores, Acting(), driver, queues, wake=wake, next_fire=lambda: time.time() + 0.5
+    )
+    _wire(launcher, driver, stores, wake)
+    launcher.start()
+    driver.start()
+    try:
+        stores.ready.add_transient("flaky", misfire=True)
+        wake.wake()
+        wait_for(lambda: _tasks(standin, "TASK_FAILED"), 60, message="the first run failed")
+        failed_at = time.monotonic()
+        wait_for(
+            lambda: [t for t in _tasks(standin, "TASK_RUNNING") if t.type is TaskType.FAILOVER],
+            30,
+            message="the failover relaunch",
+        )
+        took = time.monotonic() - failed_at
+        print(f"\nnear fires: TASK_FAILED -> failover relaunch running: {took:.2f} s")
+        # Revived after the first launch (before it: the revive of the new connection only).
+        assert [r for r in driver.revives if r > driver.accepts[0]], driver.revives
     finally:
         driver.stop()
         launcher.stop()
