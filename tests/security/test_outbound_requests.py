@@ -1,6 +1,7 @@
 """The leader's outbound requests against real servers on 127.0.0.1: one deadline for the whole
 request (a peer answering a byte at a time cannot hold the caller longer), no redirect followed
-(the agents' `/state`, `/files/read` and the master's `GET_AGENTS` included), and a pinned
+(the agents' `/state`, `/files/read`, the master's `GET_AGENTS` and the driver's reads of the
+master's `/master/state` and `GET_AGENTS` included), and a pinned
 https request that still checks the certificate against the URL's own name."""
 
 from __future__ import annotations

@@ -17,14 +17,15 @@ the starvation guard and what is known of the agents:
    no younger run back (that would stall them forever) and counts as no work;
 3. commit: the round's bookkeeping (running nodes, taken runs, failover entries removed) in as
    few fenced, versioned transactions as ZooKeeper allows (`LaunchBook`), before any task is
-   launched, so that no task ever runs unrecorded; a unit whose write fails waits for the next
-   round;
+   launched, so that no task ever runs unrecorded; a unit whose write fails (changed meanwhile)
+   waits for the next round and counts as left over for step 5;
 4. accept: one ACCEPT per agent with the units written; when one fails, only the bookkeeping
    of that agent's tasks is undone (a run whose other tasks Mesos took has its missing shards
    queued for failover, never launched twice);
-5. decline the offers not used, with a filter. With no work the framework suppresses offers
-   and revives when work comes back (the original hoarded offers and starved other
-   frameworks).
+5. decline the offers not used, with a filter (`BUSY_REFUSE_S` when work was left over, else
+   `IDLE_REFUSE_S / 6`). With no work the framework suppresses offers and revives when work
+   comes back (the original hoarded offers and starved other frameworks); failover shards new
+   since the previous round revive once (filters may hide the agents they could run on).
 
 The launcher owns the thread and the round; its parts live beside it: `offers` (the offers held
 between rounds, suppress/revive/decline, offers held around a cron fire, and the `OfferDriver`
