@@ -24,7 +24,9 @@ is an alternative to Basic credentials for requests without an `Authorization` h
 an HMAC, no hash, and a token that is forged, expired or logged out is a 401 that counts as no
 failure (nothing was guessed).
 
-The client address is the TCP peer (`REMOTE_ADDR`). `X-Forwarded-For` is ignored unless
+The client address is the TCP peer (`REMOTE_ADDR`), which the edge has already replaced by the
+client a trusted proxy names when the peer is in `http_trusted_proxies` (the setting to use
+behind a proxy). `X-Forwarded-For` is otherwise ignored unless the older
 `auth_trust_x_forwarded_for` is set (only safe when every request comes through a proxy that
 appends the peer it saw); then its last entry, the one that proxy appended, is used.
 """

@@ -322,7 +322,8 @@ _KEYS: tuple[_Key, ...] = (
     _Key(
         "auth_trust_x_forwarded_for",
         _parse_bool,
-        "count failed logins against X-Forwarded-For's last address (only behind a proxy)",
+        "count failed logins against X-Forwarded-For's last address from any peer (only behind "
+        "a proxy; prefer http_trusted_proxies, which believes only the proxies it names)",
     ),
     _Key(
         "auth_session_timeout_seconds",
