@@ -13,8 +13,9 @@ PostgreSQL server). They run on any worker. The files in `GROUPS` are not spread
   with TLS): kept on one worker so the fixture starts once, not once per worker.
 
 Grouped tests are collected first, the longest groups (first in `GROUPS`) first, so that they
-start at once instead of being the last work left to one worker. Without xdist (`pytest` alone)
-the groups change nothing but that order.
+start at once instead of being the last work left to one worker; then the end-to-end, security
+and integration tests, and the unit tests last, so that short tests fill the end of the run.
+Without xdist (`pytest` alone) the groups change nothing but that order.
 """
 
 from __future__ import annotations
@@ -74,7 +75,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             item.add_marker(pytest.mark.xdist_group(group))
             grouped.append(item)
-    # The longest groups first (GROUPS lists them so), each group's tests in their own order.
+    # The longest groups first (GROUPS lists them so), each group's tests in their own order;
+    # then the slow tiers' tests, so that the run ends on short unit tests, not on a long one.
     rank = {group: i for i, group in enumerate(dict.fromkeys(GROUPS.values()))}
     grouped.sort(key=lambda item: rank[_group_of(item, root) or ""])
+    others.sort(key=lambda item: _tier_rank(item, root))
     items[:] = grouped + others
+
+
+_TIERS = ("tests/e2e/", "tests/security/", "tests/integration/")
+
+
+def _tier_rank(item: pytest.Item, root: Path) -> int:
+    try:
+        relative = item.path.relative_to(root).as_posix()
+    except ValueError:
+        return len(_TIERS)
+    return next((i for i, tier in enumerate(_TIERS) if relative.startswith(tier)), len(_TIERS))
