@@ -118,9 +118,15 @@ class Infra:
         return self.links[replica.identity]
 
     def registry(self) -> Registry:
-        """A registry over the test's own client, straight to the ensemble (no proxy)."""
+        """A registry over the test's own client, straight to the ensemble (no proxy).
+
+        The client is the test's eyes, not part of the system under test: its session lasts the
+        longest the ensemble allows (30 s), so it outlives the faults a test injects (a quorum
+        lost for the replicas' session timeout and more, on a loaded machine); with 10 s it
+        expired in a quorum loss and the test's next read failed, though the system was right.
+        """
         if self.client is None:
-            self.client = KazooClient(hosts=self.ensemble.hosts, timeout=10)
+            self.client = KazooClient(hosts=self.ensemble.hosts, timeout=30)
             self.client.start(timeout=30)
         return Registry(self.client, self.namespace)
 
