@@ -17,6 +17,7 @@ from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
+from tests.support.waiting import wait_for
 
 
 def _one_more_run(fire: float) -> Callable[[LedgerState], tuple[LedgerWrite, int]]:
@@ -93,7 +94,7 @@ def test_the_folders_are_ensured_once_and_again_when_one_was_deleted(
     assert ensured == ["/state/last_fire", "/state/ready"]
     # Each later fire of a job without a pending run (the common case) costs no ensure.
     registry.delete("/state/ready/a")
-    queues.sync()
+    _sync_until_gone(queues, "a")
     ledger.account("a", _one_more_run(102.0))
     ledger.account("b", _one_more_run(102.0))
     assert ensured == ["/state/last_fire", "/state/ready"]
@@ -106,6 +107,17 @@ def test_the_folders_are_ensured_once_and_again_when_one_was_deleted(
     assert ensured[2:] == ["/state/last_fire", "/state/ready"]
     assert registry.get("/state/ready/c") == b"1"
     assert registry.get(f"{LAST_FIRE}/c") == b"104.000"
+
+
+def _sync_until_gone(queues: QueueCache, job: str) -> None:
+    """Sync the view until it has seen `job`'s ready node deleted: sync applies the watch events
+    that have arrived, and under load the deletion's may come a moment after the delete."""
+
+    def gone() -> bool:
+        queues.sync()
+        return queues.ready_of(job) is None
+
+    wait_for(gone, 10, message=f"the view saw /state/ready/{job} deleted")
 
 
 def _take(queues: QueueCache, job: str) -> Launch:
@@ -121,7 +133,7 @@ def test_a_fire_of_one_job_is_noted_before_its_answer_and_the_take_rides_behind_
     ledger = FireLedger(registry, fence, 10_000, queues)
     ledger.account("job", _one_more_run(100.0))  # the job's first record (no run noted early)
     registry.delete("/state/ready/job")
-    queues.sync()
+    _sync_until_gone(queues, "job")
     book = LaunchBook(registry, fence, queues)
     taken: list[list[Launch]] = []
 
