@@ -312,7 +312,12 @@ def test_postgresql_behind_a_silent_partition_is_down_after_the_stall_and_loses_
                 STALL_S + 10,
                 message="the partition in info()",
             )
-            assert "no answer for" in down["problem"], down
+            # Seen by a call stalled on an open connection, or (when the pool opened a new one
+            # meanwhile, as under load) by that connection's own timeout: either is the
+            # partition, never an error the database gave.
+            assert "no answer for" in down["problem"] or "ConnectionTimeout" in down["problem"], (
+                down
+            )
             # Down from the call that did not return, not from when it was noticed.
             since = statistics.down_since()
             assert since is not None
