@@ -257,9 +257,11 @@ def test_the_dev_cluster_on_an_ensemble_keeps_leading_when_a_member_is_killed_by
         )
         os.kill(int(zk_leader[2]), signal.SIGKILL)
         others = [int(m[1]) for m in members if m is not zk_leader]
+        # A bound for four test workers on two cores, where three JVMs elect (0.4-0.7 s when
+        # measured alone by the fault benchmark); it timed out once at 30 s in a parallel run.
         wait_for(
             lambda: any(_mode(port) == "leader" for port in others),
-            30,
+            60,
             message="a new leader of the ensemble",
         )
 
