@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from deploy import children
 from deploy.zookeeper import ZooKeeperEnsemble
+from tests.support.certificates import self_signed
 
 # `postgres` (one server per session) and `postgres_url` (a fresh database per test); how the
 # suite runs in parallel (which files keep to one worker, see tests/support/parallel.py).
@@ -28,6 +29,12 @@ def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
     yield ensemble
     ensemble.stop()
     _ensembles.remove(ensemble)
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate (and key) for localhost and 127.0.0.1, made with openssl."""
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import http.client
 import socket
 import ssl
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from deploy.zookeeper import free_port
 from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, server_tls_context
+from tests.support.certificates import self_signed
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -37,17 +37,7 @@ def _app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[by
 
 
 def _certificate(folder: Path, kind: str) -> tuple[str, str]:
-    key_args = (
-        ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-        if kind == "ecdsa"
-        else ["-newkey", "rsa:2048"]
-    )
-    cert, key = folder / f"{kind}-cert.pem", folder / f"{kind}-key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", *key_args, "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    cert, key = self_signed(folder, ips=(), kind=kind, stem=f"{kind}-")
     return str(cert), str(key)
 
 

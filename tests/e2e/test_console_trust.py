@@ -10,7 +10,6 @@ import json
 import re
 import socket
 import ssl
-import subprocess
 import tarfile
 import threading
 import time
@@ -302,24 +301,6 @@ def test_the_log_view_shows_every_line_after_output_that_is_not_utf8(
 
 
 # -- https: directly, and behind a TLS-terminating proxy the replica trusts -----------------
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, made as the README shows."""
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(key), "-out",
-            str(cert), "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )  # fmt: skip
-    return cert, key
 
 
 def https_role(url: str) -> str | None:

@@ -112,24 +112,6 @@ def _disabled(zk_client: KazooClient, namespace: str) -> bool:
     return zk_client.exists(f"/{namespace}/state/disable/job/edge_job") is not None
 
 
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, made as the README shows."""
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(key), "-out",
-            str(cert), "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )  # fmt: skip
-    return cert, key
-
-
 @pytest.fixture
 def verified(certificate: tuple[Path, Path]) -> ssl.SSLContext:
     """A client context that trusts the test certificate only."""

@@ -7,7 +7,6 @@ https request that still checks the certificate against the URL's own name."""
 from __future__ import annotations
 
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from scheduler.leader.mesos import sandbox
 from scheduler.leader.mesos.sandbox import AgentUnreachable, SandboxNotFound
 from scheduler.leader.outbound import OutboundError, request
+from tests.support.certificates import self_signed
 from tests.support.webhook_receiver import Trickler
 
 
@@ -118,18 +118,7 @@ def test_a_trickling_agent_holds_a_request_only_until_its_deadline(
 
 
 def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
-            "-addext", f"subjectAltName=DNS:{name}",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path, names=(name,), ips=(), kind="rsa")
 
 
 def test_a_pinned_https_request_checks_the_certificate_against_the_urls_name(

@@ -13,7 +13,6 @@ import json
 import os
 import socket
 import ssl
-import subprocess
 import threading
 import warnings
 from collections.abc import Iterable, Iterator
@@ -24,6 +23,7 @@ import pytest
 
 from deploy.zookeeper import free_port
 from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, server_tls_context
+from tests.support.certificates import self_signed
 from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:
@@ -56,12 +56,7 @@ def _app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[by
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(folder / "key.pem"), "-out", str(folder / "cert.pem")],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    self_signed(folder, ips=(), kind="rsa")
     return folder
 
 

@@ -5,7 +5,6 @@ against --cacert (or the system's CAs)."""
 from __future__ import annotations
 
 import ssl
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,23 +46,6 @@ def test_health_checks_are_mesos_https_when_the_replicas_serve_tls() -> None:
         "MESOS_HTTPS"
     )
     assert render(_spec(http_tls_cert_file=" "))["healthChecks"][0]["protocol"] == "MESOS_HTTP"
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "1", "-keyout", str(key), "-out", str(cert),
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 def _tls_cluster(served: Served, certificate: tuple[Path, Path]) -> tuple[str, str]:

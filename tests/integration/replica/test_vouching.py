@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,23 +112,6 @@ def test_an_open_election_path_with_a_forged_member_is_locked_and_the_member_cha
     plain_zk.stop()  # the forger's session ends, and its ephemeral node with it
     wait_for(replica.is_acting_leader, 15, message="the replica leads once the forgery is gone")
     assert replica.health()["leaderVouched"] is True
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(key), "-out",
-            str(cert), "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )  # fmt: skip
-    return cert, key
 
 
 def test_replicas_serving_https_vouch_for_each_other_over_https(
