@@ -158,12 +158,12 @@ case "$cmd" in
     "$VENV/bin/ruff" format --check .
     log "mypy"
     "$VENV/bin/mypy"
-    # In parallel: EJC_TEST_WORKERS processes (default 4 on this 2-core machine: the tests mostly
-    # wait on real processes), each a session of its own; the files tests/support/parallel.py
+    # In parallel: EJC_TEST_WORKERS processes (default 6 on this 2-core machine: the tests mostly
+    # wait on real processes; a clean run used 1.2 cores of 2 with 4 workers), each a session of its own; the files tests/support/parallel.py
     # groups keep to one worker, the longest group first (--no-loadscope-reorder keeps that order
     # instead of xdist's largest-count-first). `./dev.sh test -n 0` runs in this one process.
-    log "pytest (-n ${EJC_TEST_WORKERS:-4} --dist loadgroup)"
-    exec "$VENV/bin/pytest" -n "${EJC_TEST_WORKERS:-4}" --dist loadgroup --no-loadscope-reorder "$@"
+    log "pytest (-n ${EJC_TEST_WORKERS:-6} --dist loadgroup)"
+    exec "$VENV/bin/pytest" -n "${EJC_TEST_WORKERS:-6}" --dist loadgroup --no-loadscope-reorder "$@"
     ;;
   bench)
     setup
