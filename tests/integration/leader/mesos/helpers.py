@@ -1,9 +1,20 @@
 """Pieces the launcher's tests share: a term that acts, framework ids kept in memory, settings
-for a driver of the stand-in."""
+for a driver of the stand-in, a script job stored with its app, and the driver wired to a
+launcher and a status handler as a term wires them."""
 
 from __future__ import annotations
 
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from scheduler.leader.lifecycle import WakeSignal
+from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
+from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.settings import Settings, load_settings
+from scheduler.storage.term_stores import TermStores
 from tests.support.mesosfw import StandIn
 
 
@@ -24,3 +35,47 @@ class FrameworkIds:
 
 def settings_for(standin: StandIn, zk_namespace: str) -> Settings:
     return load_settings({}, {}, {"mesos_url": standin.address, "zk_namespace": zk_namespace})
+
+
+def store_script_job(
+    stores: TermStores, tmp_path: Path, name: str, script: str, **extra: Any
+) -> None:
+    """The app `app` (an archive holding run.sh, `script` in it) and the TRANSIENT SCRIPT job
+    `name` of one shard running it, cron far away; `extra` overrides job fields."""
+    path = tmp_path / "run.sh"
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    archive = tmp_path / "run.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(path, arcname="run.sh")
+    app = {"appName": "app", "appURL": str(archive), "bootstrapScript": "true"}
+    job = {
+        "jobName": name,
+        "appName": "app",
+        "jobType": "SCRIPT",
+        "jobExecutionType": "TRANSIENT",
+        "scriptCommandLine": "sh run.sh",
+        "cron": "0 0 3 * * ?",
+        "shardingTotalCount": 1,
+        "cpuCount": 0.5,
+        "memoryMB": 16,
+        **extra,
+    }
+    stores.registry.create("/config/app/app", json.dumps(app).encode())
+    stores.registry.create(f"/config/job/{name}", json.dumps(job).encode())
+
+
+def wire_launcher(
+    launcher: Launcher, driver: MesosDriver, stores: TermStores, wake: WakeSignal
+) -> StatusHandler:
+    """Bind `driver` to `launcher` and a new status handler that wakes `wake`, as a term does."""
+    status = StatusHandler(stores, driver.kill, wake.wake)
+    driver.bind(
+        DriverHandlers(
+            on_offers=launcher.add_offers,
+            on_rescind=launcher.rescind,
+            on_status=status.handle,
+            on_connected=launcher.on_connected,
+            on_disconnected=launcher.drop_offers,
+        )
+    )
+    return status

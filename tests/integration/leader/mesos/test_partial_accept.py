@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import tarfile
 from pathlib import Path
 from typing import Any
 
 from scheduler.leader.lifecycle import WakeSignal
-from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
+from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
-from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
-from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
+from tests.integration.leader.mesos.helpers import (
+    Acting,
+    FrameworkIds,
+    settings_for,
+    store_script_job,
+    wire_launcher,
+)
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 
@@ -39,28 +42,6 @@ class _SecondAcceptFails(MesosDriver):
         return ok
 
 
-def _store_job(stores: TermStores, tmp_path: Path) -> None:
-    script = tmp_path / "hold.sh"
-    script.write_text("#!/bin/sh\nsleep 120\n")
-    archive = tmp_path / "hold.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(script, arcname="hold.sh")
-    app = {"appName": "app", "appURL": str(archive), "bootstrapScript": "true"}
-    job = {
-        "jobName": "split",
-        "appName": "app",
-        "jobType": "SCRIPT",
-        "jobExecutionType": "TRANSIENT",
-        "scriptCommandLine": "sh hold.sh",
-        "cron": "0 0 3 * * ?",
-        "shardingTotalCount": 4,
-        "cpuCount": 0.5,
-        "memoryMB": 16,
-    }
-    stores.registry.create("/config/app/app", json.dumps(app).encode())
-    stores.registry.create("/config/job/split", json.dumps(job).encode())
-
-
 def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     standin: StandIn,
     stores: TermStores,
@@ -69,20 +50,11 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     zk_namespace: str,
     tmp_path: Path,
 ) -> None:
-    _store_job(stores, tmp_path)
+    store_script_job(stores, tmp_path, "split", "sleep 120", shardingTotalCount=4)
     driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
     # Wired as the term wires them: the status handler wakes the signal the launcher waits on.
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    status = StatusHandler(stores, driver.kill, wake.wake)
-    driver.bind(
-        DriverHandlers(
-            on_offers=launcher.add_offers,
-            on_rescind=launcher.rescind,
-            on_status=status.handle,
-            on_connected=launcher.on_connected,
-            on_disconnected=launcher.drop_offers,
-        )
-    )
+    wire_launcher(launcher, driver, stores, wake)
     launcher.start()
     driver.start()
     try:

@@ -4,23 +4,26 @@ ZooKeeper, the Mesos stand-in, the real driver)."""
 
 from __future__ import annotations
 
-import json
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 from scheduler.leader.lifecycle import WakeSignal
-from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
+from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.launch_round import PlacedUnit
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.offers import BUSY_REFUSE_S
 from scheduler.leader.mesos.placement import OfferSlot
-from scheduler.leader.mesos.status import StatusHandler
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
-from tests.integration.leader.mesos.helpers import Acting, FrameworkIds, settings_for
+from tests.integration.leader.mesos.helpers import (
+    Acting,
+    FrameworkIds,
+    settings_for,
+    store_script_job,
+    wire_launcher,
+)
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 
@@ -60,45 +63,6 @@ class _FireRacesFirstCommit(Launcher):
         return super()._commit(placed, slots)
 
 
-def _store_job(stores: TermStores, tmp_path: Path, name: str, script: str, **extra: Any) -> None:
-    path = tmp_path / "run.sh"
-    path.write_text(f"#!/bin/sh\n{script}\n")
-    archive = tmp_path / "run.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(path, arcname="run.sh")
-    app = {"appName": "app", "appURL": str(archive), "bootstrapScript": "true"}
-    job = {
-        "jobName": name,
-        "appName": "app",
-        "jobType": "SCRIPT",
-        "jobExecutionType": "TRANSIENT",
-        "scriptCommandLine": "sh run.sh",
-        "cron": "0 0 3 * * ?",
-        "shardingTotalCount": 1,
-        "cpuCount": 0.5,
-        "memoryMB": 16,
-        **extra,
-    }
-    stores.registry.create("/config/app/app", json.dumps(app).encode())
-    stores.registry.create(f"/config/job/{name}", json.dumps(job).encode())
-
-
-def _wire(
-    launcher: Launcher, driver: MesosDriver, stores: TermStores, wake: WakeSignal
-) -> StatusHandler:
-    status = StatusHandler(stores, driver.kill, wake.wake)
-    driver.bind(
-        DriverHandlers(
-            on_offers=launcher.add_offers,
-            on_rescind=launcher.rescind,
-            on_status=status.handle,
-            on_connected=launcher.on_connected,
-            on_disconnected=launcher.drop_offers,
-        )
-    )
-    return status
-
-
 def _tasks(standin: StandIn, state: str) -> list[TaskId]:
     tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]
     return [TaskId.parse(t["id"]) for t in tasks if t["state"] == state]
@@ -112,10 +76,10 @@ def test_a_round_whose_write_was_refused_declines_with_the_short_filter(
     zk_namespace: str,
     tmp_path: Path,
 ) -> None:
-    _store_job(stores, tmp_path, "raced", "sleep 120")
+    store_script_job(stores, tmp_path, "raced", "sleep 120")
     driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = _FireRacesFirstCommit(stores, Acting(), driver, queues, wake=wake)
-    _wire(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores, wake)
     launcher.start()
     driver.start()
     try:
@@ -144,7 +108,7 @@ def test_a_failover_relaunch_revives_offers(
     tmp_path: Path,
 ) -> None:
     # Fails after 2 s, once: the relaunch (a FAILOVER task) then runs on.
-    _store_job(
+    store_script_job(
         stores,
         tmp_path,
         "flaky",
@@ -154,7 +118,7 @@ def test_a_failover_relaunch_revives_offers(
     )
     driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    _wire(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores, wake)
     launcher.start()
     driver.start()
     try:
@@ -193,7 +157,7 @@ def test_a_failover_relaunch_does_not_wait_behind_the_launchers_filter_near_fire
     behind the filter (up to 5 s) its busy rounds declined the other agents' offers with: a new
     failover shard now revives once. (On the stand-in the relaunch took 0.05-0.07 s before and
     after: the held offer of the freed agent was used; the revive is what this test checks.)"""
-    _store_job(
+    store_script_job(
         stores,
         tmp_path,
         "flaky",
@@ -206,7 +170,7 @@ def test_a_failover_relaunch_does_not_wait_behind_the_launchers_filter_near_fire
     launcher = Launcher(
         stores, Acting(), driver, queues, wake=wake, next_fire=lambda: time.time() + 0.5
     )
-    _wire(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores, wake)
     launcher.start()
     driver.start()
     try:
