@@ -19,6 +19,7 @@ from pathlib import Path
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.replicas import ReplicaProcess
+from tests.support.waiting import wait_for
 
 AUTH = "Basic " + base64.b64encode(b"root:root").decode()
 
@@ -41,11 +42,7 @@ def run(jobs: int) -> list[float]:
             zk.hosts, base, zk_namespace=f"bench-{uuid.uuid4().hex[:8]}", log_level="WARNING"
         ).start()
         try:
-            deadline = time.monotonic() + 30
-            while not replica.is_leader():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("replica did not lead")
-                time.sleep(0.05)
+            wait_for(replica.is_leader, 30, message="the replica leads")
             host, port = replica.identity.split(":")
             conn = http.client.HTTPConnection(host, int(port), timeout=10)
             app = {"appName": "bench_app", "appURL": "file:///x.tar.gz", "bootstrapScript": "b"}

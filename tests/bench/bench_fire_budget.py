@@ -25,6 +25,7 @@ from pathlib import Path
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.replicas import ReplicaProcess
+from tests.support.waiting import wait_for
 
 AUTH = "Basic " + base64.b64encode(b"root:root").decode()
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -75,11 +76,7 @@ def run(jobs: int, budget: float, window_s: float) -> None:
             event_trace_rdb_url="" if TRACE else "none",
         ).start()
         try:
-            deadline = time.monotonic() + 30
-            while not replica.is_leader():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("replica did not lead")
-                time.sleep(0.05)
+            wait_for(replica.is_leader, 30, message="the replica leads")
             host, port = replica.identity.split(":")
             conn = http.client.HTTPConnection(host, int(port), timeout=10)
             app = {"appName": "bench_app", "appURL": "file:///x.tar.gz", "bootstrapScript": "b"}

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.replicas import ReplicaProcess
+from tests.support.waiting import wait_for
 
 AUTH = "Basic " + base64.b64encode(b"root:root").decode()
 GUEST = "Basic " + base64.b64encode(b"guest:guest").decode()
@@ -133,11 +134,7 @@ def run(jobs: int, clients: int, job_kib: int) -> None:
             max_list_items=100000,
         ).start()
         try:
-            deadline = time.monotonic() + 30
-            while not replica.is_leader():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("replica did not lead")
-                time.sleep(0.05)
+            wait_for(replica.is_leader, 30, message="the replica leads")
             host, port_text = replica.identity.split(":")
             port = int(port_text)
             conn = http.client.HTTPConnection(host, port, timeout=30)
