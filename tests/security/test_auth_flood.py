@@ -172,8 +172,10 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
 def test_an_address_that_keeps_failing_gets_429_and_the_right_password_works_after(
     start_leader: StartReplica, admin_hash: str
 ) -> None:
+    # A 10 s window: the flood and the top-up below must fall in one window even on a loaded
+    # machine (with 3 s, a first failure left the window before the last under six workers).
     leader = start_leader(
-        auth_admin_password_hash=admin_hash, auth_max_failures=5, auth_failure_window_seconds=3
+        auth_admin_password_hash=admin_hash, auth_max_failures=5, auth_failure_window_seconds=10
     )
     port = leader.port
     # 200 different guesses at once from one address: at most 5 are ever checked.
@@ -189,7 +191,7 @@ def test_an_address_that_keeps_failing_gets_429_and_the_right_password_works_aft
     assert statuses.count(429) >= FLOOD - 5
     limited = next(a for a in answers if a.status == 429)
     assert isinstance(limited.body, dict) and limited.body["type"] == "TooManyFailedLogins"
-    assert 1 <= int(limited.headers["retry-after"]) <= 3
+    assert 1 <= int(limited.headers["retry-after"]) <= 10
     # Top up with single guesses until the address is blocked (a guess that waited too long for
     # a hash slot got 503 and did not count).
     failures = statuses.count(401)
@@ -201,17 +203,17 @@ def test_an_address_that_keeps_failing_gets_429_and_the_right_password_works_aft
     assert failures == 5
     # While blocked, even the right password gets 429 (no free oracle for guesses) ...
     blocked = get(port, API, basic("root", PASSWORD), "127.0.0.1")
-    assert blocked.status == 429 and 1 <= int(blocked.headers["retry-after"]) <= 3
+    assert blocked.status == 429 and 1 <= int(blocked.headers["retry-after"]) <= 10
     # ... other addresses are not affected ...
     ok = get(port, API, basic("root", PASSWORD), "127.0.0.2")
     assert ok.status == 200 and ok.headers["identify"] == "root"
     # ... and the address is let in again once its failures leave the window.
     wait_for(
         lambda: get(port, API, basic("root", PASSWORD), "127.0.0.1").status == 200,
-        10,
+        20,
         interval_s=0.5,
         message="the blocked address is let in after the window",
     )
     log = leader.log_text()
     assert log.count("failed login for user 'root' from '127.0.0.1'") == 5
-    assert log.count("client '127.0.0.1' refused (429) after 5 failed logins within 3 s") == 1
+    assert log.count("client '127.0.0.1' refused (429) after 5 failed logins within 10 s") == 1
