@@ -188,7 +188,8 @@ def test_an_address_that_keeps_failing_gets_429_and_the_right_password_works_aft
     )
     assert set(statuses) <= {401, 429, 503}, statuses
     assert 1 <= statuses.count(401) <= 5
-    assert statuses.count(429) >= FLOOD - 5
+    # The rest refused unchecked: 429, or 503 for a guess that waited too long for a hash slot.
+    assert statuses.count(429) >= FLOOD - 5 - statuses.count(503)
     limited = next(a for a in answers if a.status == 429)
     assert isinstance(limited.body, dict) and limited.body["type"] == "TooManyFailedLogins"
     assert 1 <= int(limited.headers["retry-after"]) <= 10
