@@ -210,6 +210,9 @@ def test_agent_removal_fails_its_tasks_over(system: System) -> None:
         )
 
     wait_for(relaunched, 30, message="the lost shard runs again on the other agent")
+    # TASK_RUNNING is sent when the executor starts the job; the job writes its start line a
+    # moment later, so the second start is waited for rather than read at once.
+    wait_for(lambda: len(runs.starts(item)) >= 2, 15, message="the job code started again")
     assert len(runs.starts(item)) == 2
 
 
