@@ -53,6 +53,33 @@ REVOKED_SESSIONS = "/auth/revoked_sessions"
 """`/auth/revoked_sessions/{expiresAtMs}-{id}`: console sessions logged out; the folder's data
 is the time (epoch ms) before which every session is revoked."""
 
+ACCESS_USERS = "/access/users"
+"""`/access/users/{name}`: a user of the access records (`model/access/records.encode_user`)."""
+ACCESS_GRANTS = "/access/grants"
+"""`/access/grants/{id}`: a grant (`encode_grant`)."""
+ACCESS_TOKENS = "/access/tokens"
+"""`/access/tokens/{id}`: an API token's record, its secret as a digest (`encode_token`)."""
+ACCESS_TOKENS_USED = "/access/tokens_used"
+"""`/access/tokens_used/{id}`: when the token was last used (epoch ms, `encode_count`), written
+by the leader at most once a minute per token."""
+
+
+def access_user_path(name: str) -> str:
+    return f"{ACCESS_USERS}/{name}"
+
+
+def access_grant_path(grant_id: str) -> str:
+    return f"{ACCESS_GRANTS}/{grant_id}"
+
+
+def access_token_path(token_id: str) -> str:
+    return f"{ACCESS_TOKENS}/{token_id}"
+
+
+def access_token_used_path(token_id: str) -> str:
+    return f"{ACCESS_TOKENS_USED}/{token_id}"
+
+
 # The roots a term's view of the queues watches (a child watch needs the node).
 QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
 

@@ -133,6 +133,11 @@ def _webhook_target_problem(url: str, allowed: str) -> str | None:
         return exc.message
 
 
+def _audit_mode(value: Any) -> str | None:
+    ok = ("best_effort", "enforced")
+    return None if value in ok else f"must be one of {', '.join(ok)}"
+
+
 def _log_level(value: Any) -> str | None:
     ok = ("DEBUG", "INFO", "WARNING", "ERROR")
     return None if value.upper() in ok else f"must be one of {', '.join(ok)}"
@@ -405,6 +410,32 @@ _KEYS: tuple[_Key, ...] = (
         _at_least(1),
     ),
     _Key(
+        "metrics_require_auth",
+        _parse_bool,
+        "require credentials on /metrics (its per-job series then show only the caller's apps)",
+    ),
+    _Key(
+        "audit_mode",
+        _parse_str,
+        "best_effort (a failed audit write is logged and counted) or enforced (a change whose "
+        "audit record cannot be written is refused with 503)",
+        _audit_mode,
+    ),
+    _Key(
+        "audit_retention_days",
+        _parse_float,
+        "days the audit log keeps its records in the event trace database",
+        _at_least(1),
+    ),
+    _Key(
+        "audit_file",
+        _parse_str,
+        "also append each audit record as a JSON line to this file (empty: none)",
+    ),
+    _Key("max_access_users", _parse_int, "most users the access records hold", _at_least(1)),
+    _Key("max_access_grants", _parse_int, "most grants the access records hold", _at_least(1)),
+    _Key("max_access_tokens", _parse_int, "most API tokens the access records hold", _at_least(1)),
+    _Key(
         "trace_buffer_max_records",
         _parse_int,
         "trace and statistics records kept in memory while the trace database is down; "
@@ -477,6 +508,13 @@ class Settings:
     min_fire_interval_seconds: float = 1.0
     max_fires_per_second: float = 0.0
     max_list_items: int = 10000
+    metrics_require_auth: bool = False
+    audit_mode: str = "best_effort"
+    audit_retention_days: float = 90.0
+    audit_file: str = ""
+    max_access_users: int = 10000
+    max_access_grants: int = 100000
+    max_access_tokens: int = 100000
     trace_buffer_max_records: int = 100000
 
     @property
