@@ -435,6 +435,7 @@ _KEYS: tuple[_Key, ...] = (
     _Key("max_access_users", _parse_int, "most users the access records hold", _at_least(1)),
     _Key("max_access_grants", _parse_int, "most grants the access records hold", _at_least(1)),
     _Key("max_access_tokens", _parse_int, "most API tokens the access records hold", _at_least(1)),
+    _Key("max_workflow_nodes", _parse_int, "most nodes a workflow may have", _at_least(1)),
     _Key(
         "trace_buffer_max_records",
         _parse_int,
@@ -515,6 +516,7 @@ class Settings:
     max_access_users: int = 10000
     max_access_grants: int = 100000
     max_access_tokens: int = 100000
+    max_workflow_nodes: int = 200
     trace_buffer_max_records: int = 100000
 
     @property
