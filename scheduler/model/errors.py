@@ -43,6 +43,13 @@ class CrossOriginRefused(SchedulerError):
     http_status = 403
 
 
+class Forbidden(SchedulerError):
+    """The caller sees the resource's app but lacks the role the request needs (issue 26). A
+    resource of an app the caller cannot see is a NotFound instead, never a Forbidden."""
+
+    http_status = 403
+
+
 class NotFound(SchedulerError):
     http_status = 404
 
