@@ -17,6 +17,7 @@ from ejcloud_cli.jobs import job_group
 from ejcloud_cli.output import clean, render_fields, render_table, to_json_text
 from ejcloud_cli.runs import logs_command, runs_command
 from ejcloud_cli.settings import Flags, config_file_path, parse_servers
+from ejcloud_cli.workflows import workflow_group
 
 # A leader identity as /health names it, before it becomes a URL to read.
 _HOST_PORT = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}$")
@@ -77,6 +78,7 @@ cli.add_command(app_group)
 cli.add_command(job_group)
 cli.add_command(runs_command)
 cli.add_command(logs_command)
+cli.add_command(workflow_group)
 
 
 @dataclass(frozen=True)
