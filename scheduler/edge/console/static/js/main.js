@@ -8,6 +8,7 @@ import * as jobForm from "./views/jobform.js";
 import * as overview from "./views/overview.js";
 import * as runs from "./views/runs.js";
 import * as stats from "./views/stats.js";
+import * as workflows from "./views/workflows.js";
 
 const RELOAD_KEY = "ejcloud.console.reloadedAt";
 const api = new Api();
@@ -30,6 +31,9 @@ const ROUTES = [
   ["runs", runs.list],
   ["runs/:job/:task", runs.detail],
   ["stats", stats.view],
+  ["workflows", workflows.list],
+  ["workflows/:workflow", workflows.detail],
+  ["workflows/:workflow/runs/:run", workflows.run],
 ];
 
 function parseHash() {
