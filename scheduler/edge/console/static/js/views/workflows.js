@@ -248,10 +248,11 @@ export function graph(nodes, { onSelect, selected } = {}) {
   return h("div", { class: "wf-graph-wrap" }, root);
 }
 
-// A run's nodes with their edges: the run's own (its snapshot) where it gives them, else the
-// definition's (a run never changes with the definition, so the snapshot is the truth).
+// A run's nodes with their edges: from the run's snapshot of the definition (`definition` in
+// its answer; a run never changes with the workflow), else from the workflow's definition.
 export function runNodes(run, definition) {
-  const defined = new Map(((definition && definition.nodes) || []).map((n) => [n.name, n]));
+  const snapshot = (run && run.definition && run.definition.nodes) || (definition && definition.nodes) || [];
+  const defined = new Map(snapshot.map((n) => [n.name, n]));
   return ((run && run.nodes) || []).map((n) => {
     const d = defined.get(n.name) || {};
     return {
@@ -261,6 +262,11 @@ export function runNodes(run, definition) {
       condition: n.condition ?? d.condition ?? "on_success",
     };
   });
+}
+
+// A fire time as epoch seconds or ISO 8601 (the server's choice), shown as a time.
+function fireTime(value) {
+  return toDate(value) ? timeEl(value, { withRelative: false, ms: true }) : h("code", {}, String(value ?? "—"));
 }
 
 function span(start, end) {
@@ -393,7 +399,7 @@ export function detail(ctx) {
       table(
         [
           { label: "Run", cell: (r) => link(["workflows", name, "runs", r.runId], r.runId, null, { "data-run": r.runId }) },
-          { label: "Fire time", cell: (r) => h("code", {}, String(r.fireTime || "—")) },
+          { label: "Fire time", cell: (r) => fireTime(r.fireTime) },
           { label: "State", cell: (r) => stateBadge(r.state) },
           { label: "Started", cell: (r) => timeEl(r.startedAt) },
           { label: "Duration", cell: (r) => span(r.startedAt, r.endedAt) },
@@ -470,7 +476,7 @@ export function run(ctx) {
       fieldList([
         ["Workflow", link(["workflows", name], name)],
         ["State", stateBadge(run.state)],
-        ["Fire time", h("code", {}, String(run.fireTime || "—"))],
+        ["Fire time", fireTime(run.fireTime)],
         ["Started", timeEl(run.startedAt)],
         ["Ended", timeEl(run.endedAt)],
         ["Duration", span(run.startedAt, run.endedAt)],
@@ -569,7 +575,8 @@ export function run(ctx) {
     const found = await api.get(runPath(name, runId));
     // The definition gives the app (whose roles decide the controls) and fills in what a run
     // answer may lack (its edges); it is read once.
-    if (!definition) {
+    const snapshotted = Boolean(found && found.definition && found.definition.appName);
+    if (!definition && !snapshotted) {
       try {
         definition = await api.get(base(name));
       } catch {
@@ -577,7 +584,8 @@ export function run(ctx) {
       }
     }
     if (!ctx.alive) return;
-    latest = { run: found, nodes: runNodes(found, definition), app: found.appName || definition.appName };
+    const app = found.appName || (found.definition && found.definition.appName) || (definition && definition.appName);
+    latest = { run: found, nodes: runNodes(found, definition), app };
     render();
   });
   return el;
