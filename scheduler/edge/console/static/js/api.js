@@ -3,15 +3,26 @@
 // Credentials go only to the origin that served the page. A login (POST /api/session) gives an
 // HttpOnly, SameSite=Strict session cookie that the browser sends with this page's own requests
 // (credentials: "same-origin"); the password is never stored, and nothing is kept in
-// sessionStorage or localStorage. Only the acting leader serves /api: on a standby the console
-// says so and links to the leader's console when this replica vouches for it (its /health says
-// leaderVouched); it never calls another replica's /api. The Overview reads the other replicas'
-// public /health, without credentials (credentials: "omit"), and only of replicas this replica
-// vouches for (its /health's `replicas`). Redirects are never followed (redirect: "manual").
+// sessionStorage or localStorage; an API token typed in to log in (POST /api/session {"token"})
+// is sent once and forgotten like a password. Only the acting leader serves /api: on a standby
+// the console says so and links to the leader's console when this replica vouches for it (its
+// /health says leaderVouched); it never calls another replica's /api. The Overview reads the
+// other replicas' public /health, without credentials (credentials: "omit"), and only of
+// replicas this replica vouches for (its /health's `replicas`). Redirects are never followed
+// (redirect: "manual").
+
+import { Rights } from "./rights.js";
 
 const IDENTITY = /^(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$/;
 const DOCS_TTL_MS = 5 * 60 * 1000;
 const REDISCOVER_MIN_MS = 1000;
+const TOKEN_TEXT = /^ejc_[0-9a-f]{12}_[0-9a-f]{48}$/;
+
+// Whether `text` has the shape of an API token (ejc_<id>_<secret>): the login says so before
+// sending anything else.
+export function looksLikeToken(text) {
+  return TOKEN_TEXT.test(text);
+}
 
 export function validIdentity(value) {
   return typeof value === "string" && IDENTITY.test(value);
@@ -50,7 +61,9 @@ export class Api extends EventTarget {
     this.user = "";
     this.identify = null;
     this.authOff = false;
-    this.session = null; // {user, role, expiresAt} while logged in
+    this.session = null; // {user, role, expiresAt, principal, rights} while logged in
+    this.principal = ""; // who the session acts as: user:NAME, token:ID ("" when unknown)
+    this.rights = Rights.fromSession(null, false);
     this.checked = false; // whether /api/session was asked since the page loaded
     this.standby = false; // this replica does not serve the API now
     this.leader = null; // the acting leader's identity, when known
@@ -70,6 +83,11 @@ export class Api extends EventTarget {
 
   get canWrite() {
     return this.identify === "root";
+  }
+
+  // Whether the principal holds at least `role` on `app` (see rights.js; the API decides).
+  may(role, app) {
+    return this.rights.may(role, app);
   }
 
   // Read this replica's /health (with the session cookie, so its details when logged in):
@@ -135,28 +153,48 @@ export class Api extends EventTarget {
 
   _setSession(found) {
     const valid = Boolean(found && typeof found.role === "string" && found.role);
-    this.authOff = Boolean(valid && !found.expiresAt && !found.user);
+    // Auth off: a role with no session and nobody named (the anonymous cluster-admin).
+    const anonymous = !found || !found.principal || found.principal === "anonymous";
+    this.authOff = Boolean(valid && !found.expiresAt && !found.user && anonymous);
     this.session = valid && !this.authOff ? found : null;
     this.user = this.session ? String(found.user || "") : "";
+    this.principal = this.session && typeof found.principal === "string" ? found.principal : "";
+    const before = this.rights.key();
+    this.rights = Rights.fromSession(valid ? found : null, this.authOff);
     const identify = valid ? found.role : null;
-    if (identify !== this.identify) {
+    if (identify !== this.identify || this.rights.key() !== before) {
       this.identify = identify;
       this.dispatchEvent(new Event("role"));
     }
   }
 
+  // Who is logged in, for the header: the user, or the token's public id.
+  get who() {
+    if (this.user) return this.user;
+    return this.principal || "?";
+  }
+
   // Log in on this replica (the leader): true, or false for wrong credentials. Throws ApiError
   // for anything else (a standby, too many failures, ...).
   async login(user, password) {
+    return this._login({ user, password });
+  }
+
+  // Log in with an API token (ejc_<id>_<secret>): the session acts as the token, with its role
+  // on its app. True, or false for a wrong, revoked or expired token.
+  async loginToken(token) {
+    return this._login({ token });
+  }
+
+  async _login(body) {
     try {
-      const found = await this.request("POST", "/api/session", {
-        body: { user, password },
-        retry: false,
-        quiet: true,
-      });
-      this._setSession(found);
+      const found = await this.request("POST", "/api/session", { body, retry: false, quiet: true });
+      // The principal and rights come with the login's answer; a server that leaves them out
+      // says them when asked.
+      if (found && found.rights && typeof found.rights === "object") this._setSession(found);
+      else await this.whoami();
       this.checked = true;
-      return true;
+      return this.loggedIn;
     } catch (error) {
       if (error.status === 401) return false;
       throw error;

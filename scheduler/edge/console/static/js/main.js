@@ -1,8 +1,11 @@
 // The console's shell: login, the header, hash routes and the polling of the view on screen.
 
-import { Api } from "./api.js";
+import { Api, looksLikeToken } from "./api.js";
 import { fill, h } from "./dom.js";
+import { APP_ADMIN } from "./rights.js";
+import * as access from "./views/access.js";
 import * as apps from "./views/apps.js";
+import * as audit from "./views/audit.js";
 import * as jobs from "./views/jobs.js";
 import * as jobForm from "./views/jobform.js";
 import * as overview from "./views/overview.js";
@@ -34,6 +37,8 @@ const ROUTES = [
   ["workflows", workflows.list],
   ["workflows/:workflow", workflows.detail],
   ["workflows/:workflow/runs/:run", workflows.run],
+  ["access", access.view],
+  ["audit", audit.view],
 ];
 
 function parseHash() {
@@ -79,6 +84,21 @@ class ViewContext {
 
   get canWrite() {
     return api.canWrite;
+  }
+
+  get rights() {
+    return api.rights;
+  }
+
+  // Whether the logged-in principal holds at least `role` on `app` (rights.js): the controls a
+  // view draws. The API checks every request anyway.
+  may(role, app) {
+    return api.rights.may(role, app);
+  }
+
+  // At least `role` on some app: whether a control that picks its app is worth showing.
+  mayAny(role) {
+    return api.rights.mayAny(role);
   }
 
   // Runs `fn` now and then every `ms` while the view is shown and the tab is visible.
@@ -171,12 +191,12 @@ function renderHeader() {
     parts.push(
       h("span", { class: "leader", title: "This replica serves the API" }, `leader ${api.own || "?"} (this replica)`),
     );
-    const role = api.identify === "root" ? "admin" : api.identify === "guest" ? "read-only" : "…";
+    const role = api.identify ? api.rights.label() : "…";
     parts.push(
       h(
         "span",
-        { class: "user", "data-role": api.identify || "" },
-        api.authOff ? `auth off (${role})` : `${api.user || "?"} (${role})`,
+        { class: "user", "data-role": api.identify || "", "data-principal": api.principal, title: api.principal },
+        api.authOff ? `auth off (${role})` : `${api.who} (${role})`,
       ),
     );
     if (!api.authOff) {
@@ -188,6 +208,13 @@ function renderHeader() {
     nav.hidden = true;
   }
   fill(who, parts);
+}
+
+// The Access and Audit pages are for cluster-admins and app-admins only (the API refuses the
+// others anyway).
+function showAdminNav() {
+  const admin = api.loggedIn && api.rights.mayAny(APP_ADMIN);
+  for (const a of nav.querySelectorAll("[data-admin]")) a.hidden = !admin;
 }
 
 function setActiveNav(segments) {
@@ -230,6 +257,8 @@ function standbyView() {
   return h("section", { class: "card standby", "data-standby": api.own || "" }, body);
 }
 
+// Log in with a user and password, or with an API token (a CI pipeline's, say): either gives a
+// session cookie; neither is kept by the page.
 function loginView() {
   const user = h("input", { name: "user", autocomplete: "username", required: true });
   const password = h("input", {
@@ -238,32 +267,86 @@ function loginView() {
     autocomplete: "current-password",
     required: true,
   });
+  const token = h("input", {
+    name: "token",
+    type: "password",
+    autocomplete: "off",
+    spellcheck: "false",
+    placeholder: "ejc_…",
+  });
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const submit = h("button", { type: "submit", class: "primary" }, "Log in");
+  const passwordBox = h(
+    "div",
+    { class: "login-fields", "data-login": "password" },
+    h("div", { class: "field" }, h("label", { for: "login-user" }, "User"), user),
+    h("div", { class: "field" }, h("label", { for: "login-password" }, "Password"), password),
+  );
+  const tokenBox = h(
+    "div",
+    { class: "login-fields", "data-login": "token", hidden: true },
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: "login-token" }, "API token"),
+      token,
+      h("small", { class: "help" }, "The token acts with its role on its app, never more than its owner holds."),
+    ),
+  );
+  let mode = "password";
+  const tabs = [
+    ["password", "User and password"],
+    ["token", "API token"],
+  ].map(([name, text]) =>
+    h("button", { type: "button", class: "tab", "data-login-tab": name, "aria-pressed": String(name === mode) }, text),
+  );
+  for (const tab of tabs) {
+    tab.addEventListener("click", () => {
+      mode = tab.dataset.loginTab;
+      for (const t of tabs) t.setAttribute("aria-pressed", String(t === tab));
+      passwordBox.hidden = mode !== "password";
+      tokenBox.hidden = mode !== "token";
+      error.hidden = true;
+      (mode === "token" ? token : user).focus();
+    });
+  }
   const form = h(
     "form",
     { class: "login card", id: "login", novalidate: true },
     h("h1", {}, "Log in"),
-    h("p", { class: "muted" }, "Use the scheduler API's user: the admin may change things, the guest only looks."),
-    h("div", { class: "field" }, h("label", { for: "login-user" }, "User"), user),
-    h("div", { class: "field" }, h("label", { for: "login-password" }, "Password"), password),
+    h("p", { class: "muted" }, "Use your scheduler user or an API token: what you may see and change is what your roles allow."),
+    h("div", { class: "tabs", role: "group", "aria-label": "How to log in" }, tabs),
+    passwordBox,
+    tokenBox,
     error,
     h("div", { class: "actions" }, submit),
   );
   user.id = "login-user";
   password.id = "login-password";
+  token.id = "login-token";
+  const refuse = (text, input) => {
+    error.textContent = text;
+    error.hidden = false;
+    input.select();
+  };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    submit.disabled = true;
     error.hidden = true;
+    const text = token.value.trim();
+    if (mode === "token" && !looksLikeToken(text)) {
+      refuse("That is not an API token: it looks like ejc_ followed by 12 and 48 hex digits.", token);
+      return;
+    }
+    submit.disabled = true;
     try {
-      const ok = await api.login(user.value, password.value);
+      const ok = mode === "token" ? await api.loginToken(text) : await api.login(user.value, password.value);
       if (!ok) {
-        error.textContent = "Wrong user or password (or too many failed attempts from here).";
-        error.hidden = false;
-        password.select();
+        if (mode === "token") refuse("Wrong, revoked or expired token (or too many failed attempts from here).", token);
+        else refuse("Wrong user or password (or too many failed attempts from here).", password);
         return;
       }
+      token.value = "";
+      password.value = "";
       route();
     } catch (e) {
       error.textContent = `Could not log in: ${e.message || e}`;
@@ -285,7 +368,8 @@ async function route() {
     fill(main, standbyView());
     return;
   }
-  if (!api.checked) {
+  const fresh = !api.checked;
+  if (fresh) {
     try {
       await api.whoami();
     } catch (error) {
@@ -294,6 +378,7 @@ async function route() {
     }
   }
   renderHeader();
+  showAdminNav();
   if (!api.loggedIn) {
     setActiveNav(null);
     const form = loginView();
@@ -313,6 +398,11 @@ async function route() {
   const el = found.view(ctx);
   fill(main, el);
   window.scrollTo(0, 0);
+  if (!fresh && !api.authOff) {
+    // Grants change while the page is open: a new page asks again who this session is. Different
+    // rights redraw the view (the "role" event); an ended session shows the login.
+    api.whoami().catch(() => {});
+  }
 }
 
 async function start() {

@@ -1,4 +1,7 @@
-// Apps: list, detail, add and edit, disable/enable and delete.
+// Apps: list, detail, add and edit, disable/enable and delete. The list is the apps the caller
+// may see (the API filters it); each control shows only where the caller's role allows it:
+// adding an app for cluster-admins, disable/enable from operator, edit from editor, delete from
+// app-admin.
 
 import { segment } from "../api.js";
 import { jobOfTask, mapLimit } from "../data.js";
@@ -19,6 +22,7 @@ import {
   table,
   toast,
 } from "../dom.js";
+import { APP_ADMIN, EDITOR, OPERATOR } from "../rights.js";
 
 async function appStates(api, apps) {
   const answers = await mapLimit(apps, 6, (app) => api.get(`/api/app/${segment(app.appName)}/disable`));
@@ -41,7 +45,9 @@ export function list(ctx) {
       "div",
       { class: "heading" },
       h("h1", {}, "Apps"),
-      ctx.canWrite ? h("a", { class: "button primary", href: "#/apps/new", "data-action": "add-app" }, "Add app") : null,
+      ctx.rights.isClusterAdmin
+        ? h("a", { class: "button primary", href: "#/apps/new", "data-action": "add-app" }, "Add app")
+        : null,
     ),
     body,
   );
@@ -134,17 +140,18 @@ export function detail(ctx) {
         "No job uses this app.",
       ),
     );
-    if (ctx.canWrite && !actions.childElementCount) fill(actions, writeActions());
-    if (ctx.canWrite) {
-      const toggle = actions.querySelector("[data-action=toggle]");
-      if (toggle) toggle.textContent = disabled ? "Enable" : "Disable";
-    }
+    if (!actions.childElementCount) fill(actions, writeActions());
+    const toggle = actions.querySelector("[data-action=toggle]");
+    if (toggle) toggle.textContent = disabled ? "Enable" : "Disable";
   });
 
+  // Only the controls the caller's role on this app allows.
   function writeActions() {
     return [
-      h("a", { class: "button", href: href(["apps", name, "edit"]), "data-action": "edit" }, "Edit"),
-      actionButton(
+      ctx.may(EDITOR, name)
+        ? h("a", { class: "button", href: href(["apps", name, "edit"]), "data-action": "edit" }, "Edit")
+        : null,
+      !ctx.may(OPERATOR, name) ? null : actionButton(
         "Disable",
         async () => {
           const wasDisabled = latest && latest.disabled;
@@ -154,7 +161,7 @@ export function detail(ctx) {
         },
         { "data-action": "toggle" },
       ),
-      actionButton(
+      !ctx.may(APP_ADMIN, name) ? null : actionButton(
         "Delete",
         async () => {
           const jobs = latest ? latest.jobs.map((j) => j.jobName) : [];
@@ -174,7 +181,7 @@ export function detail(ctx) {
         },
         { class: "danger", "data-action": "delete" },
       ),
-    ];
+    ].filter(Boolean);
   }
   return el;
 }
@@ -183,6 +190,8 @@ export function detail(ctx) {
 export function form(ctx) {
   const { api } = ctx;
   const editing = ctx.params.app || null;
+  // Editors of the app change it; only cluster-admins add apps.
+  const allowed = editing ? ctx.may(EDITOR, editing) : ctx.rights.isClusterAdmin;
   const inputs = {
     appName: h("input", { name: "appName", required: true, autocomplete: "off", readonly: Boolean(editing) }),
     appURL: h("input", { name: "appURL", required: true, placeholder: "http://repo.example/app.tar.gz", autocomplete: "off" }),
@@ -221,7 +230,9 @@ export function form(ctx) {
     { class: "view" },
     h("p", { class: "crumbs" }, link(["apps"], "Apps"), " / "),
     h("h1", {}, editing ? `Edit app ${editing}` : "Add an app"),
-    ctx.canWrite ? formEl : h("p", { class: "note" }, "Read-only: your user may not change apps."),
+    allowed
+      ? formEl
+      : h("p", { class: "note" }, editing ? "Read-only: your role may not change this app." : "Only a cluster-admin adds apps."),
   );
   if (editing) {
     api.get(`/api/app/${segment(editing)}`).then(

@@ -1,5 +1,6 @@
 // Adding and editing a job, with the API's messages next to each field and a live preview of
-// the next fire times of the cron being typed.
+// the next fire times of the cron being typed. Jobs are registered under an app by its editors:
+// the app list offers only the apps the caller edits (the API checks anyway).
 
 import { segment } from "../api.js";
 import { CRON_PATH } from "../data.js";
@@ -17,6 +18,7 @@ import {
   showFieldErrors,
   toast,
 } from "../dom.js";
+import { EDITOR } from "../rights.js";
 
 const PREVIEW_COUNT = 5;
 // Fields beyond the original's, shown only when this leader's API documents them.
@@ -123,7 +125,7 @@ export function form(ctx) {
     { class: "view" },
     h("p", { class: "crumbs" }, link(["jobs"], "Jobs"), " / "),
     h("h1", {}, editing ? `Edit job ${editing}` : "Add a job"),
-    ctx.canWrite ? formEl : note("Read-only: your user may not change jobs."),
+    ctx.mayAny(EDITOR) ? formEl : note("Read-only: your role may not change jobs."),
   );
 
   // Only what the chosen type uses is shown and sent.
@@ -178,9 +180,12 @@ export function form(ctx) {
   inputs.timeZone.addEventListener("input", schedulePreview);
 
   const ready = (async () => {
-    const [apps, docs] = await Promise.all([api.get("/api/app/list"), api.docs()]);
+    const [appList, docs] = await Promise.all([api.get("/api/app/list"), api.docs()]);
     if (!ctx.alive) return;
-    for (const app of apps) inputs.appName.append(h("option", { value: app.appName }, app.appName));
+    const apps = Array.isArray(appList) ? appList : (appList && appList.items) || [];
+    for (const app of apps) {
+      if (ctx.may(EDITOR, app.appName)) inputs.appName.append(h("option", { value: app.appName }, app.appName));
+    }
     const preset = ctx.query.get("app");
     if (preset) inputs.appName.value = preset;
     optional = OPTIONAL_FIELDS.filter((name) => docs.jobFields.has(name));
@@ -190,6 +195,10 @@ export function form(ctx) {
     if (editing) {
       stored = await api.get(`/api/job/jobs/${segment(editing)}`);
       if (!ctx.alive) return;
+      if (!ctx.may(EDITOR, stored.appName)) {
+        formEl.replaceWith(note(`Read-only: your role may not change the jobs of app ${stored.appName}.`));
+        return;
+      }
       for (const [key, control] of Object.entries(inputs)) {
         const value = stored[key];
         if (value === undefined || value === null) continue;

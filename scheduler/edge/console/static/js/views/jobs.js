@@ -1,4 +1,6 @@
-// Jobs: the list with filters and search, and one job's detail with its actions.
+// Jobs: the list with filters and search, and one job's detail with its actions. The list is the
+// jobs the caller may see (the API filters it); a job's controls follow the caller's role on its
+// app: trigger, enable/disable and kill from operator, edit and delete from editor.
 
 import { segment } from "../api.js";
 import {
@@ -31,6 +33,7 @@ import {
   timeEl,
   toast,
 } from "../dom.js";
+import { EDITOR, OPERATOR } from "../rights.js";
 
 const NOT_AVAILABLE = "Not available on this server (its API has no such endpoint yet).";
 // Jobs are listed a page at a time (GET /api/job/jobs?limit=&cursor=); "More jobs" loads one
@@ -116,7 +119,7 @@ export function list(ctx) {
       "div",
       { class: "heading" },
       h("h1", {}, "Jobs ", count),
-      ctx.canWrite ? h("a", { class: "button primary", href: "#/jobs/new", "data-action": "add-job" }, "Add job") : null,
+      ctx.mayAny(EDITOR) ? h("a", { class: "button primary", href: "#/jobs/new", "data-action": "add-job" }, "Add job") : null,
     ),
     h("div", { class: "filters" }, search, appFilter, typeFilter, execFilter, stateFilter),
     body,
@@ -374,7 +377,7 @@ export function detail(ctx) {
           { label: "Type", cell: (t) => t.type || "—" },
           { label: "Since", cell: (t) => timeEl(t.launchedAt || null) },
           { label: "Task", cell: (t) => link(["runs", name, t.id], t.id, null, { class: "task-id" }) },
-          ctx.canWrite && taskKillKnown
+          ctx.may(OPERATOR, job.appName) && taskKillKnown
             ? {
                 label: "",
                 cell: (t) =>
@@ -408,20 +411,22 @@ export function detail(ctx) {
         { "data-table": "recent-runs" },
       ),
     );
-    if (ctx.canWrite) {
-      if (!actions.childElementCount) fill(actions, writeActions());
-      const toggle = actions.querySelector("[data-action=toggle]");
-      toggle.textContent = disabled ? "Enable" : "Disable";
-      const trigger = actions.querySelector("[data-action=trigger]");
-      trigger.hidden = job.jobExecutionType === "DAEMON";
-      actions.querySelector("[data-action=kill]").hidden = !killKnown;
-    }
+    if (!actions.childElementCount) fill(actions, writeActions(job.appName));
+    const toggle = actions.querySelector("[data-action=toggle]");
+    if (toggle) toggle.textContent = disabled ? "Enable" : "Disable";
+    const trigger = actions.querySelector("[data-action=trigger]");
+    if (trigger) trigger.hidden = job.jobExecutionType === "DAEMON";
+    const kill = actions.querySelector("[data-action=kill]");
+    if (kill) kill.hidden = !killKnown;
   });
 
-  function writeActions() {
+  // Only the controls the caller's role on the job's app allows.
+  function writeActions(app) {
+    const operate = ctx.may(OPERATOR, app);
+    const edit = ctx.may(EDITOR, app);
     return [
-      h("a", { class: "button", href: href(["jobs", name, "edit"]), "data-action": "edit" }, "Edit"),
-      actionButton(
+      edit ? h("a", { class: "button", href: href(["jobs", name, "edit"]), "data-action": "edit" }, "Edit") : null,
+      !operate ? null : actionButton(
         "Trigger",
         async () => {
           await api.post("/api/job/trigger", { jobName: name });
@@ -430,7 +435,7 @@ export function detail(ctx) {
         },
         { "data-action": "trigger" },
       ),
-      actionButton(
+      !operate ? null : actionButton(
         "Disable",
         async () => {
           const wasDisabled = latest && latest.disabled;
@@ -440,7 +445,7 @@ export function detail(ctx) {
         },
         { "data-action": "toggle" },
       ),
-      actionButton(
+      !operate ? null : actionButton(
         "Kill",
         async () => {
           const count = latest ? latest.running : 0;
@@ -457,7 +462,7 @@ export function detail(ctx) {
         },
         { class: "danger", "data-action": "kill", hidden: true },
       ),
-      actionButton(
+      !edit ? null : actionButton(
         "Delete",
         async () => {
           const lines = [
@@ -476,7 +481,7 @@ export function detail(ctx) {
         },
         { class: "danger", "data-action": "delete" },
       ),
-    ];
+    ].filter(Boolean);
   }
   return el;
 }
