@@ -232,7 +232,7 @@ export function form(ctx) {
     h("h1", {}, editing ? `Edit app ${editing}` : "Add an app"),
     allowed
       ? formEl
-      : h("p", { class: "note" }, editing ? "Read-only: your role may not change this app." : "Only a cluster-admin adds apps."),
+      : h("p", { class: "note" }, editing ? "Read-only: your role may not change this app." : "Read-only: only a cluster-admin adds apps."),
   );
   if (editing) {
     api.get(`/api/app/${segment(editing)}`).then(
