@@ -19,6 +19,20 @@ expensive thing a client can make the server do without credentials, so it is bo
   hash is computed, whatever it sends. Failed logins are logged at WARNING with the user name
   (escaped, bounded) and the address.
 
+Stored users and API tokens (issue 26). After the settings' two accounts, Basic credentials are
+checked against the users of the access records (`scheduler.storage.access_follower`: the
+replica's watched copy, no ZooKeeper round trip here), with exactly the bounds above: their
+werkzeug hashes go through the same cache, slots and limiter, and a name that matches no account
+and no user is checked against a dummy hash of the stored users' method and parameters. The cache
+key includes the stored hash, so an acceptance never outlives the user's deletion or re-creation
+(with another password). `Authorization: Bearer ejc_<id>_<secret>` is an API token: its secret's
+SHA-256 compared in constant time with the stored digest (a dummy digest for an unknown id, so a
+wrong token costs what a right one does: microseconds, no hash, no cache); an expired token is
+refused; a wrong, unknown or malformed token is a failed login for the limiter, as a wrong
+password is. The secret never appears in a log line or an error. Every accepted result carries
+its `principal` and its `rights`, looked up in the current directory at each check, so a revoked
+grant takes effect at once even for cached credentials and console sessions.
+
 A console session (scheduler.edge.sessions: a signed token in an HttpOnly cookie, issued by a login)
 is an alternative to Basic credentials for requests without an `Authorization` header: it costs
 an HMAC, no hash, and a token that is forged, expired or logged out is a 401 that counts as no
@@ -52,7 +66,10 @@ from typing import Any
 from werkzeug.security import check_password_hash
 
 from scheduler.edge.sessions import Session, Sessions, session_token
+from scheduler.model.access.roles import USER_PREFIX, Principal, Rights
+from scheduler.model.access.tokens import SECRET_CHARS, parse_token, secret_matches
 from scheduler.model.settings import Settings
+from scheduler.storage.access_follower import AccessFollower, settings_rights
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +102,8 @@ class AuthResult:
     kind: str = ""
     retry_after_s: int = 0
     session: Session | None = None  # set when a console session was accepted
+    principal: Principal | None = None  # set when accepted: who the request acts as
+    rights: Rights | None = None  # set when accepted: what it may do now (issue 26)
 
 
 _NO_CREDENTIALS = AuthResult(401, message="authentication required", kind="Unauthorized")
@@ -92,6 +111,10 @@ _WRONG = AuthResult(401, message="wrong user name or password", kind="Unauthoriz
 _SESSION_ENDED = AuthResult(
     401, message="the console session has expired or was ended; log in again", kind="Unauthorized"
 )
+_WRONG_TOKEN = AuthResult(401, message="wrong, unknown or revoked API token", kind="Unauthorized")
+_EXPIRED_TOKEN = AuthResult(401, message="the API token has expired", kind="Unauthorized")
+_ANONYMOUS = Principal("anonymous", "")
+_NO_SECRET = "0" * SECRET_CHARS  # compared for a malformed token: the same cost as any other
 
 
 def _limited(retry_after_s: int) -> AuthResult:
@@ -135,6 +158,13 @@ def _printable(text: str, limit: int = LOGGED_NAME_CHARS) -> str:
     lines, no terminal escapes), cut to `limit` characters."""
     shown = repr(text[:limit])
     return shown + "..." if len(text) > limit else shown
+
+
+def _bearer_text(header: str) -> str:
+    """The token of `Bearer <token>` (bounded: a longer header yields nothing to parse)."""
+    if len(header) > MAX_HEADER_CHARS:
+        return ""
+    return header.strip().partition(" ")[2].strip()
 
 
 def _parse_basic(header: str) -> tuple[str, str] | None:
@@ -264,11 +294,12 @@ class _FailureLimiter:
 
 
 class Authenticator:
-    """Checks HTTP Basic credentials against the two configured accounts (admin and guest).
+    """Checks HTTP Basic credentials against the two configured accounts (admin and guest) and
+    the stored users, API tokens (Bearer) and console sessions.
 
     Thread-safe; `check` and `identify` block for at most about `HASH_WAIT_S` plus one hash.
     Build one per process with `authenticator_for(settings)` so the caches and the limiter
-    outlive leader terms.
+    outlive leader terms. `access` is the process's `AccessFollower` (the replica follows it).
     """
 
     def __init__(
@@ -281,6 +312,7 @@ class Authenticator:
         cache_ttl_s: float = CACHE_TTL_S,
         hash_wait_s: float = HASH_WAIT_S,
         max_addresses: int = MAX_ADDRESSES,
+        access: AccessFollower | None = None,
     ) -> None:
         self.enabled = settings.auth_enabled
         self._trust_forwarded_for = settings.auth_trust_x_forwarded_for
@@ -302,6 +334,8 @@ class Authenticator:
         hashed = [a.password_hash for a in self._accounts if a.password_hash]
         self._dummy_hash = _dummy_hash_like(hashed[0]) if hashed else ""
         self._dummy_password = secrets.token_urlsafe(32)
+        # Dummy hashes like the stored users' (by method and parameters), made once each.
+        self._user_dummies: dict[str, str] = {}
         self._verify_hash = verify_hash
         self._clock = clock
         self._key = secrets.token_bytes(32)
@@ -319,9 +353,16 @@ class Authenticator:
         )
         self._last_busy_log = -BUSY_LOG_INTERVAL_S
         self.counters: dict[str, int] = dict.fromkeys(
-            ("hashes", "accepted", "failed", "limited", "busy"), 0
+            ("hashes", "accepted", "failed", "limited", "busy", "tokens"), 0
         )
         self.sessions = Sessions(settings, clock=time.time)
+        self.access = (
+            access
+            if access is not None
+            else AccessFollower(
+                settings_rights(settings.auth_admin_username, settings.auth_guest_username)
+            )
+        )
 
     # -- what callers use ----------------------------------------------------------------
 
@@ -343,7 +384,7 @@ class Authenticator:
         """Check a WSGI request: its `Authorization` header when it has one, else its session
         cookie (see AuthResult; `session` is set when the cookie was accepted)."""
         if not self.enabled:
-            return AuthResult(200, identify=ROOT)
+            return self._anonymous()
         header = environ.get("HTTP_AUTHORIZATION")
         if header:
             return self.check(str(header), self.client_address(environ))
@@ -353,23 +394,58 @@ class Authenticator:
         session = self.sessions.check(token)
         if session is None:
             return _SESSION_ENDED
-        return AuthResult(
-            200, identify=session.identify, username=session.username, session=session
-        )
+        return self._session_result(session)
 
     def check(self, authorization: str | None, remote_addr: str) -> AuthResult:
-        """Check an `Authorization` header value sent from `remote_addr` (see AuthResult)."""
+        """Check an `Authorization` header value sent from `remote_addr` (see AuthResult):
+        `Basic` credentials or a `Bearer` API token."""
         if not self.enabled:
-            return AuthResult(200, identify=ROOT)
-        if not authorization or authorization.split(" ", 1)[0].lower() != "basic":
+            return self._anonymous()
+        scheme = authorization.split(" ", 1)[0].lower() if authorization else ""
+        if scheme == "bearer" and authorization is not None:
+            return self.check_token(_bearer_text(authorization), remote_addr)
+        if scheme != "basic" or authorization is None:
             return _NO_CREDENTIALS  # nothing guessed: not a failure
         return self._checked(_parse_basic(authorization), remote_addr)
 
     def check_credentials(self, user: str, password: str, remote_addr: str) -> AuthResult:
         """Check a user name and password (a console login), as `check` checks Basic ones."""
         if not self.enabled:
-            return AuthResult(200, identify=ROOT)
+            return self._anonymous()
         return self._checked((user, password), remote_addr)
+
+    def check_token(self, text: str, remote_addr: str) -> AuthResult:
+        """Check an API token's text (`ejc_<id>_<secret>`) sent from `remote_addr`: a Bearer
+        header's or a console login's. Never blocks; costs one SHA-256 whatever the text."""
+        if not self.enabled:
+            return self._anonymous()
+        with self._lock:
+            retry_after_s = self._limiter.blocked_for(remote_addr, self._clock())
+            if retry_after_s:
+                self.counters["limited"] += 1
+        if retry_after_s:
+            return _limited(retry_after_s)
+        parsed = parse_token(text) if len(text) <= MAX_HEADER_CHARS else None
+        directory = self.access.directory
+        record = directory.tokens.get(parsed.id) if parsed is not None else None
+        secret = parsed.secret if parsed is not None else _NO_SECRET
+        ok = secret_matches(secret, record.digest if record is not None else None)
+        if ok and record is not None:
+            if record.expired(int(time.time() * 1000)):
+                return _EXPIRED_TOKEN  # the secret was right: nothing guessed
+            with self._lock:
+                self.counters["accepted"] += 1
+                self.counters["tokens"] += 1
+            return self._accepted_result(Principal("token", record.id), record.id, GUEST)
+        with self._lock:
+            self.counters["failed"] += 1
+            blocked = self._limiter.record_failure(remote_addr, self._clock())
+        # The id is public; the secret (or a malformed text that may hold one) is never logged.
+        shown = "<malformed token>" if parsed is None else f"id {parsed.id}"
+        log.warning("auth: failed token login (%s) from %s", shown, _printable(remote_addr))
+        if blocked:
+            self._log_blocked(remote_addr)
+        return _WRONG_TOKEN
 
     def _checked(self, parsed: tuple[str, str] | None, remote_addr: str) -> AuthResult:
         """The failure budget, the bounded check and its accounting (None: malformed)."""
@@ -393,33 +469,94 @@ class Authenticator:
                 "auth: failed login for user %s from %s", _printable(user), _printable(remote_addr)
             )
             if blocked:
-                log.warning(
-                    "auth: client %s refused (429) after %d failed logins within %g s",
-                    _printable(remote_addr),
-                    self._limiter.max_failures,
-                    self._limiter.window_s,
-                )
+                self._log_blocked(remote_addr)
         return result
+
+    def _log_blocked(self, remote_addr: str) -> None:
+        log.warning(
+            "auth: client %s refused (429) after %d failed logins within %g s",
+            _printable(remote_addr),
+            self._limiter.max_failures,
+            self._limiter.window_s,
+        )
+
+    # -- who an accepted check is ----------------------------------------------------------
+
+    def _anonymous(self) -> AuthResult:
+        """Auth is off: every request is the anonymous cluster-admin, as the admin was."""
+        return AuthResult(200, identify=ROOT, principal=_ANONYMOUS, rights=Rights.cluster_admin())
+
+    def _accepted_result(
+        self, principal: Principal, username: str, identify: str | None = None
+    ) -> AuthResult:
+        """An acceptance with the principal's rights as the current directory has them.
+
+        `identify` is fixed for the settings' accounts; for users and tokens it follows the
+        rights (`root` for a cluster-admin, `guest` otherwise: the original console's roles).
+        """
+        rights = self.access.directory.rights_of(principal)
+        if principal.kind != "settings":
+            identify = ROOT if rights.is_cluster_admin else GUEST
+        return AuthResult(
+            200, identify=identify, username=username, principal=principal, rights=rights
+        )
+
+    def _session_result(self, session: Session) -> AuthResult:
+        """A console session's acceptance, or `_SESSION_ENDED` when the user it was issued to
+        is gone (or was created again since) or its token was revoked or expired."""
+        directory = self.access.directory
+        if session.kind == "user":
+            user = directory.users.get(session.principal_name)
+            if user is None or user.created_at_ms > session.issued_at_ms:
+                return _SESSION_ENDED
+        elif session.kind == "token":
+            token = directory.tokens.get(session.principal_name)
+            if token is None or token.expired(int(time.time() * 1000)):
+                return _SESSION_ENDED
+        elif session.kind != "settings":
+            return _SESSION_ENDED
+        principal = Principal(session.kind, session.principal_name)
+        result = self._accepted_result(principal, session.username, session.identify)
+        return AuthResult(
+            200,
+            identify=result.identify,
+            username=result.username,
+            session=session,
+            principal=principal,
+            rights=result.rights,
+        )
 
     # -- the cost-bounded part -----------------------------------------------------------
 
     def _verify(self, user: str, password: str, remote_addr: str) -> AuthResult:
+        # Who a right password makes the caller: a settings account's identify ("root" or
+        # "guest"), a stored user's `user:NAME`, or None (no such name: a dummy is checked).
+        who: str | None
         account = self._account_named(user)
-        stored = account.password_hash if account is not None else self._dummy_hash
+        if account is not None:
+            stored, plain, who = account.password_hash, account.password, account.identify
+        else:
+            directory = self.access.directory
+            record = directory.users.get(user)
+            if record is not None:
+                stored, plain, who = record.password_hash, self._dummy_password, USER_PREFIX + user
+            else:
+                stored, plain, who = self._unknown_user_hash(), self._dummy_password, None
         if not stored:  # plain passwords only: a constant-time comparison, nothing to bound
-            expected = account.password if account is not None else self._dummy_password
-            ok = hmac.compare_digest(_utf8(password), _utf8(expected))
-            return self._outcome(account.identify if account is not None and ok else None)
-        key = self._credential_key(user, password)
+            ok = hmac.compare_digest(_utf8(password), _utf8(plain))
+            return self._outcome(who if ok else None)
+        # The stored hash is part of the key: a user deleted, or created again with another
+        # password, never meets an outcome cached for the old record.
+        key = self._credential_key(user, password, stored)
         deadline = self._clock() + self._hash_wait_s
         while True:
             with self._lock:
                 now = self._clock()
-                found, identify = self._accepted.get(key, now)
+                found, cached = self._accepted.get(key, now)
                 if not found:
-                    found, identify = self._refused.get(key, now)
+                    found, cached = self._refused.get(key, now)
                 if found:
-                    return self._outcome(identify)
+                    return self._outcome(cached)
                 pending = self._in_flight.get(key)
                 if pending is None:
                     if self._waiting >= self._max_waiting:
@@ -449,16 +586,32 @@ class Authenticator:
                 ok = self._safe_verify(stored, password)
             finally:
                 self._slots.release()
-            identify = account.identify if account is not None and ok else None
+            outcome = who if ok else None
             with self._lock:
-                cache = self._accepted if identify else self._refused
-                cache.put(key, identify, self._clock())
-            return self._outcome(identify)
+                cache = self._accepted if outcome else self._refused
+                cache.put(key, outcome, self._clock())
+            return self._outcome(outcome)
         finally:
             with self._lock:
                 del self._in_flight[key]
                 self._limiter.release(remote_addr, key)
             done.set()
+
+    def _unknown_user_hash(self) -> str:
+        """What a name that matches no account and no user is checked against: while there are
+        stored users, a dummy like theirs (so a stored user's name costs what any name costs);
+        else the settings' dummy, as before stored users existed."""
+        users = self.access.directory.users
+        if not users:
+            return self._dummy_hash
+        sample = next(iter(users.values())).password_hash
+        method = sample.partition("$")[0]
+        dummy = self._user_dummies.get(method)
+        if dummy is None:
+            dummy = _dummy_hash_like(sample)
+            if len(self._user_dummies) < 16:  # a few methods at most; never unbounded
+                self._user_dummies[method] = dummy
+        return dummy
 
     def _account_named(self, user: str) -> _Account | None:
         digest = _name_digest(user)
@@ -477,16 +630,28 @@ class Authenticator:
             log.exception("auth: a password hash could not be checked")
             return False
 
-    def _credential_key(self, user: str, password: str) -> bytes:
+    def _credential_key(self, user: str, password: str, stored: str) -> bytes:
         user_b = _utf8(user)
-        data = len(user_b).to_bytes(4, "big") + user_b + _utf8(password)
+        stored_b = _utf8(stored)
+        data = (
+            len(user_b).to_bytes(4, "big")
+            + user_b
+            + len(stored_b).to_bytes(4, "big")
+            + stored_b
+            + _utf8(password)
+        )
         return hmac.new(self._key, data, hashlib.sha256).digest()
 
-    def _outcome(self, identify: str | None) -> AuthResult:
-        if identify is None:
+    def _outcome(self, who: str | None) -> AuthResult:
+        if who is None:
             return _WRONG
-        account = self._accounts[0] if identify == ROOT else self._accounts[1]
-        return AuthResult(200, identify=identify, username=account.username)
+        if who.startswith(USER_PREFIX):
+            name = who[len(USER_PREFIX) :]
+            return self._accepted_result(Principal("user", name), name)
+        account = self._accounts[0] if who == ROOT else self._accounts[1]
+        return self._accepted_result(
+            Principal("settings", account.username), account.username, account.identify
+        )
 
     def _busy(self) -> AuthResult:
         """Called with the lock held."""

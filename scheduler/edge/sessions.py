@@ -3,7 +3,9 @@
 A login (`POST /api/session`, scheduler.api.auth) issues a token that the console keeps in an
 HttpOnly, SameSite=Strict cookie (`Secure` over https): the password never stays in the browser.
 The token is `base64url(payload) "." base64url(HMAC-SHA256)`, the payload holding a random id,
-the user name, the role (`root`/`guest`), and the issue and expiry times in milliseconds; the
+the user name, the role (`root`/`guest`), the issue and expiry times in milliseconds and (since
+issue 26) the principal it was issued to: its kind (`settings` for the settings' accounts, `user`
+for a stored user, `token` for an API token) and name (the token's public id for a token); the
 key is `cluster_key(settings, "session")`, the same on every replica of the cluster, so the
 session survives a leader change with no state of its own, and changing a password or the
 digest ends every session.
@@ -65,7 +67,8 @@ MAX_REVOKED = 10_000
 PRUNE_PER_LOGOUT = 200
 MAX_TOKEN_CHARS = 600
 MAX_COOKIE_HEADER_CHARS = 8192
-_VERSION = 1
+_VERSION = 2  # 1: before issue 26, without the principal (a settings account's)
+_KINDS = frozenset({"settings", "user", "token"})
 _ID = re.compile(r"^[0-9a-f]{32}$")
 _REVOKED_NODE = re.compile(r"^([0-9]{1,15})-([0-9a-f]{32})$")
 _B64 = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -73,13 +76,20 @@ _B64 = re.compile(r"^[A-Za-z0-9_-]+$")
 
 @dataclass(frozen=True)
 class Session:
-    """What a valid token says: who, with which role, from when until when (epoch ms)."""
+    """What a valid token says: who, with which role, from when until when (epoch ms).
+
+    `kind` and `principal_name` name the principal (model/access/roles.Principal); a session of
+    a stored user or a token is checked against the access records at each request by the
+    authenticator (ended when the user or token is gone), and its role follows their rights.
+    """
 
     id: str
     username: str
     identify: str
     issued_at_ms: int
     expires_at_ms: int
+    kind: str = "settings"
+    principal_name: str = ""
 
 
 def _b64(data: bytes) -> str:
@@ -116,16 +126,24 @@ class Sessions:
 
     # -- tokens ------------------------------------------------------------------------------
 
-    def issue(self, username: str, identify: str) -> tuple[str, Session]:
-        """A new token for `username` with role `identify`, and what it says."""
+    def issue(
+        self,
+        username: str,
+        identify: str,
+        *,
+        kind: str = "settings",
+        principal_name: str | None = None,
+        not_after_ms: int | None = None,
+    ) -> tuple[str, Session]:
+        """A new token for `username` with role `identify`, and what it says. `kind` and
+        `principal_name` (default: `username`) name its principal; `not_after_ms` caps its
+        expiry (an API token's own)."""
         now_ms = int(self._clock() * 1000)
-        session = Session(
-            secrets.token_hex(16),
-            username,
-            identify,
-            now_ms,
-            now_ms + math.ceil(self.timeout_s * 1000),
-        )
+        expires_ms = now_ms + math.ceil(self.timeout_s * 1000)
+        if not_after_ms is not None:
+            expires_ms = min(expires_ms, not_after_ms)
+        name = username if principal_name is None else principal_name
+        session = Session(secrets.token_hex(16), username, identify, now_ms, expires_ms, kind, name)
         payload = [
             _VERSION,
             session.id,
@@ -133,6 +151,8 @@ class Sessions:
             identify,
             session.issued_at_ms,
             session.expires_at_ms,
+            kind,
+            name,
         ]
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
         return f"{body}.{self._mac(body)}", session
@@ -150,9 +170,15 @@ class Sessions:
             fields = json.loads(raw) if raw is not None else None
         except ValueError:
             return None
-        if not isinstance(fields, list) or len(fields) != 6 or fields[0] != _VERSION:
+        if not isinstance(fields, list) or len(fields) < 6:
             return None
-        _, sid, username, identify, issued, expires = fields
+        if fields[0] == 1 and len(fields) == 6:
+            fields = [*fields, "settings", fields[2]]  # before issue 26: a settings account's
+        if fields[0] != _VERSION or len(fields) != 8:
+            return None
+        _, sid, username, identify, issued, expires, kind, name = fields
+        if kind not in _KINDS or not isinstance(name, str):
+            return None
         if not (isinstance(sid, str) and _ID.match(sid)):
             return None
         if not (isinstance(username, str) and isinstance(identify, str)):
@@ -161,7 +187,7 @@ class Sessions:
             return None
         if expires <= int(self._clock() * 1000):
             return None
-        return Session(sid, username, identify, issued, expires)
+        return Session(sid, username, identify, issued, expires, kind, name)
 
     def check(self, token: str) -> Session | None:
         """`verify`, and not revoked (logged out, or issued before every session was ended)."""
