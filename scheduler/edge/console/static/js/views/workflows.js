@@ -571,6 +571,7 @@ export function run(ctx) {
   }
 
   let definition = null;
+  let shown = "";
   const poll = ctx.every(2000, async () => {
     const found = await api.get(runPath(name, runId));
     // The definition gives the app (whose roles decide the controls) and fills in what a run
@@ -584,6 +585,11 @@ export function run(ctx) {
       }
     }
     if (!ctx.alive) return;
+    // An ended run changes no more: the graph is drawn again only when the answer differs
+    // (redrawing would also take the keyboard focus off a node).
+    const text = JSON.stringify(found);
+    if (text === shown) return;
+    shown = text;
     const app = found.appName || (found.definition && found.definition.appName) || (definition && definition.appName);
     latest = { run: found, nodes: runNodes(found, definition), app };
     render();
