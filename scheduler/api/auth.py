@@ -8,11 +8,19 @@ client address) is bounded by the process's `Authenticator`: 401 for missing or 
 credentials, 429 with `Retry-After` for an address that failed too often, 503 with `Retry-After`
 while too many password checks wait.
 
+Users and API tokens (issue 26): Basic credentials of a stored user and `Authorization: Bearer
+ejc_...` tokens are accepted too (scheduler.edge.authenticator); every accepted request gets
+`g.principal` (model/access/roles.Principal) and `g.rights` (its Rights now) besides
+`g.identify` (`root` for a cluster-admin, `guest` otherwise). A token's use is noted, and on the
+leader written to `/access/tokens_used` at most once a minute (the term's fenced writer).
+
 Console sessions (scheduler.edge.sessions): `POST /api/session` with `{"user": ..., "password":
-...}` (or Basic credentials and no body) checks them as above and answers `{"user", "role",
-"expiresAt"}` with a session cookie (HttpOnly, SameSite=Strict, `Secure` over https, expiring after
-`auth_session_timeout_seconds`); `GET /api/session` says who the request's credentials are (`"role":
-null`: none, or refused ones); `DELETE /api/session` revokes the cookie's session on every replica
+...}`, `{"token": "ejc_..."}` (or Basic credentials and no body) checks them as above and answers
+`{"user", "role", "expiresAt", "principal", "rights"}` with a session cookie (HttpOnly,
+SameSite=Strict, `Secure` over https, expiring after `auth_session_timeout_seconds`; a token's
+session ends when the token is revoked or expires, a user's when the user is deleted); `GET
+/api/session` says who the request's credentials are (`"role": null`, `"principal": null`: none,
+or refused ones); `DELETE /api/session` revokes the cookie's session on every replica
 and removes the cookie. A request without `Authorization` is authenticated by its cookie. A write
 authenticated by the cookie must also come from this server's own origin: its `Origin` header must
 be present and name the scheme, host and port the request was sent to (SameSite=Strict already keeps
@@ -37,7 +45,8 @@ from scheduler.api.bodies import json_body
 from scheduler.api.errors import error_response
 from scheduler.edge.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
 from scheduler.edge.sessions import Session, clear_cookie, session_cookie
-from scheduler.model.errors import InvalidRequest
+from scheduler.model.access.roles import Principal, Rights
+from scheduler.model.errors import InvalidRequest, SchedulerError
 from scheduler.model.settings import Settings
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import FencedWriter
@@ -48,6 +57,7 @@ REALM = "Elastic Job Console Auth"
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SESSION_PATH = "/api/session"
 _LOGIN_FIELDS = frozenset({"user", "password"})
+_TOKEN_LOGIN_FIELDS = frozenset({"token"})
 _MAX_CREDENTIAL_CHARS = 1024
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
@@ -90,9 +100,14 @@ def install_auth(
     `authenticator` defaults to the process's one for `settings` (authenticator_for), so every
     term's app shares its caches, failure counts and sessions. `revocations` is the term's
     registry and fenced writer, with which a logout revokes a session cluster-wide (None: a
-    logout only removes the cookie and refuses the session on this replica).
+    logout only removes the cookie and refuses the session on this replica). With
+    `revocations` (a term's leader), the tokens' last-use times are read again for the term and
+    a token's use is written with its writer at most once a minute.
     """
     auth = authenticator if authenticator is not None else authenticator_for(settings)
+    app.extensions["ejc_authenticator"] = auth  # its `access`: the records this replica follows
+    if revocations is not None:
+        auth.access.reload_used()
 
     @app.before_request
     def _authenticate() -> Response | None:
@@ -102,7 +117,9 @@ def install_auth(
         result = auth.check_request(request.environ)
         if result.identify is None:
             return _refusal(result)
-        g.identify = result.identify
+        _accept(result)
+        if result.principal is not None and result.principal.kind == "token":
+            _note_token_use(auth, result.principal.name, revocations)
         if result.session is not None and request.method not in _READ_METHODS:
             refused = _cross_origin_session_write()
             if refused is not None:
@@ -113,16 +130,31 @@ def install_auth(
 
     @app.post(SESSION_PATH)
     def _login() -> Response:
-        user, password = _login_credentials()
-        result = auth.check_credentials(user, password, auth.client_address(request.environ))
+        user, password, api_token = _login_credentials()
+        address = auth.client_address(request.environ)
+        if api_token is not None:
+            result = auth.check_token(api_token, address)
+        else:
+            result = auth.check_credentials(user, password, address)
         if result.identify is None:
             return _refusal(result)
-        g.identify = result.identify
+        _accept(result)
         if not auth.enabled:
-            return jsonify({"user": "", "role": result.identify, "expiresAt": None})
-        token, session = auth.sessions.issue(result.username, result.identify)
-        log.info("auth: console session for user %s started", _shown(result.username))
-        response = jsonify(_describe(session))
+            return jsonify({"user": "", "role": result.identify, "expiresAt": None, **_who(result)})
+        principal = result.principal or Principal("settings", result.username)
+        not_after_ms = None
+        if principal.kind == "token":
+            record = auth.access.directory.tokens.get(principal.name)
+            not_after_ms = record.expires_at_ms if record is not None else None
+        token, session = auth.sessions.issue(
+            result.username,
+            result.identify,
+            kind=principal.kind,
+            principal_name=principal.name,
+            not_after_ms=not_after_ms,
+        )
+        log.info("auth: console session for %s started", _shown(principal.actor))
+        response = jsonify({**_describe(session), **_who(result)})
         max_age_s = max(1, math.floor(auth.sessions.timeout_s))
         response.headers["Set-Cookie"] = session_cookie(token, max_age_s, _secure())
         return response
@@ -132,11 +164,14 @@ def install_auth(
         result = auth.check_request(request.environ)
         if result.status in (429, 503):
             return _refusal(result)
-        g.identify = result.identify
+        if result.identify is not None:
+            _accept(result)
         if result.session is not None:
-            return jsonify(_describe(result.session))
+            return jsonify({**_describe(result.session), **_who(result)})
         # Nobody (no, wrong or ended credentials): 200, so that a page asking is no error.
-        return jsonify({"user": result.username, "role": result.identify, "expiresAt": None})
+        return jsonify(
+            {"user": result.username, "role": result.identify, "expiresAt": None, **_who(result)}
+        )
 
     @app.delete(SESSION_PATH)
     def _logout() -> Response:
@@ -159,16 +194,57 @@ def install_auth(
         return response
 
 
-def _login_credentials() -> tuple[str, str]:
-    """(user, password) from the login's JSON body, or from Basic credentials without a body;
-    InvalidRequest naming the problem otherwise."""
+def _accept(result: AuthResult) -> None:
+    """Who the request is, for the handlers (and the audit log): `g.identify`, `g.principal`
+    and `g.rights` (api/access_control reads the last two)."""
+    g.identify = result.identify
+    g.principal = result.principal
+    g.rights = result.rights if result.rights is not None else Rights.none()
+
+
+def _who(result: AuthResult) -> dict[str, Any]:
+    """`principal` (`user:NAME`, `token:ID`, `anonymous`; None: nobody) and `rights`."""
+    if result.principal is None or result.identify is None:
+        return {"principal": None, "rights": None}
+    rights = result.rights if result.rights is not None else Rights.none()
+    return {"principal": result.principal.actor, "rights": rights.summary()}
+
+
+def _note_token_use(
+    auth: Authenticator, token_id: str, revocations: tuple[Registry, FencedWriter] | None
+) -> None:
+    """Note an API token's use; on the leader, write it when due (once a minute at most). A
+    failed write is logged, never the request's failure."""
+    auth.access.note_used(token_id)
+    if revocations is None:
+        return
+    try:
+        auth.access.persist_used(token_id, revocations[1])
+    except SchedulerError as exc:
+        log.warning("auth: last use of token %s not written: %s", token_id, exc.message)
+
+
+def _login_credentials() -> tuple[str, str, str | None]:
+    """(user, password, None) from the login's JSON body, or from Basic credentials without a
+    body; ("", "", token) from `{"token": ...}`; InvalidRequest naming the problem otherwise."""
     if not request.content_length and request.authorization is not None:
         basic = request.authorization
-        return str(basic.username or ""), str(basic.password or "")
+        return str(basic.username or ""), str(basic.password or ""), None
     body: Any = json_body()  # 415 unless JSON; 400 when it does not parse or nests too deep
     if not isinstance(body, dict):
-        raise InvalidRequest('send {"user": ..., "password": ...} as JSON')
+        raise InvalidRequest('send {"user": ..., "password": ...} or {"token": ...} as JSON')
     problems: dict[str, str] = {}
+    if "token" in body:
+        for name in sorted(set(body) - _TOKEN_LOGIN_FIELDS):
+            problems[str(name)[:100]] = "unknown field (a token login sends only the token)"
+        value = body["token"]
+        if not isinstance(value, str) or not value:
+            problems["token"] = "is required (a string)"
+        elif len(value) > _MAX_CREDENTIAL_CHARS:
+            problems["token"] = f"must be at most {_MAX_CREDENTIAL_CHARS} characters"
+        if problems:
+            raise InvalidRequest("invalid login: " + ", ".join(sorted(problems)), problems)
+        return "", "", value
     for name in sorted(set(body) - _LOGIN_FIELDS):
         problems[str(name)[:100]] = "unknown field"
     for name in sorted(_LOGIN_FIELDS):
@@ -179,7 +255,7 @@ def _login_credentials() -> tuple[str, str]:
             problems[name] = f"must be at most {_MAX_CREDENTIAL_CHARS} characters"
     if problems:
         raise InvalidRequest("invalid login: " + ", ".join(sorted(problems)), problems)
-    return body["user"], body["password"]
+    return body["user"], body["password"], None
 
 
 def _describe(session: Session) -> dict[str, Any]:
