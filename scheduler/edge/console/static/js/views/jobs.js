@@ -34,6 +34,7 @@ import {
   toast,
 } from "../dom.js";
 import { EDITOR, OPERATOR } from "../rights.js";
+import { jobWorkflowsSection } from "./workflows.js";
 
 const NOT_AVAILABLE = "Not available on this server (its API has no such endpoint yet).";
 // Jobs are listed a page at a time (GET /api/job/jobs?limit=&cursor=); "More jobs" loads one
@@ -304,6 +305,7 @@ export function detail(ctx) {
     ),
     section("Running tasks", running),
     section("Recent runs", runsBox, h("p", {}, link(["runs"], "All runs of this job", { job: name }))),
+    jobWorkflowsSection(ctx, name),
     section("Definition", fields),
   );
   let latest = null;
