@@ -19,12 +19,16 @@ sampled statistics.
   writer's buffer and samples in the sampler's, each bounded by `trace_buffer_max_records` (the
   oldest dropped beyond it, counted and logged), and are written in order when it is back.
   `database` (a `DatabaseState`) knows since when it is down; `/health` and `/metrics` show it.
+- The audit log (`audit`, an `AuditLog`, issue 26) shares the database: its records wait in
+  its own bounded buffer until the schema is migrated and while the database is down, and the
+  thread deletes those older than `audit_retention_days` once an hour.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +40,7 @@ from sqlalchemy.exc import DBAPIError
 
 from executor.records import RecordError, decode_status_data
 from scheduler.leader.lifecycle import ThreadedComponent
+from scheduler.leader.statistics.audit import AuditLog
 from scheduler.leader.statistics.counters import ResultCounters
 from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.outage import DatabaseState
@@ -59,6 +64,7 @@ ROLL_INTERVAL_S = 5.0
 _ORIGINALS_KEPT = 100_000
 _RETRY_MAX_S = 30.0
 _SOURCE = "statistics"
+_PRUNE_INTERVAL_S = 3600.0
 
 
 def trace_url(settings: Settings) -> URL | None:
@@ -108,6 +114,12 @@ class Statistics(ThreadedComponent):
         self._originals: dict[str, str] = {}
         self._commands = CommandRuns()
         self._fire_of = fire_of
+        # The audit log of the term's API: the file at once, the database once migrated.
+        self.audit = AuditLog(
+            file_path=settings.audit_file, max_records=self._max_records, database=self.database
+        )
+        self._retention_days = settings.audit_retention_days
+        self._pruned_at: float | None = None
 
     def start(self) -> None:
         if self._url is None:
@@ -117,6 +129,7 @@ class Statistics(ThreadedComponent):
         # Created now so updates are buffered from the first one; its thread starts after the
         # schema is migrated.
         self._writer = TraceWriter(engine, max_records=self._max_records, database=self.database)
+        self.audit.open(engine, self.database)
         self._start_thread()
 
     def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
@@ -203,6 +216,7 @@ class Statistics(ThreadedComponent):
             out["samples"] = {"pending": sampler.pending, "dropped": sampler.dropped}
         if self.journal is not None:
             out["journal"] = {"pending": self.journal.pending, "dropped": self.journal.dropped}
+        out["audit"] = self.audit.counters()
         if self._counters is not None:
             out["counted"] = self._counters.counted
         return out
@@ -237,6 +251,7 @@ class Statistics(ThreadedComponent):
         self._recovered("schema migrated")
         self.engine = engine
         writer.start()
+        self.audit.start()
         self._counters = counters = ResultCounters(
             engine, self._registry, self._fence, self.journal, self.database
         )
@@ -256,6 +271,7 @@ class Statistics(ThreadedComponent):
             with writer.database.call(_SOURCE):
                 sampler.write()
                 _probe(writer.engine)
+                self._prune_audit()
         except Exception as exc:  # noqa: BLE001 - ZooKeeper or database: retry next tick
             if not self._fence.is_acting():
                 log.info("statistics: not acting; rolling paused (%s)", exc)
@@ -265,6 +281,17 @@ class Statistics(ThreadedComponent):
         self._recovered("writing statistics again")
         if writer.problem:
             writer.retry_now()  # the database answers: the writer need not wait its back-off
+        if self.audit.problem:
+            self.audit.retry_now()
+
+    def _prune_audit(self) -> None:
+        """The audit records past `audit_retention_days`, deleted once an hour (first at the
+        term's first tick)."""
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_INTERVAL_S:
+            return
+        self.audit.prune(self._retention_days)
+        self._pruned_at = now
 
     def _observe(self, sampler: Sampler) -> None:
         try:
@@ -290,6 +317,7 @@ class Statistics(ThreadedComponent):
 
     def stop(self) -> None:
         self._stop_thread()
+        self.audit.stop(2.0)
         if self._writer is not None:
             self._writer.stop(3.0)
             self._writer.engine.dispose()

@@ -24,7 +24,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///data/ejcloud.db"
-HEAD_REVISION = "0003_runs_index"
+HEAD_REVISION = "0004_audit_log"
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _SQLITE_BUSY_TIMEOUT_MS = 5000
 _CONNECT_TIMEOUT_S = 5

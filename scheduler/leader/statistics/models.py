@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, MetaData, String
+from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "AuditRecord",
     "Base",
     "CountedResult",
     "ExecutionLog",
@@ -149,3 +150,35 @@ class CountedResult(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     statistics_time: Mapped[datetime] = mapped_column(DateTime)
     counted_time: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
+class AuditRecord(Base):
+    """One audit record (issue 26): a change made through the API, or a refused request.
+
+    Not one of the original's tables. Append-only from the product's side: rows are inserted by
+    the audit log (`audit.py`) and deleted only by its retention prune. `id` is made when the
+    record is made (a retried batch that did commit is found by it); newest-first pages walk
+    (`time`, `id`) backwards.
+    """
+
+    __tablename__ = "AUDIT_LOG"
+    __table_args__ = (
+        Index("AUDIT_TIME_INDEX", "time", "id"),
+        Index("AUDIT_APP_TIME_INDEX", "app", "time"),
+        Index("AUDIT_ACTOR_TIME_INDEX", "actor", "time"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    time: Mapped[datetime] = mapped_column(DateTime)
+    actor: Mapped[str] = mapped_column(String(320))
+    source: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(100))
+    resource: Mapped[str] = mapped_column(String(320))
+    app: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    job: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(10))
+    status: Mapped[int] = mapped_column(Integer)
+    request_id: Mapped[str] = mapped_column(String(64))
+    term: Mapped[int] = mapped_column(BigInteger)
+    # The fields before and after (JSON text, secrets masked); NULL for other records.
+    changes: Mapped[str | None] = mapped_column(Text, nullable=True)
