@@ -66,6 +66,8 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?%"
 # A standby that refuses to redirect to an unverified leader says so in its log at most this often.
 _UNVOUCHED_WARNING_S = 30.0
+# What a standby answers itself instead of a redirect: status, JSON body, extra headers.
+StandbyRefusal = tuple[int, dict[str, Any], list[tuple[str, str]]]
 
 
 def http_limits(settings: Settings) -> HttpLimits:
@@ -211,8 +213,10 @@ class ReplicaHttp:
     replica may serve `/api/*` now; `replicas` the identities (`host:port`) of the replicas in
     the election that this replica vouches for (`scheduler.replica.vouching`), whose web origins may
     call `/api` and `/health` across origins; `prove` this replica's proof for a `/health`
-    challenge (None for a malformed one). They are called from the server's worker threads and
-    must not block. `edge` (default: loopback
+    challenge (None for a malformed one); `standby_refusal` a standby's answer to an `/api`
+    request it refuses itself instead of redirecting it (a revoked, expired or wrong API token:
+    401 here, so a revoked token stops on every replica at once; None: redirect as usual). They
+    are called from the server's worker threads and must not block. `edge` (default: loopback
     names, no proxies, plain http) is checked before anything else: a request for a `Host` it
     does not allow gets 421 on every path, before any credential is looked at.
     """
@@ -230,8 +234,10 @@ class ReplicaHttp:
         replicas: Callable[[], Sequence[str]] | None = None,
         edge: EdgePolicy | None = None,
         prove: Callable[[str], str | None] | None = None,
+        standby_refusal: Callable[[WSGIEnvironment], StandbyRefusal | None] | None = None,
     ) -> None:
         self._health = health
+        self._standby_refusal = standby_refusal
         self._prove = prove
         self._unvouched_warned_at = 0.0
         self._replicas = replicas or tuple
@@ -353,6 +359,10 @@ class ReplicaHttp:
         return self._prove(challenges[0]) if len(challenges) == 1 else None
 
     def _not_leader(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        if self._standby_refusal is not None:
+            refused = self._standby_refusal(environ)
+            if refused is not None:
+                return _json(start_response, refused[0], refused[1], refused[2])
         leader = self._leader_address()
         health = self._health()
         own = health.get("identity")

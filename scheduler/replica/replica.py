@@ -84,8 +84,9 @@ class ReplicaServer(Protocol):
 
 # Builds the replica's HTTP server once the replica's own parts (metrics, vouching) exist.
 ServerFactory = Callable[["Replica"], ReplicaServer]
-# Follows the revoked console sessions on a registry, calling back when a watch fires; True
-# when it read them (`Sessions.follow` of the process's authenticator).
+# Follows the revoked console sessions and the access records (users, grants, tokens) on a
+# registry, calling back when a watch fires; True when it read (`Sessions.follow` and
+# `AccessFollower.follow` of the process's authenticator, both composed by wiring/replica.py).
 SessionFollower = Callable[[Registry, Callable[[], None]], bool]
 
 _WATCHDOG_INTERVAL_S = 0.5
@@ -526,12 +527,16 @@ class Replica:
         return None
 
     def _follow_sessions(self) -> None:
-        """Follow the revoked console sessions on the current client (once per client), so a
-        logout on the leader is refused here too (sched-leader-watch)."""
+        """Follow the revoked console sessions and the access records on the current client
+        (read again when a watch fired), so a logout, a revoked token or a removed grant on
+        the leader is in force here too within the watch's delay (sched-leader-watch)."""
         try:
             self._follow_revoked(self.registry, self._leader_changed.set)
         except (SchedulerError, KazooException) as exc:
-            log.warning("leader-watch: cannot follow revoked console sessions yet: %s", exc)
+            log.warning(
+                "leader-watch: cannot follow revoked console sessions and access records yet: %s",
+                exc,
+            )
 
     def health(self) -> dict[str, Any]:
         """The /health body; `reason` is not None when the answer should be 503."""
