@@ -168,10 +168,10 @@ export class Api extends EventTarget {
     }
   }
 
-  // Who is logged in, for the header: the user, or the token's public id.
+  // Who is logged in, for the header: the token (token:ID) or the user.
   get who() {
-    if (this.user) return this.user;
-    return this.principal || "?";
+    if (this.principal.startsWith("token:")) return this.principal;
+    return this.user || this.principal || "?";
   }
 
   // Log in on this replica (the leader): true, or false for wrong credentials. Throws ApiError
