@@ -30,6 +30,11 @@ class JobContext:
     """This item's parameter from `shardingItemParameters` (`0=a,1=b` gives item 1 "b")."""
     job_parameter: str = ""
     job_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    workflow_name: str = ""
+    """The workflow whose node this shard runs ("": not in a workflow)."""
+    workflow_run_id: str = ""
+    fire_time: str = ""
+    """The workflow run's fire time, ISO 8601 ("" outside workflows)."""
 
     def __post_init__(self) -> None:
         # A frozen dataclass still holds whatever mapping it was given; keep a read-only copy
@@ -52,6 +57,9 @@ class JobContext:
             sharding_parameter=ctx.sharding_parameter,
             job_parameter=ctx.job_parameter or data.job.job_parameter,
             job_properties=data.job.job_properties,
+            workflow_name=ctx.workflow_name,
+            workflow_run_id=ctx.workflow_run_id,
+            fire_time=ctx.fire_time,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,4 +72,13 @@ class JobContext:
             "sharding_parameter": self.sharding_parameter,
             "job_parameter": self.job_parameter,
             "job_properties": dict(self.job_properties),
+            **(
+                {
+                    "workflow_name": self.workflow_name,
+                    "workflow_run_id": self.workflow_run_id,
+                    "fire_time": self.fire_time,
+                }
+                if self.workflow_name
+                else {}
+            ),
         }

@@ -6,11 +6,16 @@ when decoded):
     {"version": 1,
      "executionType": "TRANSIENT" | "DAEMON",
      "shardingContext": {"jobName", "taskId", "shardingTotalCount", "shardingItem",
-                         "shardingParameter", "jobParameter"},
+                         "shardingParameter", "jobParameter"
+                         [, "workflowName", "workflowRunId", "fireTime"]},
      "jobConfig": {"jobName", "jobType", "jobClass", "cron", "cronFields", "timeZone",
                    "jobParameter",
                    "streamingProcess", "scriptCommandLine", "jobProperties", "misfire",
                    "eventTraceSamplingCount"[, "timeoutSeconds"]}}
+
+The workflow fields are present only in a workflow node's shards (issue 27): the run they
+belong to and its fire time (ISO 8601); SCRIPT jobs also get them as `EJC_WORKFLOW_NAME`,
+`EJC_WORKFLOW_RUN_ID` and `EJC_FIRE_TIME`.
 
 `timeoutSeconds` (absent or 0: no limit) bounds each run: the whole transient task, or one run
 of a daemon job.
@@ -44,9 +49,14 @@ class ShardingContext:
     sharding_item: int
     sharding_parameter: str = ""
     job_parameter: str = ""
+    workflow_name: str = ""
+    """The workflow whose node this shard runs ("": not a workflow node's shard)."""
+    workflow_run_id: str = ""
+    fire_time: str = ""
+    """The workflow run's fire time, ISO 8601 ("" outside workflows)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "jobName": self.job_name,
             "taskId": self.task_id,
             "shardingTotalCount": self.sharding_total_count,
@@ -54,6 +64,12 @@ class ShardingContext:
             "shardingParameter": self.sharding_parameter,
             "jobParameter": self.job_parameter,
         }
+        if self.workflow_name:
+            # Only in a workflow node's shards: the original's context is unchanged otherwise.
+            out["workflowName"] = self.workflow_name
+            out["workflowRunId"] = self.workflow_run_id
+            out["fireTime"] = self.fire_time
+        return out
 
     def as_argument(self) -> str:
         """The context as one shell-quoted JSON argument (for SCRIPT commands)."""
@@ -68,6 +84,15 @@ class ShardingContext:
             "EJC_SHARDING_ITEM": str(self.sharding_item),
             "EJC_SHARDING_PARAMETER": self.sharding_parameter,
             "EJC_JOB_PARAMETER": self.job_parameter,
+            **(
+                {
+                    "EJC_WORKFLOW_NAME": self.workflow_name,
+                    "EJC_WORKFLOW_RUN_ID": self.workflow_run_id,
+                    "EJC_FIRE_TIME": self.fire_time,
+                }
+                if self.workflow_name
+                else {}
+            ),
         }
 
 
@@ -185,6 +210,9 @@ class TaskData:
             sharding_item=integer(ctx, "shardingItem", "shardingContext", 0),
             sharding_parameter=text(ctx, "shardingParameter", "shardingContext"),
             job_parameter=text(ctx, "jobParameter", "shardingContext"),
+            workflow_name=text(ctx, "workflowName", "shardingContext"),
+            workflow_run_id=text(ctx, "workflowRunId", "shardingContext"),
+            fire_time=text(ctx, "fireTime", "shardingContext"),
         )
         if sharding.sharding_item >= sharding.sharding_total_count:
             problems.append("shardingContext.shardingItem: not below shardingTotalCount")

@@ -65,3 +65,30 @@ def test_bad_task_data_names_the_problem(mutate, named: str) -> None:
 def test_undecodable_data_is_refused(raw: str) -> None:
     with pytest.raises(TaskDataError):
         TaskData.decode(raw)
+
+
+def test_a_workflow_nodes_shard_carries_its_run_in_context_argument_and_environment() -> None:
+    """Issue 27: the run id and fire time reach job code three ways; a plain shard's context
+    keeps the original's six fields."""
+    plain = ShardingContext("etl", "t1", 2, 1, "b", "p")
+    assert set(plain.to_json()) == {
+        "jobName",
+        "taskId",
+        "shardingTotalCount",
+        "shardingItem",
+        "shardingParameter",
+        "jobParameter",
+    }
+    assert "EJC_WORKFLOW_RUN_ID" not in plain.as_environment()
+    ctx = ShardingContext(
+        "etl", "t1", 2, 1, "b", "p", "nightly", "nightly@1700000000000", "2023-11-14T22:13:20Z"
+    )
+    argument = json.loads(shlex.split(ctx.as_argument())[0])
+    assert argument["workflowRunId"] == "nightly@1700000000000"
+    assert argument["fireTime"] == "2023-11-14T22:13:20Z"
+    env = ctx.as_environment()
+    assert env["EJC_WORKFLOW_NAME"] == "nightly"
+    assert env["EJC_WORKFLOW_RUN_ID"] == "nightly@1700000000000"
+    assert env["EJC_FIRE_TIME"] == "2023-11-14T22:13:20Z"
+    data = TaskData("TRANSIENT", ctx, JobSpec("etl", "SCRIPT", script_command_line="echo"))
+    assert TaskData.decode(data.encode()).sharding == ctx
