@@ -49,7 +49,7 @@ from scheduler.api.bodies import json_body
 from scheduler.api.inputs import reference_problem
 from scheduler.api.paging import encode_cursor, page_asked
 from scheduler.api.quotas import quotas
-from scheduler.edge.authenticator import authenticator_for
+from scheduler.edge.authenticator import Authenticator
 from scheduler.model.access.directory import AccessDirectory
 from scheduler.model.access.records import (
     GRANT_ID,
@@ -64,9 +64,9 @@ from scheduler.model.access.records import (
 from scheduler.model.access.roles import ANY_APP, USER_PREFIX, Grant, Principal, Rights, Role
 from scheduler.model.access.tokens import is_token_id
 from scheduler.model.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from scheduler.model.settings import Settings
 from scheduler.replica.term import LeaderContext
-from scheduler.storage.access_store import AccessQuotas, AccessStore, settings_rights
+from scheduler.storage.access_follower import AccessFollower
+from scheduler.storage.access_store import AccessQuotas, AccessStore
 from scheduler.storage.transactions import FencedWriter
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,6 @@ _EXTENSION = "ejc_access"
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class _Access:
-    """What this blueprint needs of its term: the store and the settings."""
-
-    store: AccessStore
-    settings: Settings
-
-
 def install(app: Flask, ctx: LeaderContext) -> None:
     """Register the blueprint on the term's `app` with a store fenced by the term."""
     store = AccessStore(
@@ -100,33 +92,29 @@ def install(app: Flask, ctx: LeaderContext) -> None:
         FencedWriter(ctx.registry, ctx.term.fence),
         AccessQuotas.from_settings(ctx.settings),
     )
-    app.extensions[_EXTENSION] = _Access(store, ctx.settings)
+    app.extensions[_EXTENSION] = store
     app.register_blueprint(bp)
 
 
-def _access() -> _Access:
-    found: _Access = current_app.extensions[_EXTENSION]
+def _store() -> AccessStore:
+    found: AccessStore = current_app.extensions[_EXTENSION]
     return found
 
 
+def _follower() -> AccessFollower:
+    """The access records this replica follows (the authenticator's copy, kept by watches)."""
+    auth: Authenticator = current_app.extensions["ejc_authenticator"]
+    return auth.access
+
+
 def _directory() -> AccessDirectory:
-    """The records as this replica follows them (the authenticator's follower); read from
-    ZooKeeper where the process has no follower."""
-    access = _access()
-    follower = getattr(authenticator_for(access.settings), "access", None)
-    if follower is not None:
-        found: AccessDirectory = follower.directory
-        return found
-    return access.store.read_directory(settings_rights(access.settings))
+    return _follower().directory
 
 
 def _refresh() -> None:
-    """Make this replica's copy of the records current at once after a write (the other
-    replicas follow by their watches)."""
-    access = _access()
-    follower = getattr(authenticator_for(access.settings), "access", None)
-    if follower is not None:
-        follower.refresh(access.store.registry)
+    """Make this replica's copy of the records current at once after a write, so the next
+    request sees it (the other replicas follow by their watches)."""
+    _follower().refresh(_store().registry)
 
 
 # -- users --------------------------------------------------------------------------------------
@@ -141,9 +129,9 @@ def create_user() -> tuple[Response, int]:
     _check(problems, "password", password_problem(body.get("password")))
     _refuse_if(problems, "user")
     name: str = body["name"]
-    if USER_PREFIX + name in settings_rights(_access().settings):
+    if USER_PREFIX + name in _directory().settings_rights:
         raise Conflict(f"user {name} is an account of the settings; choose another name")
-    user = _access().store.add_user(name, body["password"])
+    user = _store().add_user(name, body["password"])
     _refresh()
     note_change(f"user/{name}", None, {"name": name})
     return jsonify(_user_json(user)), 201
@@ -163,7 +151,7 @@ def delete_user(name: str) -> Response:
     problem = user_name_problem(name)
     if problem is not None:
         raise InvalidRequest(f"user name {problem}", {"name": problem})
-    deleted = _access().store.delete_user(name)
+    deleted = _store().delete_user(name)
     _refresh()
     note_change(
         f"user/{name}",
@@ -204,7 +192,7 @@ def create_grant() -> tuple[Response, int]:
         problem = "is an account of the settings, whose rights are fixed"
         raise InvalidRequest(f"principal {principal} {problem}", {"principal": problem})
     try:
-        grant = _access().store.add_grant(principal, role, app)
+        grant = _store().add_grant(principal, role, app)
     except NotFound as exc:
         problem = "no such user"
         raise InvalidRequest(f"principal {principal}: {problem}", {"principal": problem}) from exc
@@ -236,13 +224,13 @@ def delete_grant(grant_id: str) -> Response:
     if not GRANT_ID.match(grant_id):
         problem = "must be 16 hexadecimal characters"
         raise InvalidRequest(f"grant id {problem}", {"id": problem})
-    grant = _access().store.grant(grant_id)
+    grant = _store().grant(grant_id)
     if grant is None or not _Viewer.now().sees_grant(grant):
         if grant is not None:
             _refused("hidden", f"grant/{grant_id}", _app_of(grant.app))
         raise NotFound(f"grant {grant_id} does not exist")
     _require_granting(grant.role, grant.app)
-    _access().store.delete_grant(grant_id)
+    _store().delete_grant(grant_id)
     _refresh()
     note_change(f"grant/{grant_id}", _grant_fields(grant), None, _app_of(grant.app))
     return Response(status=204)
@@ -289,7 +277,7 @@ def create_token() -> tuple[Response, int]:
         require_app(max(role, Role.APP_ADMIN), app)
     directory = _directory()
     owner = _owner(current_principal(), directory)
-    made = _access().store.add_token(
+    made = _store().add_token(
         name,
         owner,
         role,
@@ -310,11 +298,10 @@ def list_tokens() -> Response:
     _check_query(frozenset())
     viewer = _Viewer.now()
     items = [t for t in _directory().tokens.values() if viewer.sees_token(t)]
-    store = _access().store
+    follower = _follower()
 
     def page_json(chosen: Sequence[TokenRecord]) -> list[dict[str, Any]]:
-        used = store.last_used_ms(t.id for t in chosen)
-        return [_token_json(t, used.get(t.id)) for t in chosen]
+        return [_token_json(t, follower.last_used_ms(t.id)) for t in chosen]
 
     return _paged_batch("access-tokens", items, lambda t: (t.id,), page_json)
 
@@ -325,13 +312,13 @@ def revoke_token(token_id: str) -> Response:
     if not is_token_id(token_id):
         problem = "must be 12 hexadecimal characters (the id in ejc_<id>_<secret>)"
         raise InvalidRequest(f"token id {problem}", {"id": problem})
-    token = _access().store.token(token_id)
+    token = _store().token(token_id)
     viewer = _Viewer.now()
     if token is None or not viewer.sees_token(token):
         if token is not None:
             _refused("hidden", f"token/{token_id}", _app_of(token.app))
         raise NotFound(f"token {token_id} does not exist")
-    _access().store.revoke_token(token_id)
+    _store().revoke_token(token_id)
     _refresh()
     note_change(f"token/{token_id}", _token_fields(token), None, _app_of(token.app))
     return Response(status=204)

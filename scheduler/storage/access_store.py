@@ -20,8 +20,8 @@ guarantees beyond single writes:
 - **Passwords** are hashed with werkzeug's `generate_password_hash` (scrypt) before they reach
   this module's writes; neither passwords nor token secrets are stored, returned or logged.
 
-Reads here go to ZooKeeper directly (`read_directory`): the API reads the replica's follower
-(`AccessFollower`), and this is for the leader's own checks and for a process without one.
+Reads here go to ZooKeeper directly, for the leader's own checks before a write; the API's lists
+read the replica's followed copy (`storage/access_follower.py`), which may lag a little.
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from werkzeug.security import generate_password_hash
 
-from scheduler.model.access.directory import AccessDirectory
 from scheduler.model.access.records import (
     TokenRecord,
     UserRecord,
@@ -47,7 +46,7 @@ from scheduler.model.access.records import (
     encode_token,
     encode_user,
 )
-from scheduler.model.access.roles import USER_PREFIX, Grant, Rights, Role
+from scheduler.model.access.roles import USER_PREFIX, Grant, Role
 from scheduler.model.access.tokens import new_token, secret_digest
 from scheduler.model.errors import Conflict, NotFound, QuotaExceeded
 from scheduler.model.settings import Settings
@@ -59,7 +58,6 @@ from scheduler.storage.layout import (
     access_token_path,
     access_token_used_path,
     access_user_path,
-    decode_count,
 )
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import FencedWriter, Op
@@ -110,14 +108,6 @@ def grant_id(principal: str, role: Role, app: str) -> str:
     the three, so one grant has one id and writing it twice collides in ZooKeeper."""
     digest = hashlib.sha256(f"{principal}\n{role.wire}\n{app}".encode()).hexdigest()
     return digest[:16]
-
-
-def settings_rights(settings: Settings) -> dict[str, Rights]:
-    """The fixed rights of the settings' accounts: admin cluster-admin, guest viewer, on `*`."""
-    return {
-        USER_PREFIX + settings.auth_guest_username: Rights.viewer_everywhere(),
-        USER_PREFIX + settings.auth_admin_username: Rights.cluster_admin(),
-    }
 
 
 def _now_ms() -> int:
@@ -171,23 +161,6 @@ class AccessStore:
 
     def tokens(self) -> list[TokenRecord]:
         return self._read_all(ACCESS_TOKENS, access_token_path, decode_token, "token")
-
-    def last_used_ms(self, token_ids: Iterable[str]) -> dict[str, int]:
-        """When each of `token_ids` was last used (epoch ms); a token never used is left out."""
-        paths = {access_token_used_path(tid): tid for tid in token_ids}
-        if not paths:
-            return {}
-        found = self._registry.get_many(list(paths))
-        out: dict[str, int] = {}
-        for path, got in found.items():
-            used = decode_count(got[0]) if got is not None else 0
-            if used > 0:
-                out[paths[path]] = used
-        return out
-
-    def read_directory(self, fixed_rights: Mapping[str, Rights]) -> AccessDirectory:
-        """Every record, read now, as a directory (with the settings' accounts' `fixed_rights`)."""
-        return AccessDirectory.build(self.users(), self.tokens(), self.grants(), fixed_rights)
 
     def _read_all(
         self,

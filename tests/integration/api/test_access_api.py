@@ -381,6 +381,8 @@ def test_a_token_is_shown_once_stored_as_a_digest_works_and_stops_when_revoked(
         }
     ]
     assert api.call("GET", "/api/app/team_a", headers=bearer(made["token"])).status_code == 200
+    (used,) = api.items("/api/access/tokens")
+    assert used["lastUsedAt"] is not None and used["lastUsedAt"] >= made["createdAt"]
     assert made["token"] not in json.dumps(api.changes)
     assert api.changes[-1]["after"]["owner"] == "user:root"
 
