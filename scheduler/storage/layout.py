@@ -80,6 +80,64 @@ def access_token_used_path(token_id: str) -> str:
     return f"{ACCESS_TOKENS_USED}/{token_id}"
 
 
+WORKFLOWS = "/workflows/config"
+"""`/workflows/config/{workflow}`: a workflow's definition (`WorkflowConfig.to_json`)."""
+WORKFLOWS_DISABLED = "/workflows/disabled"
+"""`/workflows/disabled/{workflow}`: present while the workflow is disabled (no cron fires)."""
+WORKFLOW_LAST_FIRE = "/workflows/last_fire"
+"""`/workflows/last_fire/{workflow}`: its newest cron fire accounted for (`encode_fire_time`)."""
+WORKFLOW_RUNS = "/workflows/runs"
+"""`/workflows/runs/{workflow}/{runId}`: a run's state with its definition snapshot (JSON)."""
+WORKFLOW_ACTIVE = "/workflows/active"
+"""`/workflows/active/{runId}`: present while the run is running (the runs a leader resumes)."""
+WORKFLOW_QUEUE = "/workflows/queue"
+"""`/workflows/queue/{job}/{fireKey}`: a workflow node's fire waiting for its launch (JSON)."""
+WORKFLOW_FIRES = "/workflows/fires"
+"""`/workflows/fires/{fireKey}`: a node fire's shards: how many, which ended how (JSON)."""
+WORKFLOW_TASKS = "/workflows/tasks"
+"""`/workflows/tasks/{taskId}`: the node fire a launched task belongs to (its fire key)."""
+
+
+def workflow_path(name: str) -> str:
+    return f"{WORKFLOWS}/{name}"
+
+
+def workflow_disabled_path(name: str) -> str:
+    return f"{WORKFLOWS_DISABLED}/{name}"
+
+
+def workflow_last_fire_path(name: str) -> str:
+    return f"{WORKFLOW_LAST_FIRE}/{name}"
+
+
+def workflow_runs_folder(name: str) -> str:
+    return f"{WORKFLOW_RUNS}/{name}"
+
+
+def workflow_run_path(name: str, run_id: str) -> str:
+    return f"{WORKFLOW_RUNS}/{name}/{run_id}"
+
+
+def workflow_active_path(run_id: str) -> str:
+    return f"{WORKFLOW_ACTIVE}/{run_id}"
+
+
+def workflow_queue_folder(job: str) -> str:
+    return f"{WORKFLOW_QUEUE}/{job}"
+
+
+def workflow_queue_path(job: str, fire_key: str) -> str:
+    return f"{WORKFLOW_QUEUE}/{job}/{fire_key}"
+
+
+def workflow_fire_path(fire_key: str) -> str:
+    return f"{WORKFLOW_FIRES}/{fire_key}"
+
+
+def workflow_task_path(task_id: str) -> str:
+    return f"{WORKFLOW_TASKS}/{task_id}"
+
+
 # The roots a term's view of the queues watches (a child watch needs the node).
 QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
 
