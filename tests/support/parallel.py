@@ -41,6 +41,7 @@ GROUPS: dict[str, str] = {
     "tests/security/test_edge_trust.py": "edge-trust",
     "tests/security/test_tls_server.py": "tls-server",
     "tests/integration/api/test_hostile_routes.py": "hostile-routes",
+    "tests/integration/api/test_role_matrix.py": "role-matrix",
     "tests/integration/api/test_quotas_and_paging.py": "quotas-and-paging",
     "tests/integration/api/test_unicode_inputs.py": "unicode-inputs",
     "tests/integration/replica/test_vouching.py": "vouching",

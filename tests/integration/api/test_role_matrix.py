@@ -49,7 +49,6 @@ from werkzeug.security import generate_password_hash
 from deploy.zookeeper import ZooKeeperEnsemble
 from executor.records import ExecutionRecord
 from scheduler.api import create_app
-from scheduler.edge.authenticator import authenticator_for
 from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.leader.statistics import TraceWriter, create_trace_engine, upgrade_to_head
 from scheduler.model.access.records import (
@@ -197,7 +196,7 @@ class World:
 
     def refresh(self) -> None:
         """The replica's follower re-reads the access records (as after a write of its own)."""
-        authenticator_for(self.settings).access.refresh(self.registry)
+        self.client.application.extensions["ejc_authenticator"].access.refresh(self.registry)
 
     # -- requests ----------------------------------------------------------------------------
 
