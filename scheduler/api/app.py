@@ -15,6 +15,8 @@ from scheduler.api import (
     placement,
     runs,
 )
+from scheduler.api.audit import bp as audit_bp
+from scheduler.api.audit import install_audit
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
@@ -22,6 +24,7 @@ from scheduler.api.quotas import Quotas
 from scheduler.api.term_access import TermAccess, TraceSource
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
+from scheduler.leader.statistics.audit import AuditLog
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.term_stores import TermStores
@@ -34,6 +37,7 @@ def create_app(
     stores: TermStores | None = None,
     statistics: TraceSource | None = None,
     capacity: AgentCapacity | None = None,
+    audit: AuditLog | None = None,
 ) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
@@ -45,6 +49,9 @@ def create_app(
     install_auth(
         app, ctx.settings, revocations=(ctx.registry, FencedWriter(ctx.registry, ctx.term.fence))
     )
+    # After auth and access control: a request id each, a record per change and refusal
+    # (`audit`: the term's audit log; None: only the settings' audit_file, as in tests).
+    install_audit(app, ctx, audit)
     if stores is None:
         stores = TermStores.build(
             ctx.registry,
@@ -58,4 +65,5 @@ def create_app(
     app.extensions["ejc_webhook_targets"] = ctx.settings.notify_webhook_allowed_targets
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
+    app.register_blueprint(audit_bp)
     return app

@@ -33,7 +33,15 @@ class RestApi(LeaderComponent):
 
     def start(self) -> None:
         warn_about_defaults(self._ctx.settings)
-        app = create_app(self._ctx, self._actions, self._stores, self._statistics, self._capacity)
+        statistics = self._statistics
+        app = create_app(
+            self._ctx,
+            self._actions,
+            self._stores,
+            statistics,
+            self._capacity,
+            audit=None if statistics is None else statistics.audit,
+        )
         self._ctx.mount_api(app)
 
     def stop(self) -> None:

@@ -334,7 +334,6 @@ class AuditLog:
             if self._thread is not None or self.engine is None:
                 return
             self._ready = True
-            self._last_ok = time.monotonic()
             self._thread = threading.Thread(
                 target=self._run, name="sched-audit-writer", daemon=True
             )
