@@ -173,7 +173,8 @@ class Sessions:
         if not isinstance(fields, list) or len(fields) < 6:
             return None
         if fields[0] == 1 and len(fields) == 6:
-            fields = [*fields, "settings", fields[2]]  # before issue 26: a settings account's
+            # Before issue 26: a settings account's session.
+            fields = [_VERSION, *fields[1:], "settings", fields[2]]
         if fields[0] != _VERSION or len(fields) != 8:
             return None
         _, sid, username, identify, issued, expires, kind, name = fields

@@ -137,6 +137,11 @@ class AccessFollower:
         """The current snapshot (swapped whole after each read; never mutated)."""
         return self._directory
 
+    def install(self, directory: AccessDirectory) -> None:
+        """Swap in a directory built elsewhere (unit tests and benchmarks, without ZooKeeper);
+        the next read replaces it with what ZooKeeper holds."""
+        self._directory = directory
+
     def note_used(self, token_id: str) -> None:
         """Remember that `token_id` was just used (in memory; never blocks)."""
         when = int(self._clock() * 1000)
