@@ -98,6 +98,11 @@ class TermFigures:
     webhook_deliveries: Mapping[str, int] = field(default_factory=dict)
     """Failure webhook deliveries by outcome (delivered, retried, given_up, dropped)."""
     webhook_queue: int = 0
+    audit_write_failures: int = 0
+    """Audit records whose write to the trace database failed at least once this term."""
+    audit_dropped: int = 0
+    """Audit records lost this term (the buffer was full, or left at the stop)."""
+    audit_backlog: int = 0
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,19 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "ejc_webhook_queue_length",
         "Failure webhook events waiting to be sent.",
         value=t.webhook_queue,
+    )
+    yield CounterMetricFamily(
+        "ejc_audit_write_failures",
+        "Audit records whose write to the trace database failed this term (held and retried).",
+        value=t.audit_write_failures,
+    )
+    yield CounterMetricFamily(
+        "ejc_audit_dropped",
+        "Audit records lost this term (buffer full while the database was down, or the stop).",
+        value=t.audit_dropped,
+    )
+    yield GaugeMetricFamily(
+        "ejc_audit_backlog", "Audit records waiting to be written.", value=t.audit_backlog
     )
 
 

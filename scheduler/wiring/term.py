@@ -227,6 +227,7 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
 
     def figures() -> TermFigures:
         trace = (statistics.info().get("trace") or {}) if statistics.engine else {}
+        audit = statistics.audit.counters()
         return TermFigures(
             ready_runs=launcher.ready_runs,
             failover_shards=launcher.failover_shards,
@@ -244,6 +245,9 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
             job_events=event_counts.counts(),
             webhook_deliveries=webhooks.counts(),
             webhook_queue=webhooks.queue_length(),
+            audit_write_failures=audit["failures"],
+            audit_dropped=audit["dropped"],
+            audit_backlog=audit["pending"],
         )
 
     return figures
