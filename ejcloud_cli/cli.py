@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ejcloud_cli.apps import app_group
+from ejcloud_cli.audit import audit_command
 from ejcloud_cli.client import ApiClient
 from ejcloud_cli.context import State, json_option
 from ejcloud_cli.errors import EXIT_CONNECT, EXIT_ERROR, EXIT_OK, ConnectFailed, UsageProblem
@@ -78,6 +79,7 @@ cli.add_command(app_group)
 cli.add_command(job_group)
 cli.add_command(runs_command)
 cli.add_command(logs_command)
+cli.add_command(audit_command)
 cli.add_command(workflow_group)
 
 
