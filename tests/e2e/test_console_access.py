@@ -1,14 +1,16 @@
 """The console for many teams (issue 26), in a real Chromium against a real replica process and a
 real ZooKeeper, with an SQLite event trace for the audit log.
 
-Two teams' apps (`team_a_app` with `a_job`, `team_b_app` with `b_job`); Alice is an editor of team
-A. Logged in with her password, and with a token of her app, the console shows only team A's app
-and job, a job's controls up to editor (no app deletion, which is app-admin's), nothing of team B
-(a link to B's job shows the API's not-found message and no control) and no Access or Audit page.
-The settings' admin makes a token in the Access page (its hostile name shown as text, never as
-markup): the secret is shown once, copies to the clipboard, works as a Bearer token, and is gone
-from the page when dismissed; revoking it in the page stops it; the Audit page lists the
-creation and the revocation.
+Two teams' apps (`team_a_app` with `a_job`, `team_b_app` with `b_job`); Alice is an editor of
+team A, Ann its app-admin. Logged in with her password, and with a token of her app, Alice sees
+only team A's app and job, a job's controls up to editor (no app deletion, which is app-admin's),
+nothing of team B (a link to B's job shows the API's not-found message and no control) and no
+Access or Audit page. The settings' admin makes a token in the Access page (its hostile name shown
+as text, never as markup): the secret is shown once, copies to the clipboard, works as a Bearer
+token, and is gone from the page when dismissed; revoking it in the page stops it; the Audit page
+lists the creation and the revocation. Ann's Access page has no users, offers roles up to
+app-admin on team A only, and her grant made there is in force; her Audit page shows team A's
+records only.
 
 One replica for the module (no Mesos: nothing here runs a task), one browser.
 """
@@ -113,8 +115,12 @@ def teams(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> It
             assert call(replica, "POST", "/api/job/register", ROOT_AUTH, _job(job, app))[0] == 204
         user = {"name": "alice", "password": PASSWORD}
         assert call(replica, "POST", "/api/access/users", ROOT_AUTH, user)[0] == 201
-        grant = {"principal": "user:alice", "role": "editor", "app": "team_a_app"}
-        assert call(replica, "POST", "/api/access/grants", ROOT_AUTH, grant)[0] == 201
+        # Ann is team A's app-admin.
+        user = {"name": "ann", "password": PASSWORD}
+        assert call(replica, "POST", "/api/access/users", ROOT_AUTH, user)[0] == 201
+        for name, role in (("alice", "editor"), ("ann", "app-admin")):
+            grant = {"principal": f"user:{name}", "role": role, "app": "team_a_app"}
+            assert call(replica, "POST", "/api/access/grants", ROOT_AUTH, grant)[0] == 201
         # Team A's CI token, made by the admin: editor of team A only.
         made = {"name": "team-a-ci", "role": "editor", "app": "team_a_app"}
         status, token = call(replica, "POST", "/api/access/tokens", ROOT_AUTH, made)
@@ -298,6 +304,58 @@ def test_an_admin_makes_a_token_whose_secret_is_shown_once_and_audited(
         expect(records.filter(has_text="token.revoke")).to_have_count(0)
         expect(records.filter(has_text=token_id)).to_have_count(1)
         assert "action=token.create" in page.url
+        tab.assert_clean(set())
+    finally:
+        page.context.close()
+
+
+def test_an_app_admin_manages_its_apps_grants_and_reads_its_audit(
+    teams: Teams, browser: Browser
+) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tab = new_tab(browser, f"http://{teams.replica.identity}", SCREENSHOTS)
+    page = tab.page
+    try:
+        tab.login("ann", PASSWORD)
+        expect(page.locator("#who")).to_contain_text("app-admin of team_a_app")
+        expect(page.locator("#nav a[data-nav=access]")).to_be_visible()
+        tab.open("apps/team_a_app")
+        expect(page.locator("[data-action=delete]")).to_be_visible()  # an app-admin's
+        tab.open("access")
+        form = page.locator("form[data-form=grant]")
+        # Team A only (never `*`), roles up to app-admin; no users section.
+        expect(form.locator("[name=app] option")).to_have_count(1)
+        expect(form.locator("[name=app] option")).to_have_text(["team_a_app"])
+        expect(form.locator("[name=role] option")).to_have_text(
+            ["viewer", "operator", "editor", "app-admin"]
+        )
+        assert page.locator("[data-table=users], form[data-form=user]").count() == 0
+        expect(_row(page, "grants", "user:alice")).to_contain_text("editor")
+
+        form.locator("[name=principal]").fill("alice")
+        form.locator("[name=role]").select_option("operator")
+        form.locator("button[type=submit]").click()
+        expect(_row(page, "grants", "user:alice")).to_have_count(2)
+        status, grants = teams.admin("GET", "/api/access/grants?principal=user:alice")
+        assert status == 200
+        assert {(g["role"], g["app"]) for g in grants["items"]} == {
+            ("editor", "team_a_app"),
+            ("operator", "team_a_app"),
+        }
+        tab.shot("access-app-admin")
+        # Revoked in the page, the new grant is gone.
+        added = _row(page, "grants", "user:alice").filter(has_text="operator")
+        added.locator("[data-action=revoke-grant]").click()
+        page.locator("dialog.confirm [data-action=confirm]").click()
+        expect(_row(page, "grants", "user:alice")).to_have_count(1)
+
+        # The audit page: the grant and its revocation, and nothing of team B.
+        tab.open("audit")
+        records = page.locator("[data-table=audit] tbody tr")
+        by_ann = records.filter(has=page.locator("td[data-label=Actor]", has_text="user:ann"))
+        expect(by_ann.filter(has_text="grant.create")).to_have_count(1)
+        expect(by_ann.filter(has_text="grant.revoke")).to_have_count(1)
+        assert "team_b_app" not in page.content() and "b_job" not in page.content()
         tab.assert_clean(set())
     finally:
         page.context.close()
