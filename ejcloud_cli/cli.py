@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ejcloud_cli.access import grant_group, token_group, user_group
 from ejcloud_cli.apps import app_group
 from ejcloud_cli.audit import audit_command
 from ejcloud_cli.client import ApiClient
@@ -37,6 +38,12 @@ _HOST_PORT = re.compile(r"^[A-Za-z0-9._-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:.]+\]:[0-9]
 @click.option("-u", "--user", help="API user [env EJCLOUD_USER].")
 @click.option("--password", help="API password [env EJCLOUD_PASSWORD; asked when missing].")
 @click.option(
+    "--token",
+    metavar="TOKEN",
+    help="API token, sent instead of user and password [env EJCLOUD_TOKEN, safer than this "
+    "flag: others may see a command line].",
+)
+@click.option(
     "--timeout", type=float, metavar="SECONDS", help="Per request [env EJCLOUD_TIMEOUT; 10]."
 )
 @click.option(
@@ -59,6 +66,7 @@ def cli(
     servers: tuple[str, ...],
     user: str | None,
     password: str | None,
+    token: str | None,
     timeout: float | None,
     config_path: str | None,
     cacert: str | None,
@@ -71,7 +79,7 @@ def cli(
     4 not found, 5 not allowed (401/403), 6 conflict (409).
     """
     state = ctx.ensure_object(State)
-    state.flags = Flags(tuple(servers), user, password, timeout, config_path, cacert)
+    state.flags = Flags(tuple(servers), user, password, timeout, config_path, cacert, token)
     state.json_output = state.json_output or json_output
 
 
@@ -81,6 +89,9 @@ cli.add_command(runs_command)
 cli.add_command(logs_command)
 cli.add_command(audit_command)
 cli.add_command(workflow_group)
+cli.add_command(user_group)
+cli.add_command(grant_group)
+cli.add_command(token_group)
 
 
 @dataclass(frozen=True)
@@ -210,7 +221,8 @@ def status_command(state: State) -> int:
 def config_command(state: State) -> None:
     """Show where the CLI connects, as whom, and where each setting came from.
 
-    Sources: flag, env, file (the config file), prompt, default. The password is never shown.
+    Sources: flag, env, file (the config file), prompt, default. The password and the token
+    are never shown.
     """
     settings = state.settings(prompt=False)
     path, _ = config_file_path(state.flags, state.env)
@@ -223,6 +235,7 @@ def config_command(state: State) -> None:
                 ("servers", f"{', '.join(settings.servers)} ({sources['server']})"),
                 ("user", f"{settings.user or '-'} ({sources['user']})"),
                 ("password", f"{data['password'] or '-'} ({sources['password']})"),
+                ("token", f"{data.get('token') or '-'} ({sources.get('token', 'default')})"),
                 ("timeout", f"{settings.timeout_s:g} s ({sources['timeout']})"),
                 ("config file", str(path)),
             ]

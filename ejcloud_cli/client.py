@@ -8,6 +8,8 @@ asked over an authenticated call (`/health` with the credentials: `leader` is th
 `leaderVouched` is true). A redirect to any other host is refused, naming the host and how to
 add it; so is one from https to http. The election data a standby redirects by could have been
 written by anyone who reaches ZooKeeper: a redirect alone is never a reason to send a password.
+The credentials are the user's (HTTP Basic) or an API token (`Authorization: Bearer`), under the
+same rule.
 
 A 503 `NotLeader` (no leader known yet, as during a hand-over) moves on to the next server; when no
 server gave an answer and one of them said so, or redirected to a leader that cannot be reached
@@ -300,7 +302,9 @@ class ApiClient:
                 parts.hostname or "", parts.port, timeout=timeout_s
             )
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if credentials and self.settings.user is not None:
+        if credentials and self.settings.token is not None:
+            headers["Authorization"] = f"Bearer {self.settings.token}"
+        elif credentials and self.settings.user is not None:
             pair = f"{self.settings.user}:{self.settings.password or ''}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         if data is not None:

@@ -60,8 +60,10 @@ class State:
         return self._settings
 
     def has_user(self) -> bool:
-        """Whether credentials were resolved (False also before the first request)."""
-        return self._settings is not None and self._settings.user is not None
+        """Whether credentials (a user or a token) were resolved (False also before the first
+        request)."""
+        settings = self._settings
+        return settings is not None and (settings.user is not None or settings.token is not None)
 
     def client(self) -> ApiClient:
         if self._client is None:
@@ -116,7 +118,13 @@ def _with_prompted_password(settings: ConnectionSettings) -> ConnectionSettings:
     )
     sources = {**settings.sources, "password": "prompt"}
     return ConnectionSettings(
-        settings.servers, settings.user, password, settings.timeout_s, sources, settings.cacert
+        settings.servers,
+        settings.user,
+        password,
+        settings.timeout_s,
+        sources,
+        settings.cacert,
+        settings.token,
     )
 
 

@@ -1,11 +1,18 @@
 """Where the CLI connects and as whom: flags, then environment, then config file, then defaults.
 
 Each setting is taken from the first place that gives it: a command-line flag (`--server`,
-`--user`, `--password`, `--timeout`, `--cacert`), the environment (`EJCLOUD_SERVER`,
-`EJCLOUD_USER`, `EJCLOUD_PASSWORD`, `EJCLOUD_TIMEOUT`, `EJCLOUD_CACERT`; empty counts as unset),
-the TOML config file (keys `server`, `user`, `password`, `timeout`, `cacert`), else the default
-(`http://127.0.0.1:8899`, no credentials, 10 s, the system's trusted certificates). `cacert` is a
-PEM file of the certificates that https servers are verified against instead. The config file
+`--user`, `--password`, `--token`, `--timeout`, `--cacert`), the environment (`EJCLOUD_SERVER`,
+`EJCLOUD_USER`, `EJCLOUD_PASSWORD`, `EJCLOUD_TOKEN`, `EJCLOUD_TIMEOUT`, `EJCLOUD_CACERT`; empty
+counts as unset), the TOML config file (keys `server`, `user`, `password`, `token`, `timeout`,
+`cacert`), else the default (`http://127.0.0.1:8899`, no credentials, 10 s, the system's trusted
+certificates). `cacert` is a PEM file of the certificates that https servers are verified
+against instead.
+
+A token (`ejc_<id>_<secret>`, made with `ejcloud token create`) is sent as `Authorization:
+Bearer` instead of the user's Basic credentials. When both a token and a user are given, the
+one from the more specific place wins (flag, then environment, then file: `--user` overrides a
+token in the config file); both from the same place is a usage error, since either could be
+meant. The token itself is never printed, in output or in errors. The config file
 is `--config PATH`, else `$EJCLOUD_CONFIG`, else
 `$XDG_CONFIG_HOME/ejcloud/config.toml`, else `~/.config/ejcloud/config.toml`; only a file that
 was named explicitly must exist.
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -34,7 +42,12 @@ ENV_PASSWORD = "EJCLOUD_PASSWORD"
 ENV_TIMEOUT = "EJCLOUD_TIMEOUT"
 ENV_CONFIG = "EJCLOUD_CONFIG"
 ENV_CACERT = "EJCLOUD_CACERT"
-_FILE_KEYS = ("server", "user", "password", "timeout", "cacert")
+ENV_TOKEN = "EJCLOUD_TOKEN"
+_FILE_KEYS = ("server", "user", "password", "token", "timeout", "cacert")
+# An API token as the server makes it; checked here so that a mistyped one (or one with a line
+# break) is named without being shown, and never reaches an HTTP header.
+_TOKEN = re.compile(r"^ejc_[0-9a-f]{12}_[0-9a-f]{48}$")
+_SOURCE_RANK = {"flag": 0, "env": 1, "file": 2, "default": 3}
 _MAX_CONFIG_BYTES = 64 * 1024
 
 
@@ -48,6 +61,7 @@ class Flags:
     timeout_s: float | None = None
     config_path: str | None = None
     cacert: str | None = None
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,16 +74,22 @@ class ConnectionSettings:
     timeout_s: float
     sources: Mapping[str, str]
     cacert: str | None = None  # PEM file https servers are verified against (None: the system's)
+    token: str | None = None  # an API token, sent as Bearer instead of the user's Basic
 
     def describe(self) -> dict[str, Any]:
-        """The settings as `--json` may show them (never the password)."""
-        return {
+        """The settings as `--json` may show them (never the password or the token)."""
+        shown: dict[str, Any] = {
             "servers": list(self.servers),
             "user": self.user,
             "password": "set" if self.password is not None else None,
             "timeout": self.timeout_s,
             "sources": dict(self.sources),
-        } | ({"cacert": self.cacert} if self.cacert is not None else {})
+        }
+        if self.cacert is not None:
+            shown["cacert"] = self.cacert
+        if self.token is not None:
+            shown["token"] = "set"
+        return shown
 
 
 @dataclass(frozen=True)
@@ -117,10 +137,11 @@ def read_config_file(path: Path, required: bool) -> ConfigFile:
         raise UsageProblem(f"config file {path} is not valid TOML: {exc}") from exc
     values = _checked_file_values(path, data)
     warnings: list[str] = []
-    if "password" in values and stat.S_IMODE(mode) & 0o077:
-        warnings.append(
-            f"config file {path} holds a password and others may read it (chmod 600 {path})"
-        )
+    for secret in ("password", "token"):
+        if secret in values and stat.S_IMODE(mode) & 0o077:
+            warnings.append(
+                f"config file {path} holds a {secret} and others may read it (chmod 600 {path})"
+            )
     return ConfigFile(path, values, tuple(warnings))
 
 
@@ -139,7 +160,7 @@ def _checked_file_values(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
             values["server"] = tuple(server)
         else:
             raise UsageProblem(f"config file {path}: server must be a string or a list of strings")
-    for key in ("user", "password", "cacert"):
+    for key in ("user", "password", "token", "cacert"):
         if key in data:
             if not isinstance(data[key], str):
                 raise UsageProblem(f"config file {path}: {key} must be a string")
@@ -224,6 +245,16 @@ def resolve(flags: Flags, env: Mapping[str, str], config: ConfigFile) -> Connect
     password, sources["password"] = _pick(
         flags.password, env.get(ENV_PASSWORD), file_values.get("password")
     )
+    token, token_source = _pick(flags.token, env.get(ENV_TOKEN), file_values.get("token"))
+    if token is not None:
+        where = {"flag": "--token", "env": ENV_TOKEN}.get(token_source, f"{file_name}: token")
+        token = _checked_token(token, where)
+        if _token_wins(token_source, user, sources["user"], where):
+            user, password = None, None
+            sources["token"] = token_source
+            sources["user"] = sources["password"] = "default"
+        else:
+            token = None
 
     if flags.timeout_s is not None:
         timeout_s = check_timeout(flags.timeout_s, "--timeout")
@@ -242,7 +273,31 @@ def resolve(flags: Flags, env: Mapping[str, str], config: ConfigFile) -> Connect
         sources["cacert"] = source
         where = {"flag": "--cacert", "env": ENV_CACERT}.get(source, f"{file_name}: cacert")
         cacert = _readable_file(cacert, where)
-    return ConnectionSettings(servers, user, password, timeout_s, sources, cacert)
+    return ConnectionSettings(servers, user, password, timeout_s, sources, cacert, token)
+
+
+def _checked_token(token: str, where: str) -> str:
+    """`token` stripped, if it has the form of an API token; UsageProblem naming `where` (never
+    the token) otherwise."""
+    text = token.strip()
+    if not _TOKEN.match(text):
+        raise UsageProblem(
+            f"{where} is not an ejcloud API token (ejc_<12 hex>_<48 hex>, as `ejcloud token "
+            "create` prints it)"
+        )
+    return text
+
+
+def _token_wins(token_source: str, user: str | None, user_source: str, where: str) -> bool:
+    """Whether the token is used rather than the user (the more specific place wins: module
+    docstring); UsageProblem when a token and a user come from the same place."""
+    if user is None:
+        return True
+    token_rank, user_rank = _SOURCE_RANK[token_source], _SOURCE_RANK[user_source]
+    if token_rank == user_rank:
+        user_where = {"flag": "--user", "env": ENV_USER}.get(user_source, "user in the file")
+        raise UsageProblem(f"give {where} or {user_where}, not both")
+    return token_rank < user_rank
 
 
 def _readable_file(path: str, where: str) -> str:

@@ -183,7 +183,7 @@ def test_cli_refuses_a_bad_config_file_with_exit_code_2(run: Run, tmp_path: Path
     assert ran.code == 2
     assert ran.err.strip() == (
         f"ejcloud: error: config file {config}: unknown key 'surver' "
-        "(known: server, user, password, timeout, cacert)"
+        "(known: server, user, password, token, timeout, cacert)"
     )
 
 
