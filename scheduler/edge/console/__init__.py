@@ -10,9 +10,10 @@ vouches for (`replicas`, never an address merely written in the election): the c
 only its own origin's `/api`, with its session cookie, and reads the others' public `/health`
 without credentials.
 
-The console itself is plain JavaScript modules that call the public REST API; the charting
-library (uPlot) is vendored under `static/vendor/`, pinned by `console-vendor/package-lock.json`
-at the repository root.
+The console itself is plain JavaScript modules that call the public REST API, drawing only the
+controls the session's rights allow (`static/js/rights.js`; the API stays the authority). The
+charting library (uPlot) is vendored under `static/vendor/`, pinned by
+`console-vendor/package-lock.json` at the repository root.
 """
 
 from __future__ import annotations

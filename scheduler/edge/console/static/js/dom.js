@@ -68,6 +68,7 @@ export function localTime(date, ms = false) {
 export function relative(date, now = Date.now()) {
   const seconds = Math.round((date.getTime() - now) / 1000);
   const size = Math.abs(seconds);
+  if (size === 0) return "just now"; // not "in 0 s" for what happened a moment ago
   let text;
   if (size < 60) text = `${size} s`;
   else if (size < 3600) text = `${Math.round(size / 60)} min`;

@@ -45,6 +45,17 @@ function itemsOf(answer) {
   return (answer && Array.isArray(answer.items) && answer.items) || [];
 }
 
+// A list's first page (the API answers at most max_list_items without a cursor), and a note
+// when the server holds more than it.
+function listed(render, answer, what) {
+  const items = itemsOf(answer);
+  const more = answer && !Array.isArray(answer) && answer.nextCursor;
+  return [
+    render(items),
+    more ? note(`The first ${items.length} ${what} are shown; the server holds more (the API and the CLI page through them).`) : null,
+  ];
+}
+
 // field(), with ids of this form's own (two forms here have a `name` field).
 function formField(form, label, control, help) {
   const box = field(label, control, help);
@@ -127,9 +138,9 @@ export function view(ctx) {
       options(select, appChoices(), true);
       if (select.value !== before) onChange();
     }
-    if (admin) fill(usersBox, usersTable(itemsOf(users)));
-    fill(grantsBox, grantsTable(itemsOf(grants)));
-    fill(tokensBox, tokensTable(itemsOf(tokens)));
+    if (admin) fill(usersBox, listed(usersTable, users, "users"));
+    fill(grantsBox, listed(grantsTable, grants, "grants"));
+    fill(tokensBox, listed(tokensTable, tokens, "tokens"));
   });
 
   // --- users ----------------------------------------------------------------------------------
