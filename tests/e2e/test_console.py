@@ -481,6 +481,12 @@ def test_phone_and_dark_mode_render_every_view_without_errors(
             tab.open("stats")
             expect(tab.page.locator("[data-chart=results] canvas")).to_have_count(1)
             tab.shot(f"{name}-statistics")
+            tab.open("access")
+            expect(tab.page.locator("form[data-form=token]")).to_be_visible()
+            tab.shot(f"{name}-access")
+            tab.open("audit")
+            expect(tab.page.locator("[data-table=audit]")).to_contain_text("app.create")
+            tab.shot(f"{name}-audit")
             if name == "phone":
                 # Nothing wider than the screen but the tables, which scroll in their box.
                 width = tab.page.evaluate("document.documentElement.scrollWidth")
