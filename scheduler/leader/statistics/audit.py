@@ -63,7 +63,6 @@ _SOURCE = "audit log"
 _RETRY_FIRST_S = 0.5
 _RETRY_MAX_S = 10.0
 _BATCH = 200
-_FRESH_S = 5.0  # a write or probe this recent says the database takes records
 _MAX_CHANGES_CHARS = 100_000
 _MAX_DEPTH = 12
 # A field whose name says it holds a secret: its value is never recorded.
@@ -312,8 +311,8 @@ class AuditLog:
         self._thread: threading.Thread | None = None
         self._drain_deadline = 0.0
         self._drops = DropLog("audit log", "buffer full while the database was down")
-        self._last_ok = 0.0  # monotonic time of the last write or probe that worked
         self._failed_ids: set[str] = set()
+        self._refusing = False  # enforced mode: the last probe failed
         self.written = 0
         self.failures = 0
         self.file_failures = 0
@@ -435,16 +434,12 @@ class AuditLog:
 
     def writable(self) -> bool:
         """Whether a record can be written now (enforced mode's check before a change): the
-        schema is migrated, the database is not known to be down, and a write or a probe
-        worked in the last few seconds (else one `SELECT 1` now, on the caller's thread)."""
+        schema is migrated and the database answers a `SELECT 1` now, on the caller's thread
+        (a round trip per change: a write that worked a moment ago says nothing of a server
+        stopped since, and changes are few)."""
         engine = self.engine
         if engine is None or not self._ready:
             return False
-        if self._database is not None and self._database.down_since is not None:
-            # Down as its users found it; ask once more (it may be back before they noticed).
-            return self._probe(engine)
-        if time.monotonic() - self._last_ok < _FRESH_S:
-            return True
         return self._probe(engine)
 
     def _probe(self, engine: Engine) -> bool:
@@ -455,9 +450,15 @@ class AuditLog:
         try:
             self._call(ask)
         except Exception as exc:  # noqa: BLE001 - any failure means not writable
-            log.warning("audit log: database not writable: %s", first_line(exc))
+            if not self._refusing:  # one line per outage, not one per refused change
+                log.warning(
+                    "audit log: database not writable, changes refused: %s", first_line(exc)
+                )
+            self._refusing = True
             return False
-        self._last_ok = time.monotonic()
+        if self._refusing:
+            log.warning("audit log: database writable again, changes taken")
+        self._refusing = False
         return True
 
     def _call(self, work: Any) -> None:
@@ -562,7 +563,6 @@ class AuditLog:
             except Exception as exc:  # noqa: BLE001 - an ORM-side failure: one by one
                 self._one_by_one(engine, batch, exc)
                 return
-            self._last_ok = time.monotonic()
             with self._lock:
                 self.written += len(batch)
                 recovered, self.problem = self.problem, ""
