@@ -154,7 +154,10 @@ def visible_jobs(job_names: Iterable[str]) -> set[str]:
     """Those of `job_names` whose app the caller sees (jobs that no longer exist are left out
     for a caller who does not see every app). Reads the jobs' configs in bulk once."""
     names = set(job_names)
-    if sees_every_app() or not names:
+    if sees_every_app():
+        return names
+    names.discard("")
+    if not names:
         return names
     rights = current_rights()
     if not rights.per_app:

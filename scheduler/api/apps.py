@@ -6,10 +6,12 @@ import logging
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access_control import require_app, requires, sees_every_app, visible
 from scheduler.api.bodies import json_body
 from scheduler.api.paging import named_list
 from scheduler.api.quotas import quotas
 from scheduler.api.term_access import term_access
+from scheduler.model.access.roles import Role
 from scheduler.model.config.app import AppConfig
 from scheduler.model.errors import Conflict
 
@@ -23,6 +25,7 @@ def _no_content() -> Response:
 
 
 @bp.post("")
+@requires(Role.CLUSTER_ADMIN)
 def register_app() -> Response:
     app = AppConfig.from_json(json_body())
     access = term_access()
@@ -35,12 +38,15 @@ def register_app() -> Response:
 
 
 @bp.put("")
+@requires(Role.EDITOR, scope="app")
 def update_app() -> Response:
     body = json_body()
     access = term_access()
     # Name, field names and strings are checked before the stored app is read; the rest on
     # the merged whole.
-    existing = access.config.require_app(AppConfig.check_patch(body))
+    name = AppConfig.check_patch(body)
+    require_app(Role.EDITOR, name)
+    existing = access.config.require_app(name)
     updated = existing.merged(body)
     quotas().check_app_size(updated)
     access.config.update_app(updated)
@@ -49,31 +55,41 @@ def update_app() -> Response:
 
 
 @bp.get("/list")
+@requires(Role.VIEWER, scope="list")
 def list_apps() -> Response:
-    """Every app (paged with `limit`/`cursor`; see `paging`)."""
+    """Every app the caller sees (paged with `limit`/`cursor`; see `paging`)."""
     config = term_access().config
+    names = config.app_names()
+    if not sees_every_app():
+        names = [name for name in names if visible(name)]
     return named_list(
         "apps",
-        config.app_names(),
+        names,
         lambda names: [app.to_json() for app in config.apps_named(names)],
         quotas().max_list_items,
     )
 
 
 @bp.get("/<app_name>")
+@requires(Role.VIEWER, scope="app")
 def get_app(app_name: str) -> Response:
+    require_app(Role.VIEWER, app_name)
     return jsonify(term_access().config.require_app(app_name).to_json())
 
 
 @bp.get("/<app_name>/disable")
+@requires(Role.VIEWER, scope="app")
 def is_app_disabled(app_name: str) -> Response:
+    require_app(Role.VIEWER, app_name)
     access = term_access()
     access.config.require_app(app_name)
     return jsonify(access.disabled.is_app_disabled(app_name))
 
 
 @bp.post("/<app_name>/disable")
+@requires(Role.OPERATOR, scope="app")
 def disable_app(app_name: str) -> Response:
+    require_app(Role.OPERATOR, app_name)
     access = term_access()
     access.config.require_app(app_name)
     if not access.disabled.disable_app(app_name):
@@ -89,7 +105,9 @@ def disable_app(app_name: str) -> Response:
 
 @bp.delete("/<app_name>/disable")
 @bp.post("/<app_name>/enable")
+@requires(Role.OPERATOR, scope="app")
 def enable_app(app_name: str) -> Response:
+    require_app(Role.OPERATOR, app_name)
     access = term_access()
     access.config.require_app(app_name)
     access.disabled.enable_app(app_name)
@@ -98,7 +116,9 @@ def enable_app(app_name: str) -> Response:
 
 
 @bp.delete("/<app_name>")
+@requires(Role.APP_ADMIN, scope="app")
 def delete_app(app_name: str) -> Response:
+    require_app(Role.APP_ADMIN, app_name)
     access = term_access()
     access.config.require_app(app_name)
     for job in access.config.jobs(app_name):

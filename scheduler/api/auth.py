@@ -41,9 +41,10 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.security import generate_password_hash
 
+from scheduler.api.access_control import requires
 from scheduler.api.bodies import json_body
 from scheduler.api.errors import error_response
-from scheduler.edge.authenticator import GUEST, Authenticator, AuthResult, authenticator_for
+from scheduler.edge.authenticator import Authenticator, AuthResult, authenticator_for
 from scheduler.edge.sessions import Session, clear_cookie, session_cookie
 from scheduler.model.access.roles import Principal, Rights
 from scheduler.model.errors import InvalidRequest, SchedulerError
@@ -124,11 +125,10 @@ def install_auth(
             refused = _cross_origin_session_write()
             if refused is not None:
                 return refused
-        if result.identify == GUEST and request.method not in _READ_METHODS:
-            return error_response(403, f"user {result.username} may only read", "Forbidden")
-        return None
+        return None  # what the caller may do is api/access_control's (@requires) to say
 
     @app.post(SESSION_PATH)
+    @requires(None, scope="public")  # checks the credentials it is given
     def _login() -> Response:
         user, password, api_token = _login_credentials()
         address = auth.client_address(request.environ)
@@ -160,6 +160,7 @@ def install_auth(
         return response
 
     @app.get(SESSION_PATH)
+    @requires(None, scope="public")  # says who the credentials are, if anyone
     def _whoami() -> Response:
         result = auth.check_request(request.environ)
         if result.status in (429, 503):
@@ -174,6 +175,7 @@ def install_auth(
         )
 
     @app.delete(SESSION_PATH)
+    @requires(None, scope="public")  # ends the cookie's session, if any
     def _logout() -> Response:
         result = auth.check_request(request.environ)
         session = result.session

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, Response, jsonify, request
 
+from scheduler.api.access_control import require_job, requires
 from scheduler.api.term_access import term_access
+from scheduler.model.access.roles import Role
 from scheduler.model.config import CRON_MAX_BYTES, CronSpec, parse_cron, shown
 from scheduler.model.errors import Conflict, InvalidRequest
 
@@ -41,9 +43,10 @@ def _answer(spec: CronSpec, count: int) -> Response:
 
 
 @bp.get("/job/<job_name>/next-fire-times")
+@requires(Role.VIEWER, scope="app")
 def job_next_fire_times(job_name: str) -> Response:
     count = _count()
-    job = term_access().config.require_job(job_name)
+    job = require_job(Role.VIEWER, job_name)
     try:
         spec = job.cron_spec
     except InvalidRequest as exc:  # stored by another tool with a cron we cannot schedule
@@ -54,6 +57,7 @@ def job_next_fire_times(job_name: str) -> Response:
 
 
 @bp.get("/cron/next-fire-times")
+@requires(None, scope="authenticated")  # a pure cron preview: no app's data
 def cron_next_fire_times() -> Response:
     count = _count()
     cron = request.args.get("cron", "")

@@ -5,7 +5,8 @@
   when it is a name, resolved and every address judged; a name that does not resolve (yet) is
   accepted, since the leader judges the target again before every POST.
 - `job_json`: a job as an answer shows it. The webhook's path and query often hold a token, so
-  a reader (the guest role) sees only `scheme://host[:port]/...`; the admin sees it whole.
+  a reader (a viewer or operator of the job's app, such as the settings' guest) sees only
+  `scheme://host[:port]/...`; an editor of the app, who may set it anyway, sees it whole.
 
 The allowed targets come from the app's `ejc_webhook_targets` extension (the
 `notify_webhook_allowed_targets` setting), read once per distinct value.
@@ -17,10 +18,11 @@ import functools
 import logging
 from urllib.parse import urlsplit
 
-from flask import current_app, g
+from flask import current_app
 
-from scheduler.edge.authenticator import ROOT
+from scheduler.api.access_control import current_rights
 from scheduler.leader.outbound import resolve_target
+from scheduler.model.access.roles import Role
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import InvalidRequest
 from scheduler.model.net_targets import AllowList, TargetRefused
@@ -67,9 +69,9 @@ def hidden_webhook_url(url: str) -> str:
 
 
 def job_json(job: JobConfig) -> dict[str, object]:
-    """The job's JSON for the requester: its webhook hidden unless the admin asks."""
+    """The job's JSON for the requester: its webhook hidden unless an editor of its app asks."""
     shown = job.to_json()
     url = shown.get("notifyWebhookUrl")
-    if isinstance(url, str) and g.get("identify") != ROOT:
+    if isinstance(url, str) and not current_rights().may(Role.EDITOR, job.app_name):
         shown["notifyWebhookUrl"] = hidden_webhook_url(url)
     return shown

@@ -6,6 +6,14 @@ import logging
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access_control import (
+    require_app,
+    require_job,
+    requires,
+    sees_every_app,
+    visible,
+    visible_jobs,
+)
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
 from scheduler.api.job_views import job_json, refuse_internal_webhook
@@ -13,9 +21,11 @@ from scheduler.api.paging import keyed_list, named_list
 from scheduler.api.placement import refuse_unplaceable
 from scheduler.api.quotas import quotas
 from scheduler.api.term_access import term_access
+from scheduler.model.access.roles import Role
 from scheduler.model.config import OverlapPolicy
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import Conflict
+from scheduler.model.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +37,15 @@ def _no_content() -> Response:
 
 
 @bp.post("/register")
+@requires(Role.EDITOR, scope="app")
 def register_job() -> Response:
     access = term_access()
     job = JobConfig.from_json(
         json_body(),
         default_time_zone=access.config.default_time_zone,
-        app_exists=access.config.app_exists,
+        app_exists=_visible_app_exists,
     )
+    require_app(Role.EDITOR, job.app_name)  # the body's appName decides
     refuse_internal_webhook(job)  # 400 for a webhook the leader may not POST to
     if access.config.job(job.job_name) is not None:
         raise Conflict(f"job '{job.job_name}' already exists")
@@ -48,12 +60,15 @@ def register_job() -> Response:
 
 
 @bp.put("/update")
+@requires(Role.EDITOR, scope="app")
 def update_job() -> Response:
     access = term_access()
     body = json_body()
     # Name, field names and strings are checked before the stored job is read.
-    existing = access.config.require_job(JobConfig.check_patch(body))
-    updated = existing.merged(body, app_exists=access.config.app_exists)
+    existing = require_job(Role.EDITOR, JobConfig.check_patch(body))
+    updated = existing.merged(body, app_exists=_visible_app_exists)
+    if updated.app_name != existing.app_name:
+        require_app(Role.EDITOR, updated.app_name)  # moving a job needs both apps
     refuse_internal_webhook(updated)  # 400 for a webhook the leader may not POST to
     refuse_unplaceable(updated)
     quotas().check_job(updated)  # max_job_bytes, min_fire_interval_seconds
@@ -63,30 +78,37 @@ def update_job() -> Response:
 
 
 @bp.delete("/deregister")
+@requires(Role.EDITOR, scope="app")
 def deregister_job() -> Response:
     return _deregister(name_body())
 
 
 @bp.delete("/<job_name>/deregister")
+@requires(Role.EDITOR, scope="app")
 def deregister_job_by_path(job_name: str) -> Response:
     return _deregister(job_name)
 
 
 def _deregister(job_name: str) -> Response:
-    term_access().config.require_job(job_name)
+    require_job(Role.EDITOR, job_name)
     remove_job_everywhere(job_name)
     log.info("api: job %s deregistered", job_name)
     return _no_content()
 
 
 @bp.get("/jobs")
+@requires(Role.VIEWER, scope="list")
 def list_jobs() -> Response:
-    """Every job (paged with `limit`/`cursor`; see `paging`), read and written a batch at a
-    time."""
+    """Every job the caller sees (paged with `limit`/`cursor`; see `paging`), read and written a
+    batch at a time. For a caller who does not see every app the jobs are read once more first,
+    to keep the names of those it sees (the pages and `X-Total-Count` count only them)."""
     config = term_access().config
+    names = config.job_names()
+    if not sees_every_app():
+        names = sorted(visible_jobs(names))
     return named_list(
         "jobs",
-        config.job_names(),
+        names,
         lambda names: [_job_json(job) for job in config.jobs_named(names)],
         quotas().max_list_items,
     )
@@ -98,14 +120,16 @@ def _job_json(job: JobConfig) -> dict[str, object]:
 
 
 @bp.get("/jobs/<job_name>")
+@requires(Role.VIEWER, scope="app")
 def get_job(job_name: str) -> Response:
-    return jsonify(job_json(term_access().config.require_job(job_name)))
+    return jsonify(job_json(require_job(Role.VIEWER, job_name)))
 
 
 @bp.get("/<job_name>/disable")
+@requires(Role.VIEWER, scope="app")
 def is_job_disabled(job_name: str) -> Response:
     access = term_access()
-    job = access.config.require_job(job_name)
+    job = require_job(Role.VIEWER, job_name)
     disabled = access.disabled.is_job_disabled(job_name) or access.disabled.is_app_disabled(
         job.app_name
     )
@@ -113,9 +137,10 @@ def is_job_disabled(job_name: str) -> Response:
 
 
 @bp.post("/<job_name>/disable")
+@requires(Role.OPERATOR, scope="app")
 def disable_job(job_name: str) -> Response:
     access = term_access()
-    access.config.require_job(job_name)
+    require_job(Role.OPERATOR, job_name)
     if not access.disabled.disable_job(job_name):
         raise Conflict("the disabled-job list is full (job_state_queue_size)")
     access.ready.remove(job_name)  # no burst of stale runs on enable (the original's #367)
@@ -126,19 +151,21 @@ def disable_job(job_name: str) -> Response:
 
 @bp.delete("/<job_name>/disable")
 @bp.post("/<job_name>/enable")
+@requires(Role.OPERATOR, scope="app")
 def enable_job(job_name: str) -> Response:
     access = term_access()
-    access.config.require_job(job_name)
+    require_job(Role.OPERATOR, job_name)
     access.disabled.enable_job(job_name)
     log.info("api: job %s enabled", job_name)
     return _no_content()
 
 
 @bp.post("/trigger")
+@requires(Role.OPERATOR, scope="app")
 def trigger_job() -> Response:
     access = term_access()
     job_name = name_body()
-    job = access.config.require_job(job_name)
+    job = require_job(Role.OPERATOR, job_name)
     if job.execution_type is JobExecutionType.DAEMON:
         raise Conflict(f"daemon job '{job_name}' cannot be triggered")
     if access.disabled.is_job_disabled(job_name) or access.disabled.is_app_disabled(job.app_name):
@@ -156,10 +183,15 @@ def trigger_job() -> Response:
 
 
 @bp.get("/tasks/running")
+@requires(Role.VIEWER, scope="list")
 def running_tasks() -> Response:
+    tasks = term_access().running.tasks()
+    if not sees_every_app():
+        seen = visible_jobs(_job_of(t.task_id) for t in tasks)
+        tasks = [t for t in tasks if _job_of(t.task_id) in seen]
     return keyed_list(
         "running",
-        term_access().running.tasks(),
+        tasks,
         lambda t: (t.task_id,),  # `{job}@-@{item}@-@...`: by job, then shard
         lambda t: t.to_json(),
         quotas().max_list_items,
@@ -167,10 +199,15 @@ def running_tasks() -> Response:
 
 
 @bp.get("/tasks/ready")
+@requires(Role.VIEWER, scope="list")
 def ready_tasks() -> Response:
+    counts = term_access().ready.counts()
+    if not sees_every_app():
+        seen = visible_jobs(counts)
+        counts = {job: times for job, times in counts.items() if job in seen}
     return keyed_list(
         "ready",
-        list(term_access().ready.counts().items()),
+        list(counts.items()),
         lambda entry: (entry[0],),
         lambda entry: {"jobName": entry[0], "times": str(entry[1])},
         quotas().max_list_items,
@@ -178,10 +215,15 @@ def ready_tasks() -> Response:
 
 
 @bp.get("/tasks/failover")
+@requires(Role.VIEWER, scope="list")
 def failover_tasks() -> Response:
+    entries = term_access().failover.entries()
+    if not sees_every_app():
+        seen = visible_jobs(entry[0] for entry in entries)
+        entries = [entry for entry in entries if entry[0] in seen]
     return keyed_list(
         "failover",
-        term_access().failover.entries(),
+        entries,
         # Items in numeric order (zero-padded: keys compare as text).
         lambda entry: (entry[0], f"{entry[1]:010d}", entry[2]),
         lambda entry: {
@@ -190,3 +232,18 @@ def failover_tasks() -> Response:
         },
         quotas().max_list_items,
     )
+
+
+def _visible_app_exists(name: str) -> bool:
+    """Whether app `name` exists as far as the caller may know: an app it cannot see is
+    answered as one that does not exist (the same 400 either way)."""
+    return visible(name) and term_access().config.app_exists(name)
+
+
+def _job_of(task_id: str) -> str:
+    """The job of a stored task id ("" for one that does not parse: seen only by callers who
+    see every app)."""
+    try:
+        return TaskId.parse(task_id).job_name
+    except ValueError:  # InvalidTaskId is one
+        return ""

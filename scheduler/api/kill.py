@@ -13,9 +13,11 @@ import logging
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access_control import require_job, requires
 from scheduler.api.inputs import reference_problem
 from scheduler.api.term_access import TermAccess, term_access
 from scheduler.leader.mesos.operator_actions import MesosUnavailable
+from scheduler.model.access.roles import Role
 from scheduler.model.config import shown
 from scheduler.model.errors import InvalidRequest, NotFound
 from scheduler.model.task_id import InvalidTaskId, TaskId
@@ -47,15 +49,17 @@ def _accepted(task_ids: list[str]) -> Response:
 
 
 @bp.post("/<job_name>/kill")
+@requires(Role.OPERATOR, scope="app")
 def kill_job(job_name: str) -> Response:
     access = term_access()
-    access.config.require_job(job_name)
+    require_job(Role.OPERATOR, job_name)
     sent = _kill(access, [t.task_id for t in access.running.tasks(job_name)])
     log.info("api: job %s: kill sent to %s tasks", job_name, len(sent))
     return _accepted(sent)
 
 
 @bp.post("/tasks/<taskId>/kill")
+@requires(Role.OPERATOR, scope="app")
 def kill_task(taskId: str) -> Response:  # the path parameter keeps its wire name
     if len(taskId) > _TASK_ID_MAX_LENGTH:
         problem = f"must be at most {_TASK_ID_MAX_LENGTH} characters"
@@ -67,6 +71,11 @@ def kill_task(taskId: str) -> Response:  # the path parameter keeps its wire nam
         raise InvalidRequest(f"taskId: {problem}", {"taskId": problem}) from None
     if (why := reference_problem(parsed.job_name)) is not None:
         raise InvalidRequest(f"taskId: its job name {why}", {"taskId": f"its job name {why}"})
+    try:
+        require_job(Role.OPERATOR, parsed.job_name)  # the task's job's app decides
+    except NotFound:
+        # No such job, or one of an app the caller cannot see: as for any task not running.
+        raise NotFound(f"task '{taskId}' is not running") from None
     access = term_access()
     if taskId not in {t.task_id for t in access.running.tasks(parsed.job_name)}:
         raise NotFound(f"task '{taskId}' is not running")

@@ -14,6 +14,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access_control import requires
+
 bp = Blueprint("openapi", __name__, url_prefix="/api")
 
 Schema = dict[str, Any]
@@ -508,5 +510,6 @@ def document() -> Schema:
 
 
 @bp.get("/openapi.json")
+@requires(None, scope="authenticated")  # the API's shape: no app's data
 def openapi() -> Response:
     return jsonify(document())

@@ -12,9 +12,11 @@ import math
 
 from flask import Blueprint, Response, jsonify, request
 
+from scheduler.api.access_control import require_app, requires
 from scheduler.api.errors import error_response
 from scheduler.api.inputs import reference_name
 from scheduler.api.term_access import term_access
+from scheduler.model.access.roles import Role
 from scheduler.model.errors import InvalidRequest
 
 bp = Blueprint("operate", __name__, url_prefix="/api/operate")
@@ -35,21 +37,25 @@ def _reconcile(explicit: bool) -> Response:
 
 
 @bp.post("/reconcile/explicit")
+@requires(Role.CLUSTER_ADMIN)
 def reconcile_explicit() -> Response:
     return _reconcile(True)
 
 
 @bp.post("/reconcile/implicit")
+@requires(Role.CLUSTER_ADMIN)
 def reconcile_implicit() -> Response:
     return _reconcile(False)
 
 
 @bp.get("/sandbox")
+@requires(Role.VIEWER, scope="app")
 def sandbox() -> Response:
     app_name = request.args.get("appName", "").strip()
     if not app_name:
         raise InvalidRequest("the query parameter appName is required", {"appName": "missing"})
     reference_name(app_name, "appName")
+    require_app(Role.VIEWER, app_name)
     access = term_access()
     access.config.require_app(app_name)
     jobs = [job.job_name for job in access.config.jobs(app_name)]

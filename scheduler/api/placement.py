@@ -12,7 +12,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access_control import require_job, requires
 from scheduler.api.term_access import term_access
+from scheduler.model.access.roles import Role
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import InvalidRequest
 
@@ -32,9 +34,10 @@ def refuse_unplaceable(job: JobConfig) -> None:
 
 
 @bp.get("/<job_name>/placement")
+@requires(Role.VIEWER, scope="app")
 def job_placement(job_name: str) -> Response:
     access = term_access()
-    job = access.config.require_job(job_name)
+    job = require_job(Role.VIEWER, job_name)
     app = access.config.app(job.app_name)
     capacity = access.capacity
     agents = capacity.agents() if capacity is not None and capacity.settled else []

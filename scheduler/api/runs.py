@@ -30,10 +30,12 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from executor.records import OUTPUT_STREAMS, task_output_dir
+from scheduler.api.access_control import require_job, requires
 from scheduler.api.inputs import reference_problem
 from scheduler.api.term_access import TermAccess, term_access
 from scheduler.leader.mesos.taskinfo import runs_as_command_task
 from scheduler.leader.statistics import runs as trace_runs
+from scheduler.model.access.roles import Role
 from scheduler.model.config import shown
 from scheduler.model.errors import InvalidRequest, NotFound
 from scheduler.model.task_id import InvalidTaskId, TaskId
@@ -142,13 +144,17 @@ def _checked(problems: dict[str, str]) -> None:
 
 
 @bp.get("/<job_name>/runs")
+@requires(Role.VIEWER, scope="app")
 def job_runs(job_name: str) -> Response:
     access = term_access()
     problems: dict[str, str] = {}
     limit = _integer("limit", DEFAULT_RUNS, 1, MAX_RUNS, problems)
+    _checked(problems)
+    # Before `before` is looked up in the trace: whether a run of a job of an app the caller
+    # cannot see is there must not show in the answer.
+    require_job(Role.VIEWER, job_name)
     before = _before(access, job_name, problems)
     _checked(problems)
-    access.config.require_job(job_name)
     engine = access.trace_engine
     if engine is None:
         return jsonify({"runs": _running(access, job_name)[:limit], "next": None})
@@ -196,6 +202,7 @@ def _running(access: TermAccess, job_name: str) -> list[dict[str, Any]]:
 
 
 @bp.get("/<job_name>/runs/<taskId>/log")
+@requires(Role.VIEWER, scope="app")
 def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps its wire name
     problems: dict[str, str] = {}
     stream = request.args.get("stream", "").strip() or "stdout"
@@ -206,7 +213,7 @@ def run_log(job_name: str, taskId: str) -> Response:  # the path parameter keeps
     _checked(problems)
     parsed = _task_id(taskId, job_name)
     access = term_access()
-    job = access.config.require_job(job_name)
+    job = require_job(Role.VIEWER, job_name)
     agent_id, path = _where(access, parsed, stream, command_task=runs_as_command_task(job))
     chunk = access.actions.read_run_file(taskId, agent_id, path, offset, length)
     if offset == -1:

@@ -14,7 +14,7 @@ ISO 8601 UTC times (`2017-07-10T18:39:02.000Z`), which JavaScript's `Date` parse
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +43,7 @@ __all__ = [
     "check_status_traces",
     "executions",
     "job_register_statistics",
+    "job_result_summary",
     "job_running_statistics",
     "status_traces",
     "task_result_statistics",
@@ -139,18 +140,24 @@ _STATUS_TRACES = _Search(
 )
 
 
-def executions(engine: Engine, params: Params) -> dict[str, Any]:
-    """`GET /job/events/executions`: `{"total": n, "rows": [JobExecutionEvent]}`.
+def executions(
+    engine: Engine, params: Params, only_jobs: Collection[str] | None = None
+) -> dict[str, Any]:
+    """`GET /job/events/executions`: `{"total": n, "rows": [JobExecutionEvent]}`; with
+    `only_jobs`, the rows of those jobs alone (the jobs a caller may see, issue 26).
 
     Raises InvalidRequest for a bad page, sort, order, time or isSuccess.
     """
-    total, rows = _search(engine, _EXECUTIONS, params)
+    total, rows = _search(engine, _EXECUTIONS, params, only_jobs)
     return {"total": total, "rows": [_execution_json(row) for row in rows]}
 
 
-def status_traces(engine: Engine, params: Params) -> dict[str, Any]:
-    """`GET /job/events/statusTraces`: `{"total": n, "rows": [JobStatusTraceEvent]}`."""
-    total, rows = _search(engine, _STATUS_TRACES, params)
+def status_traces(
+    engine: Engine, params: Params, only_jobs: Collection[str] | None = None
+) -> dict[str, Any]:
+    """`GET /job/events/statusTraces`: `{"total": n, "rows": [JobStatusTraceEvent]}`; with
+    `only_jobs`, the rows of those jobs alone."""
+    total, rows = _search(engine, _STATUS_TRACES, params, only_jobs)
     return {"total": total, "rows": [_trace_json(row) for row in rows]}
 
 
@@ -207,6 +214,49 @@ def task_result_summary(engine: Engine, period: str, now: datetime | None = None
     return {"successCount": 0, "failedCount": 0}
 
 
+def job_result_summary(
+    engine: Engine, period: str, jobs: Collection[str], now: datetime | None = None
+) -> dict[str, Any]:
+    """`task_result_summary` counted from the execution log of `jobs` alone: for a caller who
+    sees only some apps (issue 26), whose counts the cluster-wide statistics tables cannot give.
+
+    The same periods: `online` every run, `lastWeek` runs completed in the last 7 days,
+    `lastHour`/`lastMinute` those completed in the latest ended hour or minute. Anything
+    else, or no jobs: zeros.
+    """
+    moment = _now(now)
+    windows: dict[str, tuple[datetime | None, datetime | None]] = {
+        "online": (None, None),
+        "lastWeek": (moment - timedelta(days=7), None),
+    }
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    minute = moment.replace(second=0, microsecond=0)
+    windows["lastHour"] = (hour - timedelta(hours=1), hour)
+    windows["lastMinute"] = (minute - timedelta(minutes=1), minute)
+    window = windows.get(period)
+    if window is None or not jobs:
+        return {"successCount": 0, "failedCount": 0}
+    start, end = window
+    where: list[Any] = [ExecutionLog.job_name.in_(sorted(jobs))]
+    if start is not None:
+        where.append(ExecutionLog.complete_time >= start)
+    if end is not None:
+        where.append(ExecutionLog.complete_time < end)
+    query = (
+        select(ExecutionLog.is_success, func.count())
+        .where(*where, ExecutionLog.is_success.is_not(None))
+        .group_by(ExecutionLog.is_success)
+    )
+    with Session(engine) as session:
+        counts = {bool(flag): int(n) for flag, n in session.execute(query).all()}
+    return {
+        "successCount": counts.get(True, 0),
+        "failedCount": counts.get(False, 0),
+        "statisticInterval": "DAY" if period in ("online", "lastWeek") else period[4:].upper(),
+        "creationTime": _iso(moment),
+    }
+
+
 def task_running_statistics(
     engine: Engine, since: str | None, now: datetime | None = None
 ) -> list[dict[str, Any]]:
@@ -261,8 +311,14 @@ class _Query:
     page: int
 
 
-def _search(engine: Engine, search: _Search, params: Params) -> tuple[int, list[Any]]:
+def _search(
+    engine: Engine, search: _Search, params: Params, only_jobs: Collection[str] | None = None
+) -> tuple[int, list[Any]]:
     q = _where(search, params)
+    if only_jobs is not None:
+        if not only_jobs:
+            return 0, []
+        q.where.append(search.model.job_name.in_(sorted(only_jobs)))
     count = select(func.count()).select_from(search.model).where(*q.where)
     query = select(search.model).where(*q.where)
     if q.sort_column is not None:
