@@ -15,6 +15,7 @@ from scheduler.api import (
     placement,
     runs,
 )
+from scheduler.api.access_control import install_access_control
 from scheduler.api.audit import bp as audit_bp
 from scheduler.api.audit import install_audit
 from scheduler.api.auth import install_auth
@@ -49,6 +50,7 @@ def create_app(
     install_auth(
         app, ctx.settings, revocations=(ctx.registry, FencedWriter(ctx.registry, ctx.term.fence))
     )
+    install_access_control(app)  # after auth: every route's declared role (api/access_control)
     # After auth and access control: a request id each, a record per change and refusal
     # (`audit`: the term's audit log; None: only the settings' audit_file, as in tests).
     install_audit(app, ctx, audit)
