@@ -191,6 +191,12 @@ def test_an_editor_sees_only_its_app_and_the_controls_of_its_role(
             expect(page.locator("[data-table=apps]")).to_contain_text("team_a_app")
             assert page.locator("[data-action=add-app]").count() == 0  # cluster-admins only
             assert "team_b_app" not in page.content() and "b_job" not in page.content()
+            # The views of the whole cluster draw from its filtered lists without an error.
+            tab.open("runs")
+            expect(page.locator("[data-table=runs], main .empty").first).to_be_visible()
+            tab.open("stats")
+            expect(page.locator("[data-chart=results] canvas")).to_have_count(1)
+            assert "b_job" not in page.content()
 
             # Its own job: every control of an editor; its app: no deletion (app-admin's).
             tab.open("jobs/a_job")
