@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask
 
 from scheduler.api import (
+    access,
     apps,
     fire_times,
     history,
@@ -14,6 +15,7 @@ from scheduler.api import (
     operate,
     placement,
     runs,
+    workflows,
 )
 from scheduler.api.access_control import install_access_control
 from scheduler.api.audit import bp as audit_bp
@@ -23,9 +25,11 @@ from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
 from scheduler.api.quotas import Quotas
 from scheduler.api.term_access import TermAccess, TraceSource
+from scheduler.api.workflows import workflow_access
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.leader.statistics.audit import AuditLog
+from scheduler.leader.workflows import WorkflowEngine
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.term_stores import TermStores
@@ -39,6 +43,7 @@ def create_app(
     statistics: TraceSource | None = None,
     capacity: AgentCapacity | None = None,
     audit: AuditLog | None = None,
+    workflow_engine: WorkflowEngine | None = None,
 ) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
@@ -67,5 +72,7 @@ def create_app(
     app.extensions["ejc_webhook_targets"] = ctx.settings.notify_webhook_allowed_targets
     for module in (apps, jobs, history, operate, openapi, placement, fire_times, kill, runs):
         app.register_blueprint(module.bp)
+    access.install(app, ctx)  # /api/access: users, grants, tokens (their store, fenced)
+    workflows.install(app, workflow_access(ctx, stores, workflow_engine))  # issue 27
     app.register_blueprint(audit_bp)
     return app
