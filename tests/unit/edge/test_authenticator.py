@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, g
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from scheduler.api.auth import install_auth
@@ -401,6 +401,9 @@ def test_the_flask_hook_answers_401_429_and_503_as_json_with_retry_after(
     )
     install_auth(app, make_settings(), auth)
     app.add_url_rule("/api/x", "x", lambda: {"ok": True}, methods=["GET", "POST"])
+    app.add_url_rule(
+        "/api/who", "who", lambda: {"actor": g.principal.actor, "rights": g.rights.summary()}
+    )
     client = app.test_client()
     gate.set()
     wrong = {"Authorization": basic("root", "wrong")}
@@ -420,10 +423,16 @@ def test_the_flask_hook_answers_401_429_and_503_as_json_with_retry_after(
         "/api/x", headers={"Authorization": basic("root", "s3cret")}, environ_base=other
     )
     assert ok.status_code == 200 and ok.headers["identify"] == "root"
-    guest = client.post(
-        "/api/x", headers={"Authorization": basic("guest", "guest")}, environ_base=other
+    # Who the request is, for the handlers (what a guest may do is access control's to say:
+    # api/access_control.py and its role matrix test).
+    guest = client.get(
+        "/api/who", headers={"Authorization": basic("guest", "guest")}, environ_base=other
     )
-    assert guest.status_code == 403
+    assert guest.status_code == 200 and guest.headers["identify"] == "guest"
+    assert guest.json == {
+        "actor": "user:guest",
+        "rights": {"everywhere": "viewer", "apps": {}},
+    }
     # Busy: the only slot is held by a hash at the gate.
     gate.clear()
     with ThreadPoolExecutor(1) as pool:
