@@ -13,15 +13,10 @@ import pytest
 from flask import g
 from kazoo.client import KazooClient
 
-from scheduler.api import access, create_app
-from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.model.access.records import MAX_TOKEN_TTL_S, decode_token, decode_user
-from scheduler.model.settings import load_settings
-from scheduler.replica.term import LeaderContext, Term
 from scheduler.storage.layout import ACCESS_TOKENS_USED as USED
 from scheduler.storage.layout import access_token_path, access_user_path
-from scheduler.storage.registry import Registry
-from tests.integration.api.conftest import ADMIN, APP, GUEST, Api
+from tests.integration.api.conftest import ADMIN, APP, GUEST, Api, make_api
 
 PASSWORD = "correct horse battery"
 
@@ -70,20 +65,11 @@ class AccessApi(Api):
 
 
 def build(zk_client: KazooClient, namespace: str, **settings: str) -> AccessApi:
-    registry = Registry(zk_client, namespace)
-    registry.ensure("/ha/election")
-    node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
-    term = Term(1, node, zk_client.client_id[0])
-    ctx = LeaderContext(
-        load_settings({}, {}, {"time_zone": "UTC", **settings}), registry, term, lambda app: None
-    )
-    actions = RecordedActions()
-    app = create_app(ctx, actions)
-    if "access" not in app.blueprints:
-        access.install(app, ctx)
-    built = AccessApi(app.test_client(), registry, actions, term)
+    """The term's API (`make_api`), recording what each request told the audit log."""
+    made = make_api(zk_client, namespace, **settings)
+    built = AccessApi(made.client, made.registry, made.actions, made.term)
 
-    @app.after_request
+    @made.client.application.after_request
     def _record(response: Any) -> Any:
         if "audit_changes" in g:
             built.changes.append(
