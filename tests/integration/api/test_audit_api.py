@@ -181,7 +181,11 @@ def test_the_list_filters_and_pages_with_a_cursor(api: Api, audit: AuditLog) -> 
         ("app=a&app=b", "app"),
     ],
 )
-def test_a_bad_parameter_is_a_400_naming_it(api: Api, query: str, named: str) -> None:
+def test_a_bad_parameter_is_a_400_naming_it(
+    zk_client: KazooClient, zk_namespace: str, query: str, named: str
+) -> None:
+    # Checked before the database is asked: an audit log without one answers the same 400.
+    api = _api(zk_client, zk_namespace, AuditLog())
     answer = api.call("GET", f"/api/audit?{query}")
     assert answer.status_code == 400
     assert named in answer.json["fields"]
@@ -276,5 +280,60 @@ def test_best_effort_lets_the_change_through_and_counts_the_failure(
         broken.stop(0.5)
 
 
-def test_admin_headers_are_the_settings_admin() -> None:
-    assert ADMIN == _basic("root", "root")
+def test_without_a_database_the_list_is_a_503_naming_the_problem(
+    zk_client: KazooClient, zk_namespace: str
+) -> None:
+    api = _api(zk_client, zk_namespace, AuditLog())
+    answer = api.call("GET", "/api/audit", headers=ADMIN)
+    assert answer.status_code == 503
+    assert answer.json["type"] == "AuditUnavailable"
+    assert "event_trace_rdb_url=none" in answer.json["error"]
+
+
+PASSWORD = "correct horse battery"
+
+
+def test_another_apps_resource_is_a_denied_record_and_app_admins_read_their_apps_only(
+    api: Api, audit: AuditLog
+) -> None:
+    for name in ("app_a", "app_b"):
+        assert api.call("POST", "/api/app", {**APP, "appName": name}).status_code == 204
+    job_a = {**JOB, "jobName": "job_a", "appName": "app_a"}
+    assert api.call("POST", "/api/job/register", job_a).status_code == 204
+    for user, role, app_name in (
+        ("alice", "app-admin", "app_a"),
+        ("bob", "app-admin", "app_b"),
+        ("carol", "viewer", "app_a"),
+    ):
+        body = {"name": user, "password": PASSWORD}
+        assert api.call("POST", "/api/access/users", body).status_code == 201
+        grant = {"principal": f"user:{user}", "role": role, "app": app_name}
+        assert api.call("POST", "/api/access/grants", grant).status_code == 201
+    alice, bob, carol = (_basic(user, PASSWORD) for user in ("alice", "bob", "carol"))
+    # Bob probes app_a's job (hidden: 404), and a job that exists nowhere (no record: a read).
+    assert api.call("GET", "/api/job/jobs/job_a", headers=bob).status_code == 404
+    assert api.call("POST", "/api/job/job_a/disable", headers=bob).status_code == 404
+    assert api.call("GET", "/api/job/jobs/nosuch", headers=bob).status_code == 404
+    # Carol sees app_a but may not trigger there: 403.
+    assert api.call("POST", "/api/job/trigger", raw="job_a", headers=carol).status_code == 403
+    total = 2 + 1 + 3 + 3 + 3  # apps, job, users, grants, refusals
+    everything = _records(api, audit, total)
+    assert len(everything) == total
+    refusals = [(r["actor"], r["status"], r["resource"], r["app"]) for r in everything[:3]]
+    assert refusals == [
+        ("user:carol", 403, "app/app_a", "app_a"),
+        ("user:bob", 404, "job/job_a", "app_a"),
+        ("user:bob", 404, "job/job_a", "app_a"),
+    ]
+    assert {r["outcome"] for r in everything[:3]} == {"denied"}
+    # Alice reads app_a's records only (her app's job and the refusals there), Bob app_b's.
+    seen_by_alice = api.call("GET", "/api/audit?limit=100", headers=alice).json["items"]
+    assert seen_by_alice and {r["app"] for r in seen_by_alice} == {"app_a"}
+    assert [r["requestId"] for r in seen_by_alice] == [
+        r["requestId"] for r in everything if r["app"] == "app_a"
+    ]
+    seen_by_bob = api.call("GET", "/api/audit?limit=100", headers=bob).json["items"]
+    assert {r["app"] for r in seen_by_bob} == {"app_b"}
+    assert api.call("GET", "/api/audit", headers=carol).json["items"] == []
+    # Asking for another app's records gives none, never an error that confirms it.
+    assert api.call("GET", "/api/audit?app=app_a", headers=bob).json["items"] == []
