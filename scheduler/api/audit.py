@@ -235,7 +235,26 @@ def _tried() -> str:
     basic = request.authorization
     if basic is not None and basic.type == "basic" and basic.username:
         return "user:" + _printable(str(basic.username))[:100]
+    if request.path == _SESSION_PATH and request.method == "POST":
+        return _login_tried()
     return "unknown"
+
+
+def _login_tried() -> str:
+    """Who a console login claimed to be: its body's `user`, or the id of its `token`."""
+    if (request.content_length or 0) > _MAX_BODY_PEEK_BYTES:
+        return "unknown"
+    try:
+        body = parse_json(request.get_data(cache=True), "request body")
+    except SchedulerError:
+        return "unknown"
+    if not isinstance(body, dict):
+        return "unknown"
+    user, token = body.get("user"), body.get("token")
+    if isinstance(user, str) and user:
+        return "user:" + _printable(user)[:100]
+    parts = parse_token(token.strip()) if isinstance(token, str) else None
+    return f"token:{parts.id}" if parts is not None else "unknown"
 
 
 def _printable(text: str) -> str:

@@ -337,3 +337,43 @@ def test_another_apps_resource_is_a_denied_record_and_app_admins_read_their_apps
     assert api.call("GET", "/api/audit", headers=carol).json["items"] == []
     # Asking for another app's records gives none, never an error that confirms it.
     assert api.call("GET", "/api/audit?app=app_a", headers=bob).json["items"] == []
+
+
+def test_a_token_is_named_by_its_id_and_a_login_by_the_name_it_tried(
+    api: Api, audit: AuditLog
+) -> None:
+    assert api.call("POST", "/api/app", APP).status_code == 204
+    made = api.call("POST", "/api/access/tokens", {"name": "ci", "role": "operator", "app": "*"})
+    assert made.status_code == 201, made.json
+    token, token_id = made.json["token"], made.json["id"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert api.call("POST", "/api/app/demo_app/disable", headers=bearer).status_code == 204
+    wrong = "ejc_" + "0" * 12 + "_" + "1" * 48
+    assert (
+        api.call(
+            "POST", "/api/app/demo_app/enable", headers={"Authorization": f"Bearer {wrong}"}
+        ).status_code
+        == 401
+    )
+    login = {"user": "mallory", "password": "guess"}
+    assert api.call("POST", "/api/session", login, headers={}).status_code == 401
+    records = _records(api, audit, 5)
+    assert [(r["actor"], r["action"], r["outcome"]) for r in records[:3]] == [
+        ("user:mallory", "session.login", "denied"),
+        ("token:" + "0" * 12, "app.enable", "denied"),
+        (f"token:{token_id}", "app.disable", "ok"),
+    ]
+    created = records[3]
+    assert created["action"] == "token.create" and created["actor"] == "user:root"
+    # The token's secret is in no record, nor in the file.
+    secret = token.rsplit("_", 1)[1]
+    assert secret not in json.dumps(records)
+
+
+def test_with_auth_off_the_actor_is_anonymous(
+    zk_client: KazooClient, zk_namespace: str, audit: AuditLog
+) -> None:
+    api = _api(zk_client, zk_namespace, audit, auth_enabled="false")
+    assert api.call("POST", "/api/app", APP, headers={}).status_code == 204
+    records = _records(api, audit, 1)
+    assert [(r["actor"], r["action"]) for r in records] == [("anonymous", "app.create")]
