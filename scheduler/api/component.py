@@ -8,6 +8,7 @@ from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.leader.statistics.component import Statistics
+from scheduler.leader.workflows import WorkflowEngine
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.term_stores import TermStores
 
@@ -24,7 +25,9 @@ class RestApi(LeaderComponent):
         actions: OperatorActions,
         statistics: Statistics | None = None,
         capacity: AgentCapacity | None = None,
+        workflow_engine: WorkflowEngine | None = None,
     ) -> None:
+        self._workflow_engine = workflow_engine
         self._ctx = ctx
         self._stores = stores
         self._actions = actions
@@ -41,6 +44,7 @@ class RestApi(LeaderComponent):
             statistics,
             self._capacity,
             audit=None if statistics is None else statistics.audit,
+            workflow_engine=self._workflow_engine,
         )
         self._ctx.mount_api(app)
 

@@ -403,6 +403,18 @@ _EXPIRES = _schema("string", "ISO 8601; null for Basic credentials", nullable=Tr
 _SESSION = _object({"user": _STRING, "role": _STRING, "expiresAt": _EXPIRES})
 _LOGIN_BODY = {"required": True, **_json(_object({"user": _STRING, "password": _STRING}))}
 
+_WORKFLOW_BODY = {"required": True, **_json(_OBJECT)}
+_WORKFLOW_ADDED = Reply("201", "registered", _OBJECT)
+_WORKFLOW_UPDATE = "update a workflow (runs in flight keep their snapshot)"
+_WORKFLOW_LIST = "list workflows (?job=NAME: those with a node running the job)"
+_WORKFLOW_QUERIES = (*_LIST_QUERIES, _query("job", "a job's name"))
+_WORKFLOW_TRIGGER = "run a workflow now (optional body {parameter}: every node's job parameter)"
+_WORKFLOW_RUN_ID = Reply("201", "a run", _object({"runId": _STRING}))
+_WORKFLOW_RUNS = "a workflow's runs, newest first (limit default 20)"
+_WORKFLOW_PAGE = _object({"items": _OBJECTS, "nextCursor": _NEXT_PAGE})
+_WORKFLOW_RETRY = "re-run the nodes of an ended run that did not succeed"
+_MARK = "count a failed, skipped or cancelled node as succeeded (its children go on)"
+
 ROUTES: tuple[Route, ...] = (
     Route("POST /api/app", "register an app", body=_APP_BODY),
     Route("PUT /api/app", "update an app (omitted fields are kept)", body=_APP_BODY),
@@ -461,6 +473,20 @@ ROUTES: tuple[Route, ...] = (
         "GET /api/session", "who the credentials (Basic or cookie) are; role null: none", _SESSION
     ),
     Route("DELETE /api/session", "log out: revoke the cookie's session on every replica"),
+    # Workflows (issue 27): scheduler/api/workflows.py, docs/workflows.md.
+    Route("POST /api/workflow", "register a workflow", _WORKFLOW_ADDED, body=_WORKFLOW_BODY),
+    Route("PUT /api/workflow", _WORKFLOW_UPDATE, _OBJECT, body=_WORKFLOW_BODY),
+    Route("GET /api/workflows", _WORKFLOW_LIST, _listed(_OBJECT), _WORKFLOW_QUERIES),
+    Route("GET /api/workflow/{name}", "one workflow, with enabled", _OBJECT),
+    Route("DELETE /api/workflow/{name}", "delete a workflow; its runs in flight are cancelled"),
+    Route("POST /api/workflow/{name}/disable", "disable a workflow's cron"),
+    Route("POST /api/workflow/{name}/enable", "enable a workflow's cron"),
+    Route("POST /api/workflow/{name}/trigger", _WORKFLOW_TRIGGER, _WORKFLOW_RUN_ID),
+    Route("GET /api/workflow/{name}/runs", _WORKFLOW_RUNS, _WORKFLOW_PAGE, _LIST_QUERIES),
+    Route("GET /api/workflow/{name}/runs/{run_id}", "a run with every node", _OBJECT),
+    Route("POST /api/workflow/{name}/runs/{run_id}/cancel", "cancel a run", _OBJECT),
+    Route("POST /api/workflow/{name}/runs/{run_id}/retry", _WORKFLOW_RETRY, _OBJECT),
+    Route("POST /api/workflow/{name}/runs/{run_id}/nodes/{node}/mark-success", _MARK, _OBJECT),
 )
 
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")

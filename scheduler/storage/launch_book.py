@@ -64,6 +64,12 @@ class Launch:
     requires: tuple[str, int] | None = None
     """(path, version) a node must be at for the take to be written: the pending run was noted
     by a fire whose own write may not be applied yet (`QueueCache.note_pending`)."""
+    also: tuple[Op, ...] = ()
+    """More ops written with the unit: a workflow node fire's take from its queue, its fire
+    record and its tasks' index entries (issue 27)."""
+    requeue: tuple[str, bytes] | None = None
+    """(path, data) of the workflow queue entry the unit took, put back by `undo` when none of
+    its tasks was launched."""
 
     @property
     def ready_after(self) -> tuple[int, int] | None:
@@ -91,6 +97,7 @@ class Launch:
                 out.append(Op.set(path, encode_count(count - 1), version))
             else:
                 out.append(Op.delete(path, version=version))
+        out.extend(self.also)
         return out
 
     def paths(self) -> list[str]:
@@ -272,6 +279,8 @@ class LaunchBook:
                 requeue[item] = originals.get(item, "") or task.task_id
             elif others_launched:
                 requeue[item] = task.task_id
+        if launch.requeue is not None and not others_launched:
+            ops.append(Op.create(*launch.requeue))  # the node fire waits for a launch again
         if requeue:
             registry.ensure(failover_folder(job))
             queued = set(registry.children(failover_folder(job)))

@@ -161,6 +161,8 @@ class RunningTask:
     extra: dict[str, Any] = field(default_factory=dict)
     kill_reason: str = ""
     """Why the scheduler killed it (KILLED_BY_USER, KILLED_BY_REPLACE), "" if it did not."""
+    workflow_fire: str = ""
+    """The workflow node fire it runs for (`workflow_store.fire_key`), "" if none (issue 27)."""
 
     @property
     def parsed(self) -> TaskId:
@@ -178,6 +180,7 @@ class RunningTask:
             "state": self.state,
             "launchedAt": self.launched_at,
             **({"killReason": self.kill_reason} if self.kill_reason else {}),
+            **({"workflowFire": self.workflow_fire} if self.workflow_fire else {}),
         }
 
     @classmethod
@@ -190,6 +193,7 @@ class RunningTask:
             idle=bool(data.get("idle", False)),
             launched_at=float(data.get("launchedAt", 0.0)),
             kill_reason=str(data.get("killReason") or ""),
+            workflow_fire=str(data.get("workflowFire") or ""),
         )
 
 

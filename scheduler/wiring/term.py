@@ -1,7 +1,7 @@
 """The leader's components for one term, in start order (stopped in the reverse order).
 
-term record, framework id, producer, statistics, webhooks, config listener, task launcher,
-REST API, Mesos driver, reconcile. Components are built fresh for every term.
+term record, framework id, producer, statistics, webhooks, config listener, workflows, task
+launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
 
 The Mesos driver is built first, without handlers: the launcher, the status handler, the config
 listener and reconciliation are given it (or its `kill`) as they are built, and the driver is
@@ -31,6 +31,7 @@ from scheduler.leader.producer import Producer
 from scheduler.leader.statistics.component import Statistics
 from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.leader.webhooks import WebhookNotifier
+from scheduler.leader.workflows import WorkflowEngine
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
 from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
@@ -38,6 +39,7 @@ from scheduler.replica.terms_log import TermRecorder
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.workflow_store import WorkflowQueue, WorkflowStore
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class _TermParts:
     listener: ConfigListener
     status: StatusHandler
     reconciler: Reconciler
+    workflows: WorkflowEngine
 
 
 def build_components(ctx: LeaderContext) -> BuiltTerm:
@@ -68,6 +71,7 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
     if ctx.metrics is not None:
         _wire_metrics(ctx.metrics, parts)
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
+    parts.status.listeners.append(parts.workflows.on_status)  # a task's end may end a node
     _bind_driver(parts)
     actions = MesosActions(parts.driver, parts.reconciler, lambda: parts.framework_ids.framework_id)
     readout = TermReadout(
@@ -83,8 +87,16 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
         parts.statistics,
         parts.webhooks,
         parts.listener,
+        parts.workflows,
         parts.launcher,
-        RestApi(ctx, parts.stores, actions, parts.statistics, parts.launcher.capacity),
+        RestApi(
+            ctx,
+            parts.stores,
+            actions,
+            parts.statistics,
+            parts.launcher.capacity,
+            workflow_engine=parts.workflows,
+        ),
         parts.driver,
         parts.reconciler,
     ]
@@ -128,8 +140,22 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         queues,
         max_fires_per_second=settings.max_fires_per_second,
     )
+    # Workflow node fires (issue 27): queued by the engine, launched by the launcher.
+    workflow_store = WorkflowStore(
+        ctx.registry,
+        ctx.term.fence,
+        resolve_time_zone(settings.time_zone),
+        settings.max_workflow_nodes,
+    )
+    node_fires = WorkflowQueue(on_change=wake_launcher.wake)
     launcher = Launcher(
-        stores, ctx.term, driver, queues, wake=wake_launcher, next_fire=producer.next_fire_at
+        stores,
+        ctx.term,
+        driver,
+        queues,
+        wake=wake_launcher,
+        next_fire=producer.next_fire_at,
+        workflows=node_fires,
     )
     statistics = Statistics(settings, ctx.registry, ctx.term.fence, fires.fire_of)
     return _TermParts(
@@ -142,8 +168,11 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         statistics=statistics,
         webhooks=WebhookNotifier.from_settings(settings),
         listener=ConfigListener(stores, producer, kill_job_tasks),
-        status=StatusHandler(stores, driver.kill, wake_launcher.wake, statistics.journal),
+        status=StatusHandler(
+            stores, driver.kill, wake_launcher.wake, statistics.journal, workflow_store
+        ),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
+        workflows=WorkflowEngine(workflow_store, stores, ctx.term, node_fires, driver.kill),
     )
 
 

@@ -21,6 +21,7 @@ from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.launch_book import Launch
 from scheduler.storage.queue_cache import FailoverEntry
+from scheduler.storage.workflow_store import NodeFire
 
 
 def overlap_of(job: JobConfig) -> OverlapPolicy:
@@ -45,6 +46,11 @@ class PlacementUnit:
     requires: tuple[str, int] | None = None
     """(path, version) a READY unit's take requires (a fire's write not yet answered)."""
     failover: dict[int, FailoverEntry] = field(default_factory=dict)
+    workflow: tuple[NodeFire, int] | None = None
+    """A workflow node's fire (with its queue entry's version) this READY unit launches
+    instead of a pending run of the job (issue 27)."""
+    relaunch: dict[int, NodeFire] = field(default_factory=dict)
+    """The failover shards that belong to a workflow node's fire, by item."""
 
 
 @dataclass
@@ -72,6 +78,8 @@ class PlacedUnit:
     infos: list[tuple[str, dict[str, Any]]]
     originals: dict[str, str]
     """Task id -> the task it relaunches (failover), else itself."""
+    workflow: NodeFire | None = None
+    """The workflow node fire the unit launches (issue 27)."""
 
 
 def scalar(offer: dict[str, Any], name: str) -> float:

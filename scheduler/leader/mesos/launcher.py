@@ -63,7 +63,8 @@ from scheduler.leader.mesos.offers import (
 )
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard
 from scheduler.leader.mesos.taskinfo import build_task_info
-from scheduler.model.config.job import JobConfig
+from scheduler.model.config.app import AppConfig
+from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
@@ -71,6 +72,14 @@ from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.transactions import Op
+from scheduler.storage.workflow_store import (
+    NodeFire,
+    WorkflowQueue,
+    fire_of_task,
+    launch_ops,
+    relaunch_ops,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +101,7 @@ class Launcher(ThreadedComponent):
         *,
         wake: WakeSignal | None = None,
         next_fire: Callable[[], float | None] | None = None,
+        workflows: WorkflowQueue | None = None,
     ) -> None:
         """`driver`: the term's Mesos driver, which hands this launcher its offers
         (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `queues`: the term's view of
@@ -100,7 +110,9 @@ class Launcher(ThreadedComponent):
         signal the launcher's thread waits on, which the producer and the status handler are
         given to wake it; a signal of its own when None.
         `next_fire`: when the next cron fire is due (epoch seconds; None: none), from the
-        producer; any thread may call it and it must not block. None: no fire is known."""
+        producer; any thread may call it and it must not block. None: no fire is known.
+        `workflows`: the term's workflow node fires waiting for a launch (issue 27), each
+        launched as one run of its job whose shards carry the workflow run; None: none."""
         super().__init__()
         if stores.fence is None:
             raise ValueError("the launcher writes: it needs term stores with the term's fence")
@@ -117,6 +129,11 @@ class Launcher(ThreadedComponent):
         self._census = AgentCensus(driver, self._wake.wake)
         self._unplaceable = UnplaceableJobs(self._census.capacity)
         self._guard = StarvationGuard(STARVATION_S)
+        self._workflows = workflows
+        # Failover shards' original task -> the workflow node fire it ran for (None: none),
+        # read once per task from its index entry (a shard waiting for its back-off is
+        # gathered every round).
+        self._fire_of: dict[str, NodeFire | None] = {}
         self.launched = 0
         # For /metrics: the queues as the last round read them.
         self.ready_runs = 0
@@ -335,15 +352,30 @@ class Launcher(ThreadedComponent):
         tasks: list[RunningTask] = []
         infos: list[tuple[str, dict[str, Any]]] = []
         originals: dict[str, str] = {}
+        also: list[Op] = []
         for item, slot in sorted(chosen.items()):
             parsed = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
             task_id = str(parsed)
-            tasks.append(
-                RunningTask(task_id, slot.agent_id, hostname=slot.hostname, launched_at=wall)
-            )
-            infos.append((slot.agent_id, build_task_info(job, app, parsed, framework_id)))
             entry = unit.failover.get(item)
             originals[task_id] = (entry.original if entry is not None else "") or task_id
+            fire = unit.workflow[0] if unit.workflow is not None else unit.relaunch.get(item)
+            tasks.append(
+                RunningTask(
+                    task_id,
+                    slot.agent_id,
+                    hostname=slot.hostname,
+                    launched_at=wall,
+                    workflow_fire=fire.key if fire is not None else "",
+                )
+            )
+            infos.append((slot.agent_id, build_task_info(job, app, parsed, framework_id, fire)))
+            if fire is not None and unit.workflow is None:
+                also.extend(relaunch_ops(fire, originals[task_id], task_id))
+        requeue = None
+        if unit.workflow is not None:
+            fire, version = unit.workflow
+            also.extend(launch_ops(fire, version, [t.task_id for t in tasks], len(tasks)))
+            requeue = (fire.queue_path, fire.encode())
         launch = Launch(
             job.job_name,
             tuple(tasks),
@@ -351,8 +383,10 @@ class Launcher(ThreadedComponent):
             requires=unit.requires if unit.kind is TaskType.READY else None,
             failover=tuple(unit.failover[item] for item in sorted(chosen) if item in unit.failover),
             creates_folder=not self._queues.has_running_folder(job.job_name),
+            also=tuple(also),
+            requeue=requeue,
         )
-        return PlacedUnit(launch, infos, originals)
+        return PlacedUnit(launch, infos, originals, unit.workflow[0] if unit.workflow else None)
 
     def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
         """Step 3: write the placed units' bookkeeping; returns those written (the others wait
@@ -365,7 +399,10 @@ class Launcher(ThreadedComponent):
         except SchedulerError:
             self._flow.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S)
             raise
-        return [p for p in placed if id(p.launch) in written]
+        done = [p for p in placed if id(p.launch) in written]
+        if self._workflows is not None:
+            self._workflows.drop([p.workflow.key for p in done if p.workflow is not None])
+        return done
 
     def _accept(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> set[str]:
         """Step 4: one ACCEPT per agent for the units written; the bookkeeping of the tasks of an
@@ -396,10 +433,11 @@ class Launcher(ThreadedComponent):
                     )
             if not lost:
                 continue
+            others_launched = len(lost) < len(unit.launch.tasks)
             try:
-                self._book.undo(
-                    unit.launch, lost, others_launched=len(lost) < len(unit.launch.tasks)
-                )
+                self._book.undo(unit.launch, lost, others_launched=others_launched)
+                if unit.workflow is not None and not others_launched and self._workflows:
+                    self._workflows.add([unit.workflow])  # its entry is back: launched later
             except SchedulerError as exc:
                 log.error(
                     "launcher: job %s: bookkeeping of tasks not launched kept (%s); "
@@ -476,7 +514,8 @@ class Launcher(ThreadedComponent):
         pending = queues.ready_entries()
         ready = {job: (count, version) for job, (count, version, _r) in pending.items()}
         entries = queues.failover()
-        names = set(ready) | {e.job_name for e in entries}
+        node_fires = self._workflows.pending() if self._workflows is not None else []
+        names = set(ready) | {e.job_name for e in entries} | {f.job for f, _v in node_fires}
         jobs = queues.jobs(sorted(names))
         apps = queues.apps(sorted({j.app_name for j in jobs.values() if j is not None}))
         gathered = Gathered(
@@ -515,6 +554,10 @@ class Launcher(ThreadedComponent):
                 gathered.units.append(unit)
             unit.items.append(item)
             unit.failover[item] = entry
+            if node_fires or self._workflows is not None:
+                fire = self._node_fire_of(entry.original)
+                if fire is not None:
+                    unit.relaunch[item] = fire
         waiting: list[tuple[float, PlacementUnit]] = []
         now = time.monotonic()
         for job_name, counted in ready.items():
@@ -541,4 +584,49 @@ class Launcher(ThreadedComponent):
             waiting.append((self._guard.waiting_since(job_name, now), unit))
         waiting.sort(key=lambda pair: pair[0])
         gathered.units.extend(unit for _, unit in waiting)
+        self._gather_node_fires(gathered, node_fires, jobs, apps, failover, running_of)
         return gathered
+
+    def _gather_node_fires(
+        self,
+        gathered: Gathered,
+        node_fires: list[tuple[NodeFire, int]],
+        jobs: dict[str, JobConfig | None],
+        apps: dict[str, AppConfig | None],
+        failover: dict[str, PlacementUnit],
+        running_of: Callable[[str], list[str]],
+    ) -> None:
+        """Workflow node fires as READY units of their jobs, oldest fire first, after the
+        jobs' own runs. A fire waits while its job's failover shards go first, while the job
+        runs or another run of it is placed this round (unless overlapPolicy ALLOW), and while
+        the job or its app is disabled or gone (the workflow engine fails such a node)."""
+        taken = {u.job.job_name for u in gathered.units if u.kind is TaskType.READY}
+        for fire, version in node_fires:
+            job = jobs.get(fire.job)
+            if job is None or fire.job in failover or self._queues.is_disabled(job):
+                continue
+            app = apps.get(job.app_name)
+            if app is None or job.execution_type is not JobExecutionType.TRANSIENT:
+                continue
+            exclusive = overlap_of(job) is not ALLOW
+            if exclusive and (running_of(fire.job) or fire.job in taken):
+                continue
+            taken.add(fire.job)
+            gathered.units.append(
+                PlacementUnit(
+                    TaskType.READY,
+                    job,
+                    app,
+                    list(range(job.sharding_total_count)),
+                    workflow=(fire, version),
+                )
+            )
+
+    def _node_fire_of(self, original: str) -> NodeFire | None:
+        """The workflow node fire a failed task ran for (its failover relaunch runs for it
+        too); None when it ran for none."""
+        if original not in self._fire_of:
+            if len(self._fire_of) >= 10_000:
+                self._fire_of.clear()
+            self._fire_of[original] = fire_of_task(self._stores.registry, original)
+        return self._fire_of[original]

@@ -34,14 +34,15 @@ from typing import Any
 from executor.records import RecordError, decode_status_data
 from scheduler.leader.lifecycle import Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
-from scheduler.model.errors import NotLeader, SchedulerError
+from scheduler.model.errors import Conflict, NotFound, NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, Retry, RunningTask
 from scheduler.storage.term_stores import TermStores
-from scheduler.storage.transactions import Op
+from scheduler.storage.transactions import FencedWriter, Op
+from scheduler.storage.workflow_store import WorkflowStore
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,12 @@ class StatusHandler:
         kill: Callable[[str], bool],
         wake_launcher: Callable[[], None],
         journal: ResultJournal | None = None,
+        workflows: WorkflowStore | None = None,
     ) -> None:
+        """`workflows`: where a workflow node's task records its shard's end (issue 27)."""
         self._stores = stores
         self._journal = journal
+        self._workflows = workflows
         self._kill = kill
         self._wake = wake_launcher
         self.listeners: Listeners[[dict[str, Any], TaskId]] = Listeners(log, "status: listener")
@@ -262,6 +266,7 @@ class StatusHandler:
         """Not relaunched; a daemon job's last task killed puts the job back in the ready
         queue, unless the job is disabled."""
         self._remove(update, None)  # a kill is neither a success nor a failure
+        self._shard_failed(update, f"killed{' ' + killed_by if killed_by else ''}")
         by = f" {killed_by}" if killed_by else ""
         log.info("status: %s killed%s (%s)", update.task_id, by, update.state)
         stores, job = self._stores, update.job
@@ -289,7 +294,8 @@ class StatusHandler:
                     JobEventKind.RUN_TIMED_OUT, update.parsed, update.task_id, update.job, timed_out
                 )
             why = timed_out or update.message or update.state
-            self._failed(update.parsed, update.task_id, update.job, why)
+            if not self._failed(update.parsed, update.task_id, update.job, why):
+                self._shard_failed(update, why)
         self._wake()
 
     def _note_ended(self, task_id: str) -> None:
@@ -300,23 +306,53 @@ class StatusHandler:
 
     def _remove(self, update: TaskUpdate, success: bool | None) -> None:
         """Delete the task's node with its result (None: no result); nothing when this leader
-        does not follow the task (a resent update, or never ours)."""
+        does not follow the task (a resent update, or never ours). A workflow node's shard
+        that succeeded records its end in its fire record in the same transaction."""
         if update.task is not None:
             task_id = update.task_id
-            self._with_result(success, lambda ops: self._stores.running.remove(task_id, ops))
+            also: list[Op] = []
+            if success and update.task.workflow_fire and self._workflows is not None:
+                also = self._workflows.shard_ended_ops(
+                    update.task.workflow_fire, update.parsed.item, True, "", task_id
+                )
+            self._with_result(
+                success, lambda ops: self._stores.running.remove(task_id, [*ops, *also])
+            )
 
-    def _failed(self, parsed: TaskId, task_id: str, job: JobConfig | None, why: str) -> None:
-        """A run of shard `parsed.item` failed: relaunch it (failover) or report it failed."""
+    def _shard_failed(self, update: TaskUpdate, why: str) -> None:
+        """A workflow node's shard ended for good without success (not relaunched): record it
+        in its fire record, after the failover decision (a leader that dies in between leaves
+        the shard without an end; the next leader's engine finds it gone and counts it
+        failed)."""
+        task, workflows = update.task, self._workflows
+        if task is None or not task.workflow_fire or workflows is None:
+            return
+        ops = workflows.shard_ended_ops(
+            task.workflow_fire, update.parsed.item, False, why, update.task_id
+        )
+        if not ops:
+            return
+        assert self._stores.fence is not None
+        try:
+            FencedWriter(self._stores.registry, self._stores.fence).commit(
+                f"record the end of workflow task {update.task_id}", ops
+            )
+        except (Conflict, NotFound):
+            log.info("status: fire %s changed meanwhile; end not recorded", task.workflow_fire)
+
+    def _failed(self, parsed: TaskId, task_id: str, job: JobConfig | None, why: str) -> bool:
+        """A run of shard `parsed.item` failed: relaunch it (failover) or report it failed.
+        True when it is relaunched."""
         stores = self._stores
         if job is None or stores.is_disabled(job):
-            return  # deleted or disabled: nothing is relaunched, nothing more is expected
+            return False  # deleted or disabled: nothing is relaunched, nothing more expected
         if not (job.failover or job.execution_type is JobExecutionType.DAEMON):
             self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"{why}; failover is off")
-            return
+            return False
         outcome, failures = stores.failover.retry(task_id, job.max_retries)
         if outcome is Retry.QUEUED:
             log.info("status: shard %s of %s queued for failover", parsed.item, parsed.job_name)
-            return
+            return True
         if outcome is Retry.EXHAUSTED:
             log.warning(
                 "status: shard %s of %s failed %s times in a row; not relaunched (maxRetries %s)",
@@ -329,6 +365,7 @@ class StatusHandler:
         else:
             why += "; not relaunched: the failover queue is full (job_state_queue_size)"
         self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, why)
+        return False
 
     def _daemon_run_failed(self, update: TaskUpdate, cause: str) -> None:
         """A daemon run failed (it is not run again: the next comes on the cron)."""

@@ -16,6 +16,7 @@ from executor.taskdata import (
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig, JobExecutionType, JobType
 from scheduler.model.task_id import DELIMITER, TaskId
+from scheduler.storage.workflow_store import NodeFire, iso_fire_time
 
 _ARCHIVES = (".tar", ".tar.gz", ".tar.bz2", ".tar.xz", ".gz", ".tgz", ".tbz2", ".txz", ".zip")
 
@@ -39,10 +40,17 @@ def runs_as_command_task(job: JobConfig) -> bool:
     return job.job_type is JobType.SCRIPT and job.execution_type is JobExecutionType.TRANSIENT
 
 
-def task_data(job: JobConfig, task_id: TaskId, sampling: int) -> TaskData:
+def task_data(
+    job: JobConfig, task_id: TaskId, sampling: int, workflow: NodeFire | None = None
+) -> TaskData:
+    """The task data of one shard; a workflow node's shard (`workflow`) also carries its run
+    and fire time, and the trigger's parameter, if any, instead of the job's (issue 27)."""
     cron_fields: dict[str, str] = {}
     if job.execution_type is JobExecutionType.DAEMON:
         cron_fields = {k: str(v) for k, v in job.cron_spec.fields}
+    job_parameter = job.job_parameter
+    if workflow is not None and workflow.parameter is not None:
+        job_parameter = workflow.parameter
     return TaskData(
         execution_type=job.execution_type.value,
         sharding=ShardingContext(
@@ -51,7 +59,10 @@ def task_data(job: JobConfig, task_id: TaskId, sampling: int) -> TaskData:
             sharding_total_count=job.sharding_total_count,
             sharding_item=task_id.item,
             sharding_parameter=job.sharding_parameter(task_id.item),
-            job_parameter=job.job_parameter,
+            job_parameter=job_parameter,
+            workflow_name=workflow.workflow if workflow is not None else "",
+            workflow_run_id=workflow.run_id if workflow is not None else "",
+            fire_time=iso_fire_time(workflow.fire_time) if workflow is not None else "",
         ),
         job=JobSpec(
             job_name=job.job_name,
@@ -72,10 +83,15 @@ def task_data(job: JobConfig, task_id: TaskId, sampling: int) -> TaskData:
 
 
 def build_task_info(
-    job: JobConfig, app: AppConfig, task_id: TaskId, framework_id: str
+    job: JobConfig,
+    app: AppConfig,
+    task_id: TaskId,
+    framework_id: str,
+    workflow: NodeFire | None = None,
 ) -> dict[str, Any]:
-    """The TaskInfo JSON that launches shard `task_id.item` of `job` on `task_id.agent_id`."""
-    data = task_data(job, task_id, app.event_trace_sampling_count)
+    """The TaskInfo JSON that launches shard `task_id.item` of `job` on `task_id.agent_id`
+    (for workflow node fire `workflow`, if given)."""
+    data = task_data(job, task_id, app.event_trace_sampling_count, workflow)
     info: dict[str, Any] = {
         "name": DELIMITER.join(
             (job.job_name, str(task_id.item), task_id.type.value, task_id.agent_id)
