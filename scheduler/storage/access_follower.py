@@ -208,13 +208,19 @@ class AccessFollower:
                 stale_users, self._stale_users = self._stale_users, set()
                 reload_used, self._reload_used = self._reload_used, False
             for name in stale_users:
-                self._users.records.pop(name, None)
+                self._users.records.pop(name, None)  # read again below, as a new name
             if reload_used:
                 self._used.records.clear()
-            self._read_folder(registry, self._users, node_watch=True)
-            self._read_folder(registry, self._grants)
-            self._read_folder(registry, self._tokens)
-            self._read_folder(registry, self._used)
+            read = False
+            try:
+                self._read_folder(registry, self._users, node_watch=True)
+                self._read_folder(registry, self._grants)
+                self._read_folder(registry, self._tokens)
+                self._read_folder(registry, self._used)
+                read = True
+            finally:
+                if not read:
+                    self._dirty.set()  # the next pass tries again; the snapshot stays
             users: list[UserRecord] = [u for u in self._users.records.values() if u is not None]
             tokens: list[TokenRecord] = [t for t in self._tokens.records.values() if t is not None]
             grants: list[Grant] = [g for g in self._grants.records.values() if g is not None]
