@@ -272,7 +272,7 @@ def _render_run(run: Any) -> str:
         [
             ("run", run.get("runId")),
             ("state", run.get("state")),
-            ("fire time", run.get("fireTime")),
+            ("fire time", _when(run.get("fireTime"))),
             ("started", _when(run.get("startedAt"))),
             ("duration", _span(run.get("startedAt"), run.get("endedAt"))),
         ]
@@ -318,7 +318,7 @@ def trigger_workflow(
     state: State, name: str, param: str | None, wait: bool, wait_timeout: float
 ) -> int:
     """Start a run of a workflow now (whatever its cron); prints the run id."""
-    body = None if param is None else {"jobParameter": param}
+    body = None if param is None else {"parameter": param}
     answer = state.client().call("POST", f"{_base(name)}/trigger", body=body)
     run_id = answer.get("runId") if isinstance(answer, dict) else None
     if not isinstance(run_id, str) or not run_id:
@@ -358,14 +358,14 @@ def list_runs(state: State, name: str, limit: int) -> None:
     rows = [
         (
             r.get("runId"),
-            r.get("fireTime"),
+            _when(r.get("fireTime")),
             r.get("state"),
             _when(r.get("startedAt")),
             _span(r.get("startedAt"), r.get("endedAt")),
         )
         for r in objects(found)
     ]
-    headers = ("RUN", "FIRE_TIME", "STATE", "START_UTC", "DURATION")
+    headers = ("RUN", "FIRE_TIME_UTC", "STATE", "START_UTC", "DURATION")
     state.show_table(found, headers, rows, f"no runs of workflow {name}")
 
 
