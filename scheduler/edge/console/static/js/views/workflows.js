@@ -4,7 +4,7 @@
 //
 // The graph is plain SVG built with DOM calls: every name from the server goes in as a text
 // node, never as markup. Nodes are laid out in layers (a node one layer right of its deepest
-// parent), and each edge is labelled with the condition of the node it leads to.
+// parent); a node's condition is written above it and drawn (colour, dashes) on the edges into it.
 
 import { segment } from "../api.js";
 import {
@@ -31,8 +31,8 @@ const RUNS_SHOWN = 20;
 const NODE_W = 180;
 const NODE_H = 50;
 const GAP_X = 90;
-const GAP_Y = 26;
-const PAD = 16;
+const GAP_Y = 34;
+const PAD = 20;
 const LABEL_CHARS = 22;
 export const RUN_ENDED = new Set(["succeeded", "failed", "cancelled", "timed_out"]);
 const STATE_KIND = {
@@ -206,12 +206,19 @@ export function graph(nodes, { onSelect, selected } = {}) {
         svg(
           "g",
           { class: `wf-edge ${condition}`, "data-edge": `${parent}->${node.name}`, "data-condition": condition },
+          svg("title", {}, `${parent} → ${node.name}: ${condition}`),
           svg("path", {
             d: `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2} ${y2}`,
             "marker-end": "url(#wf-arrow)",
           }),
-          svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle" }, condition),
         ),
+      );
+    }
+    // The condition belongs to the node its edges lead to: one label above that node (where no
+    // edge passes), in the edges' colour, rather than one per edge where edges bunch up.
+    if (to && (node.dependsOn || []).length) {
+      edges.append(
+        svg("text", { class: `wf-cond ${condition}`, x: to.x + 2, y: to.y - 5, "data-condition-of": node.name }, condition),
       );
     }
   }
@@ -245,7 +252,18 @@ export function graph(nodes, { onSelect, selected } = {}) {
     );
     boxes.append(group);
   }
-  return h("div", { class: "wf-graph-wrap" }, root);
+  const legend = h(
+    "p",
+    { class: "wf-legend muted" },
+    "Edges: ",
+    h("span", { class: "wf-key on_success" }, "on_success"),
+    " every parent succeeded · ",
+    h("span", { class: "wf-key on_failure" }, "on_failure"),
+    " some parent failed · ",
+    h("span", { class: "wf-key on_done" }, "on_done"),
+    " every parent ended",
+  );
+  return h("div", { class: "wf-graph-wrap" }, root, legend);
 }
 
 // A run's nodes with their edges: from the run's snapshot of the definition (`definition` in
@@ -392,7 +410,7 @@ export function detail(ctx) {
     fill(
       graphBox,
       graph(workflow.nodes || [], { onSelect: (node) => (location.hash = `#/jobs/${segment(jobOf(workflow, node))}`) }),
-      note("Click a node for its job. Edges carry the condition of the node they lead to."),
+      note("Click a node for its job. A node's condition is written above it and drawn on the edges that lead to it."),
     );
     fill(
       runsBox,
