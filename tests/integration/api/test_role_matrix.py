@@ -31,6 +31,7 @@ is undone by restoring the nodes, so every request starts from the same state.
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import uuid
@@ -44,12 +45,13 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from werkzeug.security import generate_password_hash
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from executor.records import ExecutionRecord
 from scheduler.api import create_app
-from scheduler.leader.mesos.operator_actions import RecordedActions
+from scheduler.leader.mesos.operator_actions import RecordedActions, Throttle
 from scheduler.leader.statistics import TraceWriter, create_trace_engine, upgrade_to_head
 from scheduler.model.access.records import (
     TokenRecord,
@@ -142,24 +144,39 @@ class World:
     grant_of: dict[str, str]  # target -> a grant on its app (of user victim)
     token_of: dict[str, str]  # target -> a token scoped to its app
     spec: dict[str, Any]  # the API's OpenAPI document (query parameters of each route)
+    run_of: dict[str, str] = field(default_factory=dict)  # target -> a workflow run id
     ghost_names: dict[str, str] = field(default_factory=dict)  # other's names -> a ghost's
     baseline: dict[str, bytes] = field(default_factory=dict)
+    references: dict[str, Any] = field(default_factory=dict)  # the admin's answers
     zxid: int = 0
 
     # -- ZooKeeper: what a request wrote, and putting it back -------------------------------
 
     def snapshot(self) -> dict[str, bytes]:
+        """Every node of the namespace but the unwatched ones, with its data: read a level at a
+        time, each level's requests pipelined (a few round trips, not one per node)."""
+        zk: KazooClient = self.registry.client
         found: dict[str, bytes] = {}
-
-        def walk(path: str) -> None:
-            for child in self.registry.children(path):
-                full = f"{path.rstrip('/')}/{child}"
-                if any(full == u or full.startswith(u + "/") for u in UNWATCHED):
+        level = ["/"]
+        while level:
+            listings = [(p, zk.get_children_async(self.registry.abs(p))) for p in level]
+            below: list[str] = []
+            for parent, listing in listings:
+                try:
+                    names = listing.get(timeout=10)
+                except NoNodeError:
+                    continue  # deleted meanwhile
+                for name in names:
+                    full = f"{parent.rstrip('/')}/{name}"
+                    if not any(full == u or full.startswith(u + "/") for u in UNWATCHED):
+                        below.append(full)
+            reads = [(p, zk.get_async(self.registry.abs(p))) for p in below]
+            for path, read in reads:
+                try:
+                    found[path] = read.get(timeout=10)[0] or b""
+                except NoNodeError:
                     continue
-                found[full] = self.registry.get(full) or b""
-                walk(full)
-
-        walk("/")
+            level = below
         return found
 
     def last_zxid(self) -> int:
@@ -217,6 +234,10 @@ class Request:
     url: str
     body: Any = None
     raw: str | None = None
+
+    @property
+    def key(self) -> str:
+        return json.dumps([self.method, self.url, self.body, self.raw], sort_keys=True)
 
 
 def _basic(user: str, password: str) -> dict[str, str]:
@@ -310,6 +331,21 @@ def _seed_trace(engine: Any, tasks: dict[str, str]) -> None:
         writer.stop(5.0)
 
 
+def _seed_workflows(client: Any, root: dict[str, str]) -> dict[str, str]:
+    """A workflow of each app, with a run (when the API serves workflows): target -> run id."""
+    if not any(r.rule == "/api/workflow" for r in client.application.url_map.iter_rules()):
+        return {}
+    runs: dict[str, str] = {}
+    for t in TARGETS:
+        body = _workflow_body(f"{t}_flow", f"{t}_app", f"{t}_job")
+        made = client.post("/api/workflow", json=body, headers=root)
+        assert made.status_code in (200, 201, 204), made.get_data(as_text=True)
+        run = client.post(f"/api/workflow/{t}_flow/trigger", headers=root)
+        assert run.status_code in (200, 201, 202), run.get_data(as_text=True)
+        runs[t] = run.get_json()["runId"]
+    return runs
+
+
 @pytest.fixture(scope="module")
 def world(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     zk_client = KazooClient(hosts=zk.hosts, timeout=10)
@@ -329,6 +365,8 @@ def world(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> It
         flask_app = create_app(ctx, RecordedActions())
         access = flask_app.extensions["ejc_term_access"]
         access.statistics = SimpleNamespace(engine=engine)
+        # Reconciliation is throttled to one per 10 s; every caller here asks within that.
+        access.reconcile_throttle = Throttle(0.0)
         client = flask_app.test_client(use_cookies=False)  # a login's cookie must not stick
         root = _basic("root", "root")
         tasks: dict[str, str] = {}
@@ -345,11 +383,15 @@ def world(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> It
         spec = client.get("/api/openapi.json", headers=root).get_json() or {}
         grants[GHOST], tokens[GHOST] = "f" * 16, "f" * 12
         world = World(settings, registry, client, headers, tasks, grants, tokens, spec)
+        world.run_of = _seed_workflows(client, root)
+        # What an answer about the other team's resources would read about a ghost's; the ids
+        # of access records are per target (a record the caller may not manage is hidden too).
         world.ghost_names = {
             "other_app": f"{GHOST}_app",
             "other_job": f"{GHOST}_job",
-            grants["other"]: grants[GHOST],
-            tokens["other"]: tokens[GHOST],
+            "other_flow": f"{GHOST}_flow",
+            **{grants[t]: grants[GHOST] for t in TARGETS},
+            **{tokens[t]: tokens[GHOST] for t in TARGETS},
         }
         world.refresh()
         world.baseline = world.snapshot()
@@ -391,6 +433,13 @@ def build_request(
             )
         elif low == "period":
             values[name] = "lastHour"
+        elif "/workflow" in rule and low == "name":
+            values[name] = f"{t}_flow"
+        elif "/workflow" in rule and low == "run_id":
+            run = world.run_of.get(t) or world.ghostly(world.run_of.get("other", "other_flow@1"))
+            values[name] = run
+        elif "/workflow" in rule and low == "node":
+            values[name] = "n1"
         elif "/grants" in rule:
             values[name] = world.grant_of[t]
         elif "/tokens" in rule:
@@ -429,6 +478,9 @@ def _body(method: str, rule: str, app: str, job: str, t: str) -> tuple[Any, str 
         return job_body(job, appName=app, cron="0 0 4 * * ?"), None
     if rule in ("/api/job/trigger", "/api/job/deregister"):
         return None, job
+    if rule == "/api/workflow":
+        name = f"{t}_flow_new" if method == "POST" else f"{t}_flow"
+        return _workflow_body(name, app, job), None
     if rule == "/api/access/users" and method == "POST":
         return {"name": f"new_{t}_user", "password": PASSWORD}, None
     if rule == "/api/access/grants" and method == "POST":
@@ -438,6 +490,11 @@ def _body(method: str, rule: str, app: str, job: str, t: str) -> tuple[Any, str 
     if rule == "/api/session" and method == "POST":
         return {"user": "root", "password": "root"}, None
     return None, None
+
+
+def _workflow_body(name: str, app: str, job: str) -> dict[str, Any]:
+    """A workflow of one node (issue 27), the app's job."""
+    return {"workflowName": name, "appName": app, "nodes": [{"name": "n1", "job": job}]}
 
 
 # -- the matrix --------------------------------------------------------------------------------
@@ -469,7 +526,15 @@ def _table() -> dict[tuple[str, str], Rule]:
     return parse_routes_table(ROUTES_MD.read_text(encoding="utf-8"))
 
 
-def expected(rule: Rule, caller: str, t: str) -> int | str:
+# The access records a route names by id (`/api/access/grants/{id}`, `/api/access/tokens/{id}`)
+# are seen only by who may manage them: an app-admin of their app, a cluster-admin, and a token's
+# owner (`editor-token` is own_app_admin's token, as the `own` victim token is). To anyone else
+# they do not exist: 404, whatever the caller holds on the app (a 403 would confirm the id).
+RECORD_ROUTES = re.compile(r"^/api/access/(grants|tokens)/<")
+OWNERS = {"own": ("app-admin", "editor-token"), "other": ()}
+
+
+def expected(rule: Rule, caller: str, t: str, route: str = "") -> int | str:
     """`"allowed"`, or the status the refusal must have."""
     if rule.scope == "public":
         return "allowed"
@@ -477,6 +542,10 @@ def expected(rule: Rule, caller: str, t: str) -> int | str:
         return 401
     own, other = CALLERS[caller]
     held = own if t == "own" else other
+    if RECORD_ROUTES.match(route):
+        if held is not None and held >= Role.APP_ADMIN:
+            return "allowed"
+        return "allowed" if "/tokens/" in route and caller in OWNERS[t] else 404
     if rule.scope == "cluster":
         everywhere = other if own == other else None  # a role on both apps is a role on every app
         return "allowed" if everywhere is not None and everywhere >= (rule.role or 0) else 403
@@ -532,12 +601,23 @@ def test_each_caller_gets_exactly_what_the_table_allows_on_every_route(
             # An unfiltered list shows whether another team's names leak into it.
             filters = not (rule.scope == "list" and t == "own")
             req = build_request(world, op.method, op.rule, set(op.arguments), t, filters=filters)
-            want = expected(rule, caller, t)
-            # The settings' admin's answer on the same state is what reaching the handler gives.
-            reference, now = _answer(world, "root", req)
-            _undo(world, now)
+            want = expected(rule, caller, t, op.rule)
+            # The settings' admin's answer on the same state is what reaching the handler gives
+            # (the state is the same for every caller: asked once per request).
+            reference = world.references.get(req.key)
+            if reference is None:
+                reference, now = _answer(world, "root", req)
+                _undo(world, now)
+                world.references[req.key] = reference
             if reference.status_code in (401, 403):
                 problems.append(f"{op} ({t}): the settings' admin got {reference.status_code}")
+                continue
+            if reference.status_code == 404 and rule.scope == "app":
+                # Nothing could be judged: the resource the request names does not exist.
+                problems.append(
+                    f"{op} ({t}): the settings' admin got 404 {_text(reference)[:120]!r}: teach "
+                    "build_request (and the world fixture) this route's resource"
+                )
                 continue
             response, now = _answer(world, caller, req)
             text = _text(response)
