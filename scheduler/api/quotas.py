@@ -104,6 +104,8 @@ class Quotas:
     def _check_fire_interval(self, job: JobConfig) -> None:
         if job.execution_type is JobExecutionType.DAEMON or self.min_fire_interval_s <= 0:
             return
+        if not job.has_cron:
+            return  # fires only when triggered or in a workflow (issue 27)
         spec = job.cron_spec  # parsed and checked already by from_json
         key = spec.schedule_key
         if key not in self._gaps:

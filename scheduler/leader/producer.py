@@ -237,6 +237,16 @@ class Producer(LeaderComponent):
             with self._lock:
                 self._jobs[job.job_name] = job
             return
+        if not job.has_cron:
+            # No cron (issue 27): it fires only when triggered or in a workflow.
+            with self._lock:
+                self._jobs[job.job_name] = job
+            log.log(
+                logging.DEBUG if catch_up else logging.INFO,
+                "producer: job %s has no cron; it runs when triggered or in a workflow",
+                job.job_name,
+            )
+            return
         try:
             spec = job.cron_spec
             trigger = spec.trigger()

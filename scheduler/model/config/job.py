@@ -309,9 +309,16 @@ class JobConfig:
     def effective_time_zone(self) -> str:
         return self.time_zone or self.default_time_zone
 
+    @property
+    def has_cron(self) -> bool:
+        """Whether the job has a cron: one without fires only when triggered or in a
+        workflow (issue 27)."""
+        return bool(self.cron.strip())
+
     @cached_property
     def cron_spec(self) -> CronSpec:
-        """The parsed cron in the effective zone; InvalidRequest (field `cron`) if unusable."""
+        """The parsed cron in the effective zone; InvalidRequest (field `cron`) if unusable
+        (also for a job without a cron: ask `has_cron` first)."""
         return parse_cron(self.cron, self.effective_time_zone)
 
     @cached_property
@@ -449,7 +456,9 @@ def _read_job(
         reader.problem("jobName", problem)
     job_type = _read_enum(reader, "jobType", JobType)
     job_class = _read_job_class(reader, job_type, strict)
-    cron = reader.required_text("cron")
+    # No cron ("" or absent): a TRANSIENT job fires only when triggered or in a workflow
+    # (issue 27); a DAEMON job runs its cron inside the executor, so it needs one.
+    cron = reader.text("cron", "").strip()
     total = reader.integer("shardingTotalCount")
     if total is not None:
         if total < 1:
@@ -500,8 +509,10 @@ def _read_job(
         reader.problem("timeZone", problem)
     daemon = None if execution_type is None else execution_type is JobExecutionType.DAEMON
     policies = read_policies(reader, daemon=daemon, strict=strict)
+    if not cron and execution_type is JobExecutionType.DAEMON and reader.ok("cron"):
+        reader.problem("cron", "is required for a DAEMON job (it runs its cron in the executor)")
     spec: CronSpec | None = None
-    if strict and cron is not None and reader.ok("timeZone"):
+    if strict and cron and reader.ok("timeZone"):
         try:
             spec = parse_cron(cron, time_zone or default_time_zone)
         except InvalidRequest as exc:

@@ -273,3 +273,18 @@ def test_roles_apply_per_app_and_hide_what_the_caller_cannot_see(etl: Api) -> No
     sneaky = diamond("sneaky", nodes=[{"name": "a", "job": "hidden"}])
     answer = etl.call("POST", "/api/workflow", sneaky, headers=editor)
     assert answer.status_code == 400 and "unknown job" in answer.get_json()["fields"]["nodes"]
+
+
+def test_a_job_without_cron_registers_and_runs_only_when_triggered(api: Api) -> None:
+    assert api.call("POST", "/api/app", app_body("etl")).status_code < 300
+    body = job_body("on_demand", appName="etl")
+    del body["cron"]
+    assert api.call("POST", "/api/job/register", body).status_code < 300
+    stored = api.call("GET", "/api/job/jobs/on_demand").get_json()
+    assert stored["cron"] == ""
+    assert api.registry.get(layout.ready_path("on_demand")) is None
+    assert api.call("POST", "/api/job/trigger", raw="on_demand").status_code < 300
+    assert api.registry.get(layout.ready_path("on_demand")) == b"1"
+    daemon = job_body("daemon_no_cron", appName="etl", cron="", jobExecutionType="DAEMON")
+    refused = api.call("POST", "/api/job/register", daemon)
+    assert refused.status_code == 400 and "DAEMON" in refused.get_json()["fields"]["cron"]

@@ -289,8 +289,7 @@ def test_python_job_class_spellings_are_accepted(job_class: str) -> None:
         ({"jobClass": SCRIPT_JOB_CLASS}, "jobClass", "is the SCRIPT placeholder"),
         ({"jobType": "SCRIPT"}, "scriptCommandLine", "is required for SCRIPT jobs"),
         ({"jobType": "SCRIPT", "scriptCommandLine": " "}, "scriptCommandLine", "is required"),
-        ({"cron": None}, "cron", "is required"),
-        ({"cron": ""}, "cron", "must not be empty"),
+        ({"cron": "", "jobExecutionType": "DAEMON"}, "cron", "is required for a DAEMON job"),
         ({"cron": "0 0 0 15W * ?"}, "cron", "'W' (nearest weekday) is not supported"),
         ({"cron": "0 0 1 * 1"}, "cron", "both restricted"),
         ({"cron": "0 0 0 1 1 ? 2020"}, "cron", "never fires after"),
@@ -435,7 +434,7 @@ def test_stored_script_job_without_a_command_is_readable() -> None:
     ("changes", "field"),
     [
         ({"jobName": ""}, "jobName"),
-        ({"cron": None}, "cron"),
+        ({"cron": None, "jobExecutionType": "DAEMON"}, "cron"),
         ({"jobType": "FOO"}, "jobType"),
         ({"jobClass": ""}, "jobClass"),
         ({"shardingTotalCount": 0}, "shardingTotalCount"),
@@ -614,3 +613,22 @@ def test_job_is_frozen() -> None:
     job = read(valid())
     with pytest.raises(AttributeError):
         job.cron = "* * * * *"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cron", ["", "   ", None])
+def test_a_transient_job_may_have_no_cron(cron: str | None) -> None:
+    """Issue 27: it fires only when triggered or in a workflow; stored with cron ""."""
+    data = valid()
+    if cron is None:
+        del data["cron"]
+    else:
+        data["cron"] = cron
+    job = read(data)
+    assert not job.has_cron and job.cron == ""
+    assert job.to_json()["cron"] == ""
+    assert read(job.to_json(), strict=False) == job
+
+
+def test_a_daemon_job_still_needs_a_cron() -> None:
+    error = invalid(valid(cron="", jobExecutionType="DAEMON"))
+    assert "DAEMON" in error.fields["cron"]
