@@ -16,6 +16,11 @@ TLS the server speaks https only, and a standby's redirect keeps https.
 The console's pages may be loaded from any replica; they call the leader's `/api` and every
 replica's `/health` across origins, so those two answer CORS for the origins of the replicas in
 the election and for no other origin (`scheduler.edge.console.origins`).
+
+`/metrics` is public (a scraper needs no credentials) unless `metrics_require_auth` is true
+(`metrics_access_for`): then it needs credentials the API would accept (401 otherwise, 429 or
+503 as the API would answer), and its per-job series name only the jobs of the apps the
+caller sees (every job for a role on every app, such as the settings' admin and guest).
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
+from scheduler.edge.authenticator import GUEST, ROOT, authenticator_for
 from scheduler.edge.console import Console
 from scheduler.edge.console.origins import (
     REPLICA_ORIGIN_KEY,
@@ -40,10 +46,14 @@ from scheduler.edge.console.origins import (
     preflight_headers,
     replica_origin,
 )
+from scheduler.edge.metrics import render_metrics
 from scheduler.edge.wsgiserver import EdgeServer, HttpLimits, TlsSetupError, server_tls_context
-from scheduler.model.errors import SettingsError
+from scheduler.model.access.roles import Rights
+from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.http_trust import HostAllowList, TrustedProxies, absolute_form_authority
 from scheduler.model.settings import Settings
+from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.registry import Registry
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -57,6 +67,7 @@ __all__ = [
     "ReplicaHttp",
     "http_edge",
     "http_limits",
+    "metrics_access_for",
 ]
 
 # What a leader address from the election may look like before it goes into a Location header.
@@ -68,6 +79,54 @@ _QUERY_SAFE = _PATH_SAFE + "?%"
 _UNVOUCHED_WARNING_S = 30.0
 # What a standby answers itself instead of a redirect: status, JSON body, extra headers.
 StandbyRefusal = tuple[int, dict[str, Any], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class MetricsAccess:
+    """What one `/metrics` request may see: `refusal` (the answer instead), or the series of
+    the jobs `visible_jobs` keeps (None: every series)."""
+
+    refusal: StandbyRefusal | None = None
+    visible_jobs: Callable[[set[str]], set[str]] | None = None
+
+
+def metrics_access_for(
+    settings: Settings, registry: Callable[[], Registry]
+) -> Callable[[WSGIEnvironment], MetricsAccess] | None:
+    """The gate of `/metrics` when `metrics_require_auth` is true (None: public, the default).
+
+    Credentials are checked as the API checks them (the process's authenticator: its caches,
+    failure budget and hash slots). A caller without a role on every app sees the series of the
+    jobs whose app it sees: their apps are read from ZooKeeper through `registry()` (the
+    replica's current one) in one bulk read per scrape. Called on the server's ops threads.
+    """
+    if not settings.metrics_require_auth:
+        return None
+
+    def access(environ: WSGIEnvironment) -> MetricsAccess:
+        result = authenticator_for(settings).check_request(environ)
+        if result.identify is None:
+            headers = [("Retry-After", str(result.retry_after_s))] if result.retry_after_s else []
+            body = {"error": result.message, "type": result.kind}
+            return MetricsAccess(refusal=(result.status, body, headers))
+        rights = result.rights
+        if rights is None:  # the settings' accounts, as the API reads them (access_control)
+            rights = {ROOT: Rights.cluster_admin(), GUEST: Rights.viewer_everywhere()}.get(
+                result.identify, Rights.none()
+            )
+        if rights.everywhere is not None:
+            return MetricsAccess()
+        seen = rights
+
+        def visible_jobs(names: set[str]) -> set[str]:
+            if not names or not seen.per_app:
+                return set()
+            jobs = ConfigStore(registry(), None, settings.time_zone).jobs_named(sorted(names))
+            return {job.job_name for job in jobs if seen.sees(job.app_name)}
+
+        return MetricsAccess(visible_jobs=visible_jobs)
+
+    return access
 
 
 def http_limits(settings: Settings) -> HttpLimits:
@@ -235,8 +294,10 @@ class ReplicaHttp:
         edge: EdgePolicy | None = None,
         prove: Callable[[str], str | None] | None = None,
         standby_refusal: Callable[[WSGIEnvironment], StandbyRefusal | None] | None = None,
+        metrics_access: Callable[[WSGIEnvironment], MetricsAccess] | None = None,
     ) -> None:
         self._health = health
+        self._metrics_access = metrics_access
         self._standby_refusal = standby_refusal
         self._prove = prove
         self._unvouched_warned_at = 0.0
@@ -338,11 +399,30 @@ class ReplicaHttp:
                 body["proof"] = proof
             return _json(start_response, status, body)
         if path == "/metrics":
-            return _reply(start_response, 200, generate_latest(self._metrics), CONTENT_TYPE_LATEST)
+            return self._serve_metrics(environ, start_response)
         # The path is echoed as JSON (escaped), never into a header.
         return _json(
             start_response, 404, {"error": f"no such path {path[:200]}", "type": "NotFound"}
         )
+
+    def _serve_metrics(
+        self, environ: WSGIEnvironment, start_response: StartResponse
+    ) -> Iterable[bytes]:
+        """`/metrics`: every series, or (`metrics_access`) what the caller may see."""
+        if self._metrics_access is None:
+            return _reply(start_response, 200, render_metrics(self._metrics), CONTENT_TYPE_LATEST)
+        access = self._metrics_access(environ)
+        if access.refusal is not None:
+            status, body, headers = access.refusal
+            return _json(start_response, status, body, headers)
+        try:
+            text = render_metrics(self._metrics, access.visible_jobs)
+        except SchedulerError as exc:  # the jobs' apps could not be read
+            log.warning("http: /metrics: %s", exc.message)
+            return _json(start_response, 503, {"error": exc.message, "type": "RegistryError"})
+        # Per-caller content: no shared cache may keep it.
+        start_response = _adding(start_response, [("Cache-Control", "no-store")])
+        return _reply(start_response, 200, text, CONTENT_TYPE_LATEST)
 
     def _proof(self, environ: WSGIEnvironment) -> str | None:
         """This replica's proof for a `/health?challenge=` (see `scheduler.replica.vouching`), or

@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
@@ -42,12 +48,14 @@ __all__ = [
     "ReplicaFigures",
     "SchedulerMetrics",
     "TermFigures",
+    "render_metrics",
 ]
 
 log = logging.getLogger(__name__)
 
 MAX_JOBS = 5000
 OTHER_JOBS = "_other"
+JOB_LABEL = "job_name"
 _ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 _ROLES = ("leader", "standby")
 _MESOS_STATES = ("connected", "connecting", "reconnecting", "disconnected")
@@ -435,6 +443,43 @@ class SchedulerMetrics:
         if record is not None and record.complete_time_ms is not None:
             seconds = max(0, record.complete_time_ms - record.start_time_ms) / 1000
             self.run_duration.labels(job).observe(seconds)
+
+
+def render_metrics(
+    registry: CollectorRegistry, visible_jobs: Callable[[set[str]], set[str]] | None = None
+) -> bytes:
+    """The registry in Prometheus' text format; with `visible_jobs` (job names -> those the
+    caller may see, called once per scrape with every job that has a series), the per-job series
+    of the other jobs, and the `_other` series that mixes jobs of any app, are left out
+    (`metrics_require_auth`, issue 26). The families stay, so a dashboard sees no error."""
+    if visible_jobs is None:
+        return generate_latest(registry)
+    families = list(registry.collect())
+    named = {s.labels[JOB_LABEL] for m in families for s in m.samples if JOB_LABEL in s.labels}
+    shown = visible_jobs(named - {OTHER_JOBS})
+    kept: list[Metric] = []
+    for family in families:
+        samples = [
+            s for s in family.samples if JOB_LABEL not in s.labels or s.labels[JOB_LABEL] in shown
+        ]
+        if len(samples) == len(family.samples):
+            kept.append(family)
+            continue
+        copy = Metric(family.name, family.documentation, family.type, family.unit)
+        copy.samples = samples
+        kept.append(copy)
+    return generate_latest(_Collected(kept))
+
+
+class _Collected(CollectorRegistry):
+    """Families already collected, rendered as a registry would be."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        super().__init__(auto_describe=False)
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families
 
 
 def _is_command(status: Mapping[str, Any], task_id: str) -> bool:

@@ -7,7 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.edge.authenticator import authenticator_for
-from scheduler.edge.http import ReplicaHttp, StandbyRefusal, http_edge, http_limits
+from scheduler.edge.http import (
+    ReplicaHttp,
+    StandbyRefusal,
+    http_edge,
+    http_limits,
+    metrics_access_for,
+)
 from scheduler.model.errors import SchedulerError
 from scheduler.model.settings import Settings
 from scheduler.replica.replica import ComponentFactory, Replica
@@ -69,6 +75,8 @@ def build_replica(settings: Settings, component_factory: ComponentFactory) -> Re
             replicas=replica.vouched_replicas,
             prove=replica.vouching.answer,
             standby_refusal=standby_refusal,
+            # metrics_require_auth: /metrics for accepted credentials, per-job series filtered
+            metrics_access=metrics_access_for(settings, lambda: replica.registry),
         )
 
     return Replica(
