@@ -37,6 +37,7 @@ GROUPS: dict[str, str] = {
     # An expensive module-scoped fixture: one start per file.
     "tests/e2e/test_console.py": "console",
     "tests/e2e/test_console_trust.py": "console-trust",
+    "tests/e2e/test_teams.py": "teams",
     "tests/e2e/test_console_access.py": "console-access",
     "tests/security/test_console_tls.py": "console-tls",
     "tests/security/test_edge_trust.py": "edge-trust",
