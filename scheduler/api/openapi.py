@@ -412,8 +412,83 @@ _WORKFLOW_TRIGGER = "run a workflow now (optional body {parameter}: every node's
 _WORKFLOW_RUN_ID = Reply("201", "a run", _object({"runId": _STRING}))
 _WORKFLOW_RUNS = "a workflow's runs, newest first (limit default 20)"
 _WORKFLOW_PAGE = _object({"items": _OBJECTS, "nextCursor": _NEXT_PAGE})
+# The audit log (issue 26): scheduler/api/audit.py, docs/security.md#audit-log.
+_AUDIT_PAGE = _object(
+    {
+        "items": _array(
+            _object(
+                {
+                    "time": _schema("string", "ISO 8601 UTC"),
+                    "actor": _STRING,
+                    "source": _STRING,
+                    "action": _STRING,
+                    "resource": _STRING,
+                    "app": _schema("string", nullable=True),
+                    "job": _schema("string", nullable=True),
+                    "outcome": _schema("string", enum=["ok", "denied", "error"]),
+                    "status": _INTEGER,
+                    "requestId": _STRING,
+                    "term": _INTEGER,
+                    "changes": _schema("object", "before and after, secrets masked"),
+                }
+            )
+        ),
+        "nextCursor": _schema("string", "cursor of the next page (opaque)", nullable=True),
+    }
+)
+_AUDIT_QUERIES = (
+    _query("actor", "user:NAME, token:ID, anonymous or unknown"),
+    _query("app"),
+    _query("job"),
+    _query("action", "job.update, grant.create, ..."),
+    _query("outcome", "ok, denied or error"),
+    _query("since", "ISO 8601 or epoch milliseconds (included)"),
+    _query("until", "ISO 8601 or epoch milliseconds (excluded)"),
+    _query("limit", "1-1000 (default 100)", _INTEGER),
+    _query("cursor", "the nextCursor of the previous page"),
+)
+_AUDIT = "audit records, newest first (cluster-admin: all; app-admin: its apps')"
 _WORKFLOW_RETRY = "re-run the nodes of an ended run that did not succeed"
 _MARK = "count a failed, skipped or cancelled node as succeeded (its children go on)"
+
+# Access management (issue 26): scheduler/api/access.py. Lists always answer a page.
+_ROLE = _schema("string", enum=["viewer", "operator", "editor", "app-admin", "cluster-admin"])
+_WHEN = _schema("string", "ISO 8601 UTC", nullable=True)
+_ACCESS_USER = _object({"name": _STRING, "createdAt": _WHEN})
+_ACCESS_GRANT = _object({"id": _STRING, "principal": _STRING, "role": _ROLE, "app": _STRING})
+_ACCESS_TOKEN_FIELDS = {
+    "id": _STRING,
+    "name": _STRING,
+    "owner": _STRING,
+    "role": _ROLE,
+    "app": _STRING,
+    "createdAt": _WHEN,
+    "expiresAt": _WHEN,
+}
+_ACCESS_TOKEN = _object({**_ACCESS_TOKEN_FIELDS, "lastUsedAt": _WHEN})
+_ACCESS_MADE = _object({**_ACCESS_TOKEN_FIELDS, "token": _schema("string", "shown once")})
+_ACCESS_PAGE = (
+    _query("limit", "1-1000 (without it: at most max_list_items)", _INTEGER),
+    _query("cursor", "the nextCursor of the previous page (opaque; needs limit)"),
+)
+
+
+def _access_page(items: Schema) -> Schema:
+    return _object({"items": _array(items), "nextCursor": _NEXT_PAGE})
+
+
+def _access_body(properties: Schema) -> Schema:
+    return {"required": True, **_json(_object(properties))}
+
+
+_USER_BODY = _access_body({"name": _STRING, "password": _STRING})
+_GRANT_BODY = _access_body({"principal": _STRING, "role": _ROLE, "app": _STRING})
+_TTL = _schema("integer", "60 to 315360000 (10 years); none: never expires")
+_TOKEN_BODY = _access_body(
+    {"name": _STRING, "role": _ROLE, "app": _STRING, "expiresInSeconds": _TTL}
+)
+_GRANTS_QUERIES = (*_ACCESS_PAGE, _query("app", "an app or *"), _query("principal", "user:NAME"))
+_TOKEN_MADE = "make an API token (app-admin of its app; *: cluster-admin); its text only here"
 
 ROUTES: tuple[Route, ...] = (
     Route("POST /api/app", "register an app", body=_APP_BODY),
@@ -487,6 +562,41 @@ ROUTES: tuple[Route, ...] = (
     Route("POST /api/workflow/{name}/runs/{run_id}/cancel", "cancel a run", _OBJECT),
     Route("POST /api/workflow/{name}/runs/{run_id}/retry", _WORKFLOW_RETRY, _OBJECT),
     Route("POST /api/workflow/{name}/runs/{run_id}/nodes/{node}/mark-success", _MARK, _OBJECT),
+    Route("GET /api/audit", _AUDIT, _AUDIT_PAGE, _AUDIT_QUERIES),
+    # Access management (issue 26): scheduler/api/access.py, docs/access.md.
+    Route(
+        "POST /api/access/users",
+        "create a user (cluster-admin)",
+        Reply("201", "created", _ACCESS_USER),
+        body=_USER_BODY,
+    ),
+    Route(
+        "GET /api/access/users", "users (cluster-admin)", _access_page(_ACCESS_USER), _ACCESS_PAGE
+    ),
+    Route("DELETE /api/access/users/{name}", "delete a user with its grants and tokens"),
+    Route(
+        "POST /api/access/grants",
+        "grant a role on an app or * to a user",
+        Reply("201", "granted", _ACCESS_GRANT),
+        body=_GRANT_BODY,
+    ),
+    Route(
+        "GET /api/access/grants",
+        "the grants the caller may see",
+        _access_page(_ACCESS_GRANT),
+        _GRANTS_QUERIES,
+    ),
+    Route("DELETE /api/access/grants/{grant_id}", "delete a grant"),
+    Route(
+        "POST /api/access/tokens", _TOKEN_MADE, Reply("201", "made", _ACCESS_MADE), body=_TOKEN_BODY
+    ),
+    Route(
+        "GET /api/access/tokens",
+        "the tokens the caller may see (never their text)",
+        _access_page(_ACCESS_TOKEN),
+        _ACCESS_PAGE,
+    ),
+    Route("DELETE /api/access/tokens/{token_id}", "revoke a token on every replica"),
 )
 
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")
