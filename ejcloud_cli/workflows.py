@@ -260,7 +260,7 @@ def _node_rows(run: Any) -> list[tuple[Any, ...]]:
                 node.get("state"),
                 _when(node.get("startedAt")),
                 _span(node.get("startedAt"), node.get("endedAt")),
-                len(task_ids) if isinstance(task_ids, list) else None,
+                len(set(map(str, task_ids))) if isinstance(task_ids, list) else None,
                 reason,
             )
         )

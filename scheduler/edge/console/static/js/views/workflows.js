@@ -512,7 +512,7 @@ export function run(ctx) {
           { label: "State", cell: (n) => stateBadge(n.state) },
           { label: "Started", cell: (n) => timeEl(n.startedAt) },
           { label: "Duration", cell: (n) => span(n.startedAt, n.endedAt) },
-          { label: "Tasks", cell: (n) => String((n.taskIds || []).length) },
+          { label: "Tasks", cell: (n) => String(new Set(n.taskIds || []).size) },
           { label: "Reason", cell: (n) => h("span", { class: "reason" }, n.reason || "") },
         ],
         nodes,
@@ -550,7 +550,7 @@ export function run(ctx) {
 
   function nodePanel(node) {
     const job = node.job || "";
-    const tasks = node.taskIds || [];
+    const tasks = [...new Set(node.taskIds || [])];
     const canMark = may(ctx, "operator", latest.app) && ["failed", "skipped", "cancelled"].includes(node.state);
     return h(
       "div",
