@@ -38,7 +38,9 @@ from scheduler.model.workflow import (
 )
 from scheduler.storage.layout import (
     WORKFLOW_ACTIVE,
+    WORKFLOW_FIRES,
     WORKFLOW_QUEUE,
+    WORKFLOW_TASKS,
     WORKFLOWS,
     WORKFLOWS_DISABLED,
     decode_fire_time,
@@ -377,7 +379,10 @@ class WorkflowStore:
             ops.append(Op.create(fire.record_path, FireRecord().encode()))
             fires.append(fire)
         if fires:
-            self._registry.ensure(workflow_fire_path("x").rsplit("/", 1)[0])
+            # The folders the launch and the status handler write in, by transactions that
+            # cannot create a parent.
+            self._registry.ensure(WORKFLOW_FIRES)
+            self._registry.ensure(WORKFLOW_TASKS)
         return ops, fires
 
     def _stop_ops(

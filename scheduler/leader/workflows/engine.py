@@ -341,6 +341,7 @@ class WorkflowEngine(ThreadedComponent):
         """Make the runs of `schedule`'s fires due by `now` (see the module's docstring)."""
         config = schedule.config
         name = config.workflow_name
+        made = 0
         for _ in range(self._cap + 1):
             last, version = self._store.last_fire(name)
             if last is None:
@@ -359,27 +360,29 @@ class WorkflowEngine(ThreadedComponent):
             forbid = config.overlap_policy is OverlapPolicy.FORBID
             active = forbid and bool(self._active_of(name))
             if not config.misfire:
-                on_time = [t for t in due.times if now - t <= _MISFIRE_GRACE_S]
-                missed = len(due.times) - len(on_time) + (1 if due.more else 0)
-                if missed:
+                # Only the newest fire may run, and only when it is on time.
+                newest = due.last
+                on_time = now - newest <= _MISFIRE_GRACE_S
+                missed = len(due.times) + (1 if due.more else 0) - (1 if on_time else 0)
+                if missed > 0:
                     log.warning(
                         "workflows: %s missed %s fire(s) while no leader acted; skipped "
                         "(misfire off)",
                         name,
                         missed,
                     )
-                record = self._store.last_fire_op(name, due.last, version)
+                record = self._store.last_fire_op(name, newest, version)
                 if active or not on_time:
                     if active and on_time:
                         log.warning(
                             "workflows: %s fire at %s skipped: a run is in progress "
                             "(overlapPolicy FORBID, misfire off)",
                             name,
-                            time.strftime("%H:%M:%S", time.gmtime(on_time[-1])),
+                            time.strftime("%H:%M:%S", time.gmtime(newest)),
                         )
                     self._writer().commit(f"skip fires of {name}", [record])
                     continue
-                self._create(config, on_time[-1], record)
+                self._create(config, newest, record)
                 continue
             if active:
                 schedule.next_fire = None  # the fires wait for the run to end (misfire on)
@@ -393,8 +396,9 @@ class WorkflowEngine(ThreadedComponent):
                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fire)),
                 )
             self._create(config, fire, record)
-            if forbid:
-                schedule.next_fire = None
+            made += 1
+            if forbid or made >= self._cap:
+                schedule.next_fire = None  # the rest wait for the run, or the next tick
                 return
         schedule.next_fire = None  # more to catch up: on the next tick
 
