@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from kazoo.client import KazooClient
 
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics.audit import AuditLog
 from tests.integration.api.conftest import ADMIN, APP, JOB, Api, make_api
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -189,14 +190,21 @@ def live_api(hosts: str, trace_dir: Path) -> Iterator[Api]:
     client = KazooClient(hosts=hosts, timeout=10)
     client.start(timeout=15)
     engine = create_trace_engine(f"sqlite:///{trace_dir}/trace.db")
+    audit: AuditLog | None = None
     try:
         upgrade_to_head(engine)
         api = make_api(client, f"t-live-{uuid.uuid4().hex[:12]}")
         access = api.client.application.extensions["ejc_term_access"]
         access.statistics = SimpleNamespace(engine=engine)
+        # The audit log on the same database, as a term's statistics give it (GET /api/audit).
+        audit = api.client.application.extensions["ejc_audit"]
+        audit.open(engine)
+        audit.start()
         ensure_demo(api)
         yield api
     finally:
+        if audit is not None:
+            audit.stop(2.0)
         engine.dispose()
         client.stop()
         client.close()
