@@ -87,6 +87,15 @@ ACTIONS: dict[str, str] = {
     "kill.kill_task": "task.kill",
     "operate.reconcile_explicit": "reconcile",
     "operate.reconcile_implicit": "reconcile",
+    "workflows.register": "workflow.register",
+    "workflows.update": "workflow.update",
+    "workflows.delete": "workflow.delete",
+    "workflows.disable": "workflow.disable",
+    "workflows.enable": "workflow.enable",
+    "workflows.trigger": "workflow.trigger",
+    "workflows.cancel": "workflow.cancel",
+    "workflows.retry": "workflow.retry",
+    "workflows.mark_success": "workflow.mark-success",
 }
 # Configuration changes: the stored fields before and after are read around the handler when
 # it did not tell them (`audit_hooks.note_change`).

@@ -16,6 +16,7 @@ from kazoo.client import KazooClient
 from sqlalchemy import create_engine
 
 from scheduler.api import create_app
+from scheduler.api.audit import ACTIONS, action_of
 from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.audit import AuditEntry, AuditLog
@@ -377,3 +378,17 @@ def test_with_auth_off_the_actor_is_anonymous(
     assert api.call("POST", "/api/app", APP, headers={}).status_code == 204
     records = _records(api, audit, 1)
     assert [(r["actor"], r["action"]) for r in records] == [("anonymous", "app.create")]
+
+
+def test_every_write_route_has_a_named_action_and_every_name_a_route(api: Api) -> None:
+    app = api.client.application
+    unnamed = []
+    for rule in app.url_map.iter_rules():
+        for method in sorted((rule.methods or set()) - {"GET", "HEAD", "OPTIONS"}):
+            if action_of(rule.endpoint, method, rule.rule) == rule.endpoint:
+                unnamed.append(f"{method} {rule.rule} ({rule.endpoint})")
+    # A new write route needs its line in ACTIONS (api/audit.py) and in docs/security.md.
+    assert unnamed == []
+    assert sorted(set(ACTIONS) - set(app.view_functions)) == []
+    documented = Path(__file__).resolve().parents[3].joinpath("docs/security.md").read_text()
+    assert all(f"`{name}`" in documented for name in set(ACTIONS.values()))
