@@ -8,9 +8,10 @@ read. A request reads whichever snapshot is current (`directory`: one attribute 
 How it follows, as `Sessions.follow` follows revoked console sessions: children watches on the
 three folders (and on `/access/tokens_used`) only set a flag and wake the replica's
 `sched-leader-watch` thread, which calls `follow` and re-reads. Records are immutable once
-written (a change is a delete and a create), so a re-read lists the names and fetches only those
-it has not read yet, in bulk (the registry's multiRead, 100 nodes to a request), and drops the
-names that are gone: with 10,000 tokens, one new token costs a listing and one read. Grant and
+written (a change is a delete and a create), so a re-read lists the folders whose watch fired
+and fetches only the names it has not read yet, in bulk (the registry's multiRead, 100 nodes to
+a request), and drops the names that are gone: with 10,000 tokens, one new token costs a listing
+of the tokens and one read; a new grant, a listing of the grants and one read. Grant and
 token ids are random, so a name is never reused; a user's name is, when the user is deleted and
 created again between two listings, so each user node also carries a data watch whose firing
 (deleted or changed) makes the next read fetch that name again. A new ZooKeeper client or
@@ -119,6 +120,7 @@ class AccessFollower:
         self._dirty = threading.Event()  # a watch fired since the last read (kazoo's thread)
         self._state_lock = threading.Lock()  # guards the small sets below (kazoo's thread too)
         self._stale_users: set[str] = set()  # user nodes whose data watch fired
+        self._dirty_paths: set[str] = set()  # folders whose children watch fired
         self._reload_used = False
         self._wake: Callable[[], None] | None = None
         self._read_on: tuple[int, Any] | None = None
@@ -178,65 +180,84 @@ class AccessFollower:
     # -- following ------------------------------------------------------------------------------
 
     def follow(self, registry: Registry, wake: Callable[[], None]) -> bool:
-        """Read again, with watches, when a watch fired, the ZooKeeper client or session is new,
-        a new term asked for the last-use times, or `REREAD_S` passed; else do nothing. True
+        """Read again, with watches, what a watch said changed (only its folders); everything
+        when the ZooKeeper client or session is new or `REREAD_S` passed; else nothing. True
         when it read.
 
         Called by the replica's `sched-leader-watch` thread on each pass; a watch calls `wake`
-        (which wakes that thread) and sets a flag, nothing else. Raises the registry's errors
-        (the next pass tries again)."""
+        (which wakes that thread) and notes its folder, nothing else. Raises the registry's
+        errors (the next pass tries again)."""
         self._wake = wake
         client = registry.client
         on = (id(client), client.client_id)
-        stale = time.monotonic() - self._read_at >= REREAD_S
-        if on == self._read_on and not self._dirty.is_set() and not stale:
+        if on != self._read_on or time.monotonic() - self._read_at >= REREAD_S:
+            self._read(registry, every_folder=True)
+            return True
+        if not self._dirty.is_set():
             return False
-        self.refresh(registry)
+        self._read(registry, every_folder=False)
         return True
 
     def refresh(self, registry: Registry) -> None:
-        """Read now (the leader's API after its own write; `follow` when it must). Blocks for a
-        listing of each folder and the reads of new names. Raises the registry's errors."""
+        """Read every folder now (the leader's API after its own write, whatever it wrote).
+        Blocks for a listing of each folder and the reads of new names. Raises the registry's
+        errors."""
+        self._read(registry, every_folder=True)
+
+    def _read(self, registry: Registry, *, every_folder: bool) -> None:
+        """List the folders (those a watch named, unless `every_folder`), read their new names
+        and swap a new directory in."""
+        folders = (self._users, self._grants, self._tokens, self._used)
         with self._read_lock:
             self._dirty.clear()
             client = registry.client
             on = (id(client), client.client_id)
-            if on != self._read_on:
-                # A new session has none of the watches: read every user again to set them.
-                self._users.records.clear()
             with self._state_lock:
                 stale_users, self._stale_users = self._stale_users, set()
                 reload_used, self._reload_used = self._reload_used, False
+                named, self._dirty_paths = self._dirty_paths, set()
+            if on != self._read_on:
+                # A new session has none of the watches: list everything, read every user again.
+                every_folder = True
+                self._users.records.clear()
             for name in stale_users:
                 self._users.records.pop(name, None)  # read again below, as a new name
+            if stale_users:
+                named.add(self._users.path)
             if reload_used:
                 self._used.records.clear()
+                named.add(self._used.path)
+            chosen = folders if every_folder else tuple(f for f in folders if f.path in named)
             read = False
             try:
-                self._read_folder(registry, self._users, node_watch=True)
-                self._read_folder(registry, self._grants)
-                self._read_folder(registry, self._tokens)
-                self._read_folder(registry, self._used)
+                for folder in chosen:
+                    self._read_folder(registry, folder, node_watch=folder is self._users)
                 read = True
             finally:
                 if not read:
-                    self._dirty.set()  # the next pass tries again; the snapshot stays
-            users: list[UserRecord] = [u for u in self._users.records.values() if u is not None]
-            tokens: list[TokenRecord] = [t for t in self._tokens.records.values() if t is not None]
-            grants: list[Grant] = [g for g in self._grants.records.values() if g is not None]
-            self._directory = AccessDirectory.build(users, tokens, grants, self._settings_rights)
-            self._read_on = on
-            self._read_at = time.monotonic()
+                    # The next pass tries again (the snapshot stays meanwhile).
+                    with self._state_lock:
+                        self._dirty_paths.update(f.path for f in chosen)
+                    self._dirty.set()
+            if any(folder is not self._used for folder in chosen):
+                users: list[UserRecord] = [u for u in self._users.records.values() if u is not None]
+                tokens: list[TokenRecord] = [
+                    t for t in self._tokens.records.values() if t is not None
+                ]
+                grants: list[Grant] = [g for g in self._grants.records.values() if g is not None]
+                self._directory = AccessDirectory.build(
+                    users, tokens, grants, self._settings_rights
+                )
+            if every_folder:
+                self._read_on = on
+                self._read_at = time.monotonic()
 
     def reload_used(self) -> None:
         """Read every token's stored last use again on the next read (a new term on this
         replica: the previous leader may have written newer times). Wakes the follower."""
         with self._state_lock:
             self._reload_used = True
-        self._dirty.set()
-        wake = self._wake
-        if wake is not None:
-            wake()
+        self._wake_up()
 
     def _read_folder(
         self, registry: Registry, folder: _Folder, *, node_watch: bool = False
@@ -271,17 +292,27 @@ class AccessFollower:
 
     # -- watches: kazoo's thread; they only note and wake --------------------------------------
 
-    def _changed(self, _event: Any) -> None:
+    def _changed(self, event: Any) -> None:
+        """A folder's children watch fired: note which folder (all, if the path is unknown)."""
+        path = str(getattr(event, "path", "") or "")
+        folders = (ACCESS_USERS, ACCESS_GRANTS, ACCESS_TOKENS, ACCESS_TOKENS_USED)
+        named = [folder for folder in folders if path.endswith(folder)]
+        with self._state_lock:
+            self._dirty_paths.update(named or folders)
+        self._wake_up()
+
+    def _user_node_changed(self, event: Any) -> None:
+        """A user node's data watch fired (deleted, or changed): read that name again."""
+        path = str(getattr(event, "path", "") or "")
+        with self._state_lock:
+            self._stale_users.add(path.rsplit("/", 1)[-1])
+        self._wake_up()
+
+    def _wake_up(self) -> None:
         self._dirty.set()
         wake = self._wake
         if wake is not None:
             wake()
-
-    def _user_node_changed(self, event: Any) -> None:
-        path = str(getattr(event, "path", "") or "")
-        with self._state_lock:
-            self._stale_users.add(path.rsplit("/", 1)[-1])
-        self._changed(event)
 
     def counts(self) -> dict[str, int]:
         """Records followed now (users, grants, tokens)."""

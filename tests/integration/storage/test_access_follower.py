@@ -135,6 +135,16 @@ def test_a_deleted_token_and_grant_lose_their_force_as_soon_as_the_watch_fires(
     assert following.directory.rights_of(Principal("user", "alice")) == Rights.none()
 
 
+def test_a_watch_lists_only_the_folder_that_changed(
+    following: AccessFollower, registry: Registry
+) -> None:
+    listings, reads = following.listings, following.reads
+    grant = Grant("c" * 16, "user:alice", Role.VIEWER, "team_a")
+    registry.create(access_grant_path(grant.id), encode_grant(grant))
+    wait_for(lambda: grant.id in following.directory.grants, IN_FORCE_S)
+    assert (following.listings - listings, following.reads - reads) == (1, 1)
+
+
 def test_a_corrupt_node_is_ignored_logged_once_and_the_others_followed(
     following: AccessFollower, registry: Registry, caplog: pytest.LogCaptureFixture
 ) -> None:
