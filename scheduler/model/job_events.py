@@ -23,11 +23,33 @@ class JobEventKind(StrEnum):
     """A cron fire dropped because the job has `job_state_queue_size` runs pending."""
     FIRE_DELAYED = "fire_delayed"
     """A cron fire over the cluster's `max_fires_per_second`: accounted (and run) later."""
+    WORKFLOW_SUCCEEDED = "workflow_succeeded"
+    """A workflow run ended succeeded (`job_name` is the workflow; an event-trace row only)."""
+    WORKFLOW_FAILED = "workflow_failed"
+    """A workflow run ended failed: a node failed (or failFast cancelled the rest)."""
+    WORKFLOW_TIMED_OUT = "workflow_timed_out"
+    """A workflow run was stopped after the workflow's `timeoutSeconds`."""
+    WORKFLOW_CANCELLED = "workflow_cancelled"
+    """A workflow run was cancelled (by a user, or its workflow deleted): a trace row only."""
+
+    @property
+    def is_failure(self) -> bool:
+        """Whether the event is a failure, POSTed to the failure webhook."""
+        return self not in _NOT_FAILURES
 
     @property
     def trace_state(self) -> str:
         """The `state` of its event-trace row, e.g. `FIRE_SKIPPED`."""
         return self.value.upper()
+
+
+_NOT_FAILURES = frozenset(
+    {
+        JobEventKind.FIRE_DELAYED,
+        JobEventKind.WORKFLOW_SUCCEEDED,
+        JobEventKind.WORKFLOW_CANCELLED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +67,13 @@ class JobEvent:
     execution_type: str = "READY"
     webhook_url: str | None = None
     """The job's own `notifyWebhookUrl` (None: the `notify_webhook_url` setting)."""
+    run_id: str | None = None
+    """A workflow run's id (workflow events: `job_name` is then the workflow's name)."""
 
     def webhook_body(self) -> dict[str, object]:
-        """The JSON the leader POSTs: event, jobName, shardingItem, taskId, time, reason."""
-        return {
+        """The JSON the leader POSTs: event, jobName, shardingItem, taskId, time, reason; a
+        workflow run's event also workflowName and workflowRunId."""
+        body: dict[str, object] = {
             "event": self.kind.value,
             "jobName": self.job_name,
             "shardingItem": self.sharding_item,
@@ -56,6 +81,10 @@ class JobEvent:
             "time": iso_time(self.time),
             "reason": self.reason,
         }
+        if self.run_id is not None:
+            body["workflowName"] = self.job_name
+            body["workflowRunId"] = self.run_id
+        return body
 
 
 def iso_time(epoch_s: float) -> str:

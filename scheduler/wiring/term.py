@@ -33,7 +33,8 @@ from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.leader.workflows import WorkflowEngine
 from scheduler.model.errors import SchedulerError
-from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
+from scheduler.model.job_events import JobEvent, JobEventCounts
+from scheduler.model.workflow import ended_event
 from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
 from scheduler.replica.terms_log import TermRecorder
 from scheduler.storage.config_store import resolve_time_zone
@@ -187,12 +188,14 @@ def _fan_out_job_events(parts: _TermParts) -> JobEventCounts:
         """Never blocks: each of the three only counts or queues."""
         event_counts.add(event)
         statistics.on_job_event(event)
-        if event.kind is not JobEventKind.FIRE_DELAYED:  # not a failure: no webhook POST
+        if event.kind.is_failure:  # a delayed fire, a run that succeeded: no webhook POST
             webhooks.notify(event)
 
     parts.status.listeners.append(statistics.on_status)
     parts.status.event_listeners.append(on_job_event)
     parts.producer.event_listeners.append(on_job_event)
+    # Each ended workflow run (issue 27): its trace row, and a POST when it failed or timed out.
+    parts.workflows.run_listeners.append(lambda run: on_job_event(ended_event(run)))
     return event_counts
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound
+from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.workflow.definition import Condition, WorkflowConfig
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Step",
     "Timeout",
     "WorkflowRun",
+    "ended_event",
     "new_run",
     "parse_run_id",
     "run_id_of",
@@ -201,6 +203,37 @@ def _list(value: object) -> list[object]:
 
 def _time(value: object) -> float | None:
     return None if value is None else float(str(value))
+
+
+_ENDED_KINDS = {
+    RunState.SUCCEEDED: JobEventKind.WORKFLOW_SUCCEEDED,
+    RunState.FAILED: JobEventKind.WORKFLOW_FAILED,
+    RunState.TIMED_OUT: JobEventKind.WORKFLOW_TIMED_OUT,
+    RunState.CANCELLED: JobEventKind.WORKFLOW_CANCELLED,
+}
+
+
+def ended_event(run: WorkflowRun) -> JobEvent:
+    """The event of an ended run: an event-trace row (the run id as its task id; its message
+    the outcome, each node's result and the run's duration) and, failed or timed out, a
+    webhook POST. ValueError for a run still running."""
+    kind = _ENDED_KINDS.get(run.state)
+    if kind is None:
+        raise ValueError(f"run {run.run_id} has not ended")
+    ended_at = run.ended_at or run.fire_time
+    duration = ended_at - (run.started_at or run.fire_time)
+    nodes = " ".join(f"{n}={r.state.value}" for n, r in run.nodes.items())
+    reason = f"{run.state.value}" + (f" ({run.reason})" if run.reason else "")
+    reason += f" in {duration:.1f} s; nodes: {nodes}"
+    return JobEvent(
+        kind,
+        run.workflow_name,
+        ended_at,
+        reason[:_REASON_MAX_CHARS],
+        task_id=run.run_id,
+        execution_type="WORKFLOW",
+        run_id=run.run_id,
+    )
 
 
 def run_id_of(workflow: str, fire_time: float) -> str:

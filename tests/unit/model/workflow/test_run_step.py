@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.model.errors import Conflict, NotFound
+from scheduler.model.job_events import JobEventKind
 from scheduler.model.workflow import (
     Cancel,
     Condition,
@@ -24,6 +25,7 @@ from scheduler.model.workflow import (
     WorkflowConfig,
     WorkflowNode,
     WorkflowRun,
+    ended_event,
     new_run,
     parse_run_id,
     run_id_of,
@@ -296,3 +298,24 @@ def _simulate_from(
         s = step(s.run, NodeEnded(name, s.run.node(name).attempt, outcomes[name], clock))
         order.extend(s.launch)
     return s.run, order
+
+
+def test_an_ended_run_is_one_event_failures_posted_successes_traced_only() -> None:
+    s = end(started(graph(DIAMOND)).run, "a", True, at=1002.0)
+    s = end(end(s.run, "b", False, at=1003.0).run, "c", True, at=1004.5)
+    event = ended_event(s.run)
+    assert event.kind is JobEventKind.WORKFLOW_FAILED and event.kind.is_failure
+    assert event.job_name == "wf" and event.task_id == s.run.run_id
+    assert "in 4.5 s" in event.reason and "b=failed" in event.reason and "d=skipped" in event.reason
+    body = event.webhook_body()
+    assert body["event"] == "workflow_failed" and body["workflowRunId"] == s.run.run_id
+    timed_out = ended_event(step(started(graph(DIAMOND)).run, Timeout(1060.0)).run)
+    assert timed_out.kind is JobEventKind.WORKFLOW_TIMED_OUT and timed_out.kind.is_failure
+    done = end(
+        end(end(end(started(graph(DIAMOND)).run, "a", True).run, "b", True).run, "c", True).run,
+        "d",
+        True,
+    )
+    assert not ended_event(done.run).kind.is_failure
+    with pytest.raises(ValueError):
+        ended_event(started(graph(DIAMOND)).run)
