@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -422,3 +423,13 @@ def test_every_change_made_has_its_audit_record(teams: Teams) -> None:
     assert any("b_job" in r["resource"] and r["status"] == 404 for r in denied), denied
     # Both terms wrote records.
     assert len({r["term"] for r in records}) >= 2, {r["term"] for r in records}
+
+
+def test_no_password_or_token_text_in_any_replica_log(teams: Teams) -> None:
+    """The replicas logged the module's logins, refusals and changes, never a secret."""
+    secret = re.compile(r"ejc_[0-9a-f]{12}_[0-9a-f]{48}")
+    for replica in teams.system.replicas:
+        text = replica.log_text()
+        assert "auth: " in text or "access" in text, f"{replica.identity} logged nothing"
+        assert not secret.findall(text), f"a token's text in {replica.log_path}"
+        assert PASSWORD not in text, f"a password in {replica.log_path}"
