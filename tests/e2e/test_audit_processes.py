@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +108,7 @@ def pair(
         leaders.append(_leader(zk, tmp, urls[1], "best_effort"))
         for leader in leaders:
             # Led, with the schema migrated: the audit log takes records.
-            wait_for(
-                lambda leader=leader: (
-                    (leader.replica.health() or {}).get("statistics", {}).get("ready") is True
-                ),
-                30,
-                message="a leader with its trace database ready",
-            )
+            wait_for(partial(_ready, leader), 30, message="a leader with its trace database ready")
         yield Pair(leaders[0], leaders[1], client, postgres)
     finally:
         for leader in leaders:
@@ -123,6 +118,11 @@ def pair(
         postgres.start()  # if a test left it stopped
         for name in names:
             postgres.drop_database(name)
+
+
+def _ready(leader: Leader) -> bool:
+    statistics = (leader.replica.health() or {}).get("statistics", {})
+    return statistics.get("ready") is True
 
 
 def _snapshot(client: KazooClient, namespace: str) -> dict[str, bytes]:
@@ -167,11 +167,7 @@ def test_a_change_is_one_record_in_postgresql_read_by_the_api_and_the_cli(pair: 
         status, body, headers = leader.call("POST", "/api/app", {**APP, "appName": "first"})
         assert status == 204, body
         request_id = headers["X-Request-Id"]
-        records = wait_for(
-            lambda leader=leader: leader.records("&action=app.create") or None,
-            15,
-            message="the record",
-        )
+        records = wait_for(partial(leader.records, "&action=app.create"), 15, message="record")
         assert [(r["requestId"], r["actor"], r["resource"], r["outcome"]) for r in records] == [
             (request_id, "user:root", "app/first", "ok")
         ]

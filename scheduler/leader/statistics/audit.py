@@ -400,6 +400,9 @@ class AuditLog:
         """Buffer `entry`'s row for the writer thread (its file line is written already)."""
         if self.engine is None:
             return
+        if self._stopping.is_set():  # a request that ended after its term's API went down
+            self._drops.dropped()
+            return
         with self._changed:
             full = len(self._buffer) + self._in_hand >= self._max_records
             if full and self._buffer:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 
 from scheduler.api.audit import action_of
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, TermFigures
@@ -58,7 +59,7 @@ def test_masking_leaves_numbers_and_booleans_and_cuts_absurd_nesting() -> None:
     assert MASK in str(mask_secrets(deep))
 
 
-def _sql(query: AuditQuery, dialect: object = None) -> str:
+def _sql(query: AuditQuery, dialect: Dialect | None = None) -> str:
     statement = select_page(query)
     compiled = statement.compile(
         dialect=dialect or sqlite.dialect(), compile_kwargs={"literal_binds": True}
