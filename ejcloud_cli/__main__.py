@@ -17,8 +17,8 @@ from ejcloud_cli.output import clean
 # What a shell reports for a command stopped by Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
 _AUTH_HINT = (
-    "give credentials with --user/--password, EJCLOUD_USER/EJCLOUD_PASSWORD "
-    "or user/password in the config file"
+    "give credentials with --user/--password, EJCLOUD_USER/EJCLOUD_PASSWORD, "
+    "an API token in EJCLOUD_TOKEN, or user/password (or token) in the config file"
 )
 
 
