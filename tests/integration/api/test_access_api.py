@@ -548,3 +548,24 @@ def test_lists_page_with_limit_and_cursor_and_check_their_queries(api: AccessApi
         assert _error(answer)[0] == 400 and name in answer.get_json()["fields"], query
     assert _error(api.call("DELETE", "/api/access/grants/xyz"))[0] == 400
     assert _error(api.call("DELETE", "/api/access/users/a%20b"))[0] == 400
+
+
+def test_with_auth_off_users_and_grants_are_managed_but_no_token_is_made(
+    zk_client: KazooClient, zk_namespace: str
+) -> None:
+    api = build(zk_client, zk_namespace, auth_enabled="false")
+    assert (
+        api.call(
+            "POST", "/api/access/users", {"name": "alice", "password": PASSWORD}, headers={}
+        ).status_code
+        == 201
+    )
+    api.grant("user:alice", "editor", "team_a", headers={})
+    before = api.written()
+    made = api.call(
+        "POST", "/api/access/tokens", {"name": "ci", "role": "viewer", "app": "*"}, headers={}
+    )
+    assert _error(made) == (409, "Conflict")
+    assert "auth_enabled is false" in made.get_json()["error"]
+    assert api.written() == before
+    assert len(api.items("/api/access/grants", headers={})) == 1

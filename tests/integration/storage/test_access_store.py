@@ -4,6 +4,8 @@ last), grant ids that make a duplicate collide, and what is (not) stored of secr
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from kazoo.client import KazooClient
 
@@ -115,3 +117,26 @@ def test_quotas_are_counted_on_what_is_stored(registry: Registry, fence: Fence) 
         with pytest.raises(QuotaExceeded) as refused:
             attempt()
         assert refused.value.quota == quota
+
+
+def test_concurrent_creations_cannot_pass_a_quota_together(
+    registry: Registry, fence: Fence
+) -> None:
+    quotas = access_store.AccessQuotas(max_tokens=3)
+    store = AccessStore(registry, FencedWriter(registry, fence), quotas)
+    outcomes: list[str] = []
+
+    def make(i: int) -> None:
+        try:
+            store.add_token(f"t{i}", "user:root", Role.VIEWER, "*", None, owner_is_stored=False)
+            outcomes.append("made")
+        except QuotaExceeded:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(outcomes) == ["made"] * 3 + ["refused"] * 5
+    assert len(registry.children(ACCESS_TOKENS)) == 3
