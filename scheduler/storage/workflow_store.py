@@ -213,6 +213,9 @@ class WorkflowStore:
         data = self._registry.get(workflow_path(name))
         if data is None:
             return None
+        return self._decode(name, data)
+
+    def _decode(self, name: str, data: bytes) -> WorkflowConfig:
         try:
             doc = json.loads(data)
             return WorkflowConfig.from_json(
@@ -237,16 +240,19 @@ class WorkflowStore:
         return self._registry.child_count(WORKFLOWS)
 
     def all(self) -> list[WorkflowConfig]:
-        """Every readable workflow (one that is not is logged and left out)."""
+        """Every readable workflow, read with pipelined requests (one that is not readable is
+        logged and left out)."""
+        names = self.names()
+        got = self._registry.get_many([workflow_path(n) for n in names])
         out = []
-        for name in self.names():
+        for name in names:
+            found = got.get(workflow_path(name))
+            if found is None:
+                continue  # deleted meanwhile
             try:
-                found = self.get(name)
+                out.append(self._decode(name, found[0]))
             except RegistryError as exc:
                 log.warning("workflows: skipping %s: %s", name, exc.message)
-                continue
-            if found is not None:
-                out.append(found)
         return out
 
     def save(self, config: WorkflowConfig, *, create: bool) -> None:
