@@ -63,7 +63,13 @@ from scheduler.model.access.records import (
 )
 from scheduler.model.access.roles import ANY_APP, USER_PREFIX, Grant, Principal, Rights, Role
 from scheduler.model.access.tokens import is_token_id
-from scheduler.model.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from scheduler.model.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    SchedulerError,
+)
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.access_follower import AccessFollower
 from scheduler.storage.access_store import AccessQuotas, AccessStore
@@ -113,8 +119,12 @@ def _directory() -> AccessDirectory:
 
 def _refresh() -> None:
     """Make this replica's copy of the records current at once after a write, so the next
-    request sees it (the other replicas follow by their watches)."""
-    _follower().refresh(_store().registry)
+    request sees it (the other replicas follow by their watches). The write is done either way:
+    a failed read is logged, not answered, and the follower's watch catches up."""
+    try:
+        _follower().refresh(_store().registry)
+    except SchedulerError as exc:
+        log.warning("access: re-reading the records after a write failed: %s", exc.message)
 
 
 # -- users --------------------------------------------------------------------------------------
@@ -132,8 +142,8 @@ def create_user() -> tuple[Response, int]:
     if USER_PREFIX + name in _directory().settings_rights:
         raise Conflict(f"user {name} is an account of the settings; choose another name")
     user = _store().add_user(name, body["password"])
-    _refresh()
     note_change(f"user/{name}", None, {"name": name})
+    _refresh()
     return jsonify(_user_json(user)), 201
 
 
@@ -152,7 +162,6 @@ def delete_user(name: str) -> Response:
     if problem is not None:
         raise InvalidRequest(f"user name {problem}", {"name": problem})
     deleted = _store().delete_user(name)
-    _refresh()
     note_change(
         f"user/{name}",
         {
@@ -162,6 +171,7 @@ def delete_user(name: str) -> Response:
         },
         None,
     )
+    _refresh()
     return Response(status=204)
 
 
@@ -196,8 +206,8 @@ def create_grant() -> tuple[Response, int]:
     except NotFound as exc:
         problem = "no such user"
         raise InvalidRequest(f"principal {principal}: {problem}", {"principal": problem}) from exc
-    _refresh()
     note_change(f"grant/{grant.id}", None, _grant_fields(grant), _app_of(grant.app))
+    _refresh()
     return jsonify(_grant_json(grant)), 201
 
 
@@ -231,8 +241,8 @@ def delete_grant(grant_id: str) -> Response:
         raise NotFound(f"grant {grant_id} does not exist")
     _require_granting(grant.role, grant.app)
     _store().delete_grant(grant_id)
-    _refresh()
     note_change(f"grant/{grant_id}", _grant_fields(grant), None, _app_of(grant.app))
+    _refresh()
     return Response(status=204)
 
 
@@ -285,9 +295,9 @@ def create_token() -> tuple[Response, int]:
         ttl_s,
         owner_is_stored=owner not in directory.settings_rights,
     )
-    _refresh()
     record = made.record
     note_change(f"token/{record.id}", None, _token_fields(record), _app_of(app))
+    _refresh()
     answer = {"id": record.id, "token": made.text, **_token_fields(record)}
     return jsonify(answer), 201
 
@@ -319,8 +329,8 @@ def revoke_token(token_id: str) -> Response:
             _refused("hidden", f"token/{token_id}", _app_of(token.app))
         raise NotFound(f"token {token_id} does not exist")
     _store().revoke_token(token_id)
-    _refresh()
     note_change(f"token/{token_id}", _token_fields(token), None, _app_of(token.app))
+    _refresh()
     return Response(status=204)
 
 
