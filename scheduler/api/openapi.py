@@ -247,8 +247,11 @@ def _error(description: str) -> Schema:
 _ERRORS = {
     "400": _error("invalid input"),
     "401": _error("authentication required"),
-    "403": _error("read-only user, or a write from another web origin (Origin header)"),
-    "404": _error("unknown app or job"),
+    "403": _error(
+        "the caller sees the app but lacks the route's role (docs/routes.md; type Forbidden), "
+        "or a write from another web origin (Origin header)"
+    ),
+    "404": _error("unknown app or job, or one of an app the caller holds no role on"),
     "409": _error(
         "conflict: exists, disabled, or not allowed for the job; or a quota (max_apps, max_jobs) "
         "reached (type QuotaExceeded)"
