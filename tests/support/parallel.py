@@ -29,6 +29,7 @@ GROUPS: dict[str, str] = {
     # Timing-sensitive: recovery bounds under injected faults (2.5-3 min each).
     "tests/e2e/test_chaos.py": "chaos",
     "tests/e2e/test_infra_chaos.py": "chaos",
+    "tests/e2e/test_workflow_chaos.py": "chaos",
     "tests/e2e/test_zk_faults.py": "faults",
     "tests/e2e/test_mesos_faults.py": "faults",
     # Timing-sensitive: floods of connections and wrong passwords, and what /health does meanwhile.
@@ -37,6 +38,7 @@ GROUPS: dict[str, str] = {
     # An expensive module-scoped fixture: one start per file.
     "tests/e2e/test_console.py": "console",
     "tests/e2e/test_console_trust.py": "console-trust",
+    "tests/e2e/test_workflows.py": "workflows",
     "tests/e2e/test_teams.py": "teams",
     "tests/e2e/test_console_access.py": "console-access",
     "tests/security/test_console_tls.py": "console-tls",
