@@ -18,8 +18,8 @@ from scheduler.api import (
     workflows,
 )
 from scheduler.api.access_control import install_access_control
-from scheduler.api.audit import bp as audit_bp
 from scheduler.api.audit import install_audit
+from scheduler.api.audit_list import bp as audit_bp
 from scheduler.api.auth import install_auth
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
@@ -28,7 +28,7 @@ from scheduler.api.term_access import TermAccess, TraceSource
 from scheduler.api.workflows import workflow_access
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
-from scheduler.leader.statistics.audit import AuditLog
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.leader.workflows import WorkflowEngine
 from scheduler.replica.term import LeaderContext
 from scheduler.storage.config_store import resolve_time_zone

@@ -1,5 +1,5 @@
-"""The audit log's face in the API (issue 26): a request id per request, one audit record per
-change and per refusal, `audit_mode`, and `GET /api/audit`.
+"""The audit log's hooks in the API (issue 26): a request id per request, one audit record per
+change and per refusal, and `audit_mode`.
 
 - Every answer carries `X-Request-Id` (a fresh random id, also in the request's record).
 - After a request, one record (`leader/statistics/audit.py`'s `AuditEntry`) when it was a change
@@ -18,54 +18,40 @@ change and per refusal, `audit_mode`, and `GET /api/audit`.
   record's write, after the change was made; the change stands (it cannot be undone), the
   answer says what was done, and the record is kept in memory and retried, counted as a
   failure and logged. Logins and logouts (`/api/session`) are recorded but never refused.
-- `GET /api/audit`: newest first, filtered (`actor`, `app`, `job`, `action`, `outcome`,
-  `since`, `until`), `limit` (1-1000, default 100) and an opaque `cursor`. A cluster-admin
-  reads every record; anyone else only the records of the apps it is app-admin of.
+
+`GET /api/audit`, which reads the records back: `audit_list.py`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import logging
 import re
 import secrets
-from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, g, request
 
-from scheduler.api.access_control import current_principal, current_rights, requires
-from scheduler.api.paging import MAX_LIMIT, encode_cursor
+from scheduler.api.access_control import current_principal
 from scheduler.api.term_access import term_access
-from scheduler.leader.statistics.audit import (
-    OUTCOMES,
-    AuditEntry,
-    AuditLog,
-    AuditQuery,
-    AuditUnavailable,
-    mask_secrets,
-)
-from scheduler.model.access.roles import Role
+from scheduler.leader.statistics.audit import AuditEntry, AuditUnavailable, mask_secrets
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.model.access.tokens import parse_token
 from scheduler.model.config import parse_json
-from scheduler.model.errors import InvalidRequest, SchedulerError
+from scheduler.model.errors import SchedulerError
 from scheduler.model.task_id import InvalidTaskId, TaskId
 from scheduler.replica.term import LeaderContext
 
-__all__ = ["ACTIONS", "REQUEST_ID_HEADER", "action_of", "bp", "install_audit"]
+__all__ = ["ACTIONS", "AUDIT_EXTENSION", "REQUEST_ID_HEADER", "action_of", "install_audit"]
 
 log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-Id"
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_EXTENSION = "ejc_audit"
+AUDIT_EXTENSION = "ejc_audit"
+"""The key of the app's `AuditLog` in `app.extensions`."""
 _SESSION_PATH = "/api/session"
 _MAX_BODY_PEEK_BYTES = 1 << 20
-_DEFAULT_LIMIT = 100
-_MAX_FILTER_CHARS = 320
-_CURSOR_KIND = "audit"
+_MAX_NAME_CHARS = 320
 
 # The stable action name of each route that changes something, by Flask endpoint (blueprint
 # name, dot, view function). docs/security.md ("Audit log") lists them. The access management
@@ -113,8 +99,6 @@ _ACCESS_VERBS = {"POST": "create", "PUT": "update", "PATCH": "update"}
 _ACCESS_DELETE = {"user": "delete", "grant": "revoke", "token": "revoke"}
 _ACCESS_PATH = re.compile(r"^/api/access/(users|grants|tokens)(/|$)")
 
-bp = Blueprint("audit", __name__, url_prefix="/api")
-
 
 def action_of(endpoint: str | None, method: str, path: str) -> str:
     """The stable name of what a request does (see `ACTIONS`)."""
@@ -138,7 +122,7 @@ def install_audit(app: Flask, ctx: LeaderContext, audit: AuditLog | None) -> Non
     Install it after authentication and access control: its check before a change runs last,
     and its hook after a request runs after every other one (it records the final status)."""
     log_ = audit if audit is not None else AuditLog(file_path=ctx.settings.audit_file)
-    app.extensions[_EXTENSION] = log_
+    app.extensions[AUDIT_EXTENSION] = log_
     enforced = ctx.settings.audit_mode == "enforced"
     auth_on = ctx.settings.auth_enabled
     term = ctx.term.number
@@ -320,11 +304,11 @@ def _body_names() -> dict[str, str]:
     except (UnicodeDecodeError, SchedulerError):
         return {}
     if isinstance(value, str):
-        return {"jobName": value[:_MAX_FILTER_CHARS]} if value else {}
+        return {"jobName": value[:_MAX_NAME_CHARS]} if value else {}
     if not isinstance(value, dict):
         return {}
     return {
-        key: value[key][:_MAX_FILTER_CHARS]
+        key: value[key][:_MAX_NAME_CHARS]
         for key in ("jobName", "appName")
         if isinstance(value.get(key), str) and value[key]
     }
@@ -394,139 +378,3 @@ def _job_app_before() -> str | None:
     except Exception:  # noqa: BLE001 - the record goes without its app; the handler decides
         return None
     return None if job is None else job.app_name
-
-
-# -- GET /api/audit ----------------------------------------------------------------------------
-
-_PARAMETERS = frozenset(
-    {"actor", "app", "job", "action", "outcome", "since", "until", "limit", "cursor"}
-)
-
-
-@bp.get("/audit")
-@requires(Role.APP_ADMIN, scope="list")
-def list_audit() -> Response:
-    """A page of audit records, newest first (see the module docstring)."""
-    query = _query_asked()
-    audit: AuditLog = current_app.extensions[_EXTENSION]
-    entries, last = audit.query(query)
-    next_cursor = (
-        None
-        if last is None
-        else encode_cursor(_CURSOR_KIND, [last.time.isoformat(timespec="microseconds"), last.id])
-    )
-    return jsonify({"items": [entry.to_json() for entry in entries], "nextCursor": next_cursor})
-
-
-def _query_asked() -> AuditQuery:
-    """The request's filters, page and the caller's reach; InvalidRequest naming every bad
-    parameter."""
-    args = request.args
-    problems: dict[str, str] = {}
-    for name in sorted(set(args) - _PARAMETERS):
-        problems[_printable(name)[:100]] = "unknown parameter"
-    for name in sorted(set(args) & _PARAMETERS):
-        if len(args.getlist(name)) > 1:
-            problems[name] = "given more than once"
-    texts: dict[str, str | None] = {}
-    for name in ("actor", "app", "job", "action"):
-        value = args.get(name)
-        if value is not None and not (0 < len(value) <= _MAX_FILTER_CHARS and value.isprintable()):
-            problems[name] = f"must be 1 to {_MAX_FILTER_CHARS} printable characters"
-        texts[name] = value
-    outcome = args.get("outcome")
-    if outcome is not None and outcome not in OUTCOMES:
-        problems["outcome"] = f"must be one of {', '.join(OUTCOMES)}"
-    since = _time_arg("since", problems)
-    until = _time_arg("until", problems)
-    limit = _DEFAULT_LIMIT
-    limit_text = args.get("limit")
-    if limit_text is not None:
-        text = limit_text.strip()
-        if text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_LIMIT:
-            limit = int(text)
-        else:
-            problems["limit"] = f"must be a whole number from 1 to {MAX_LIMIT}"
-    after = None
-    cursor = args.get("cursor")
-    if cursor:
-        after = _decode_cursor(cursor)
-        if after is None:
-            problems["cursor"] = "is not a nextCursor this list gave"
-    if problems:
-        raise InvalidRequest(
-            "invalid audit query: " + ", ".join(f"{k} {v}" for k, v in sorted(problems.items())),
-            problems,
-        )
-    apps, any_app = _reach()
-    return AuditQuery(
-        limit=limit,
-        actor=texts["actor"],
-        app=texts["app"],
-        job=texts["job"],
-        action=texts["action"],
-        outcome=outcome,
-        since=since,
-        until=until,
-        after=after,
-        apps=apps,
-        any_app=any_app,
-    )
-
-
-def _reach() -> tuple[frozenset[str] | None, bool]:
-    """(apps whose records the caller reads, or None for every record; whether every app's)."""
-    rights = current_rights()
-    if rights.is_cluster_admin:
-        return None, False
-    if rights.may_everywhere(Role.APP_ADMIN):
-        return frozenset(), True
-    own = frozenset(app for app, role in rights.per_app.items() if role >= Role.APP_ADMIN)
-    return own, False
-
-
-def _time_arg(name: str, problems: dict[str, str]) -> datetime | None:
-    """`name` as naive UTC: ISO 8601 (`2026-11-26T19:00:00Z`, an offset, or UTC without one)
-    or epoch milliseconds."""
-    value = request.args.get(name)
-    if value is None:
-        return None
-    text = value.strip()
-    problem = "must be an ISO 8601 time (2026-11-26T19:00:00Z) or epoch milliseconds"
-    if not text or len(text) > 40 or not text.isascii():
-        problems[name] = problem
-        return None
-    try:
-        if text.isdigit():
-            moment = datetime.fromtimestamp(int(text) / 1000, UTC)
-        else:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            if moment.tzinfo is not None:
-                moment = moment.astimezone(UTC)
-    except (ValueError, OverflowError, OSError):
-        problems[name] = problem
-        return None
-    return moment.replace(tzinfo=None)
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str] | None:
-    if len(cursor) > 256 or not cursor.isascii():
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        decoded = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError):
-        return None
-    if not (
-        isinstance(decoded, list)
-        and len(decoded) == 3
-        and decoded[0] == _CURSOR_KIND
-        and all(isinstance(part, str) for part in decoded[1:])
-        and re.fullmatch(r"[0-9a-f]{32}", decoded[2])
-    ):
-        return None
-    try:
-        moment = datetime.fromisoformat(decoded[1])
-    except ValueError:
-        return None
-    return (moment, decoded[2]) if moment.tzinfo is None else None

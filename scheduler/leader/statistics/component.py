@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError
 
 from executor.records import RecordError, decode_status_data
 from scheduler.leader.lifecycle import ThreadedComponent
-from scheduler.leader.statistics.audit import AuditLog
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.leader.statistics.counters import ResultCounters
 from scheduler.leader.statistics.database import create_trace_engine, upgrade_to_head
 from scheduler.leader.statistics.outage import DatabaseState

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 from kazoo.client import KazooClient
 
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
-from scheduler.leader.statistics.audit import AuditLog
+from scheduler.leader.statistics.audit_log import AuditLog
 from tests.integration.api.conftest import ADMIN, APP, JOB, Api, make_api
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

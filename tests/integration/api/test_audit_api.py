@@ -19,7 +19,8 @@ from scheduler.api import create_app
 from scheduler.api.audit import ACTIONS, action_of
 from scheduler.leader.mesos.operator_actions import RecordedActions
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
-from scheduler.leader.statistics.audit import AuditEntry, AuditLog
+from scheduler.leader.statistics.audit import AuditEntry, AuditQuery
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.model.settings import load_settings
 from scheduler.replica.term import LeaderContext, Term
 from scheduler.storage.registry import Registry
@@ -233,7 +234,6 @@ def test_retention_deletes_only_older_records(audit: AuditLog) -> None:
         )
     wait_for(lambda: audit.written == 4, 10, message="records written")
     assert audit.prune(90, now=now) == 2
-    from scheduler.leader.statistics.audit import AuditQuery
 
     left, _ = audit.query(AuditQuery(limit=10))
     assert [entry.request_id for entry in left] == ["r1", "r89"]

@@ -11,7 +11,8 @@ from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.orm import Session
 
 from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
-from scheduler.leader.statistics.audit import AuditEntry, AuditLog, AuditQuery
+from scheduler.leader.statistics.audit import AuditEntry, AuditQuery
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.leader.statistics.component import Statistics
 from scheduler.leader.statistics.models import AuditRecord
 from scheduler.model.settings import load_settings
