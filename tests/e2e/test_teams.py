@@ -169,6 +169,7 @@ def teams(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> It
         namespace,
         tmp,
         event_trace_rdb_url=f"sqlite:///{tmp}/trace.db",
+        audit_file=str(tmp / "audit.jsonl"),  # each record also as a JSON line
         # /metrics needs credentials and shows a caller the series of its apps' jobs only.
         metrics_require_auth="true",
     ) as system:
@@ -425,11 +426,15 @@ def test_every_change_made_has_its_audit_record(teams: Teams) -> None:
     assert len({r["term"] for r in records}) >= 2, {r["term"] for r in records}
 
 
-def test_no_password_or_token_text_in_any_replica_log(teams: Teams) -> None:
-    """The replicas logged the module's logins, refusals and changes, never a secret."""
+def test_no_password_or_token_text_in_any_replica_log_or_the_audit_file(teams: Teams) -> None:
+    """The replicas logged the module's logins, refusals and changes, and the audit file has
+    a line per record, never a secret."""
     secret = re.compile(r"ejc_[0-9a-f]{12}_[0-9a-f]{48}")
-    for replica in teams.system.replicas:
-        text = replica.log_text()
-        assert "auth: " in text or "access" in text, f"{replica.identity} logged nothing"
-        assert not secret.findall(text), f"a token's text in {replica.log_path}"
-        assert PASSWORD not in text, f"a password in {replica.log_path}"
+    audit_file = teams.system.tmp / "audit.jsonl"
+    lines = audit_file.read_text().splitlines()
+    actors = {json.loads(line)["actor"] for line in lines}
+    assert {"user:root", "user:alice", "user:ann", "user:bob"} <= actors, actors
+    for path in [audit_file, *(r.log_path for r in teams.system.replicas)]:
+        text = path.read_text(errors="replace")
+        assert not secret.findall(text), f"a token's text in {path}"
+        assert PASSWORD not in text, f"a password in {path}"
