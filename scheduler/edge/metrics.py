@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 MAX_JOBS = 5000
 OTHER_JOBS = "_other"
 JOB_LABEL = "job_name"
+WORKFLOW_LABEL = "workflow_name"
 _ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 _ROLES = ("leader", "standby")
 _MESOS_STATES = ("connected", "connecting", "reconnecting", "disconnected")
@@ -335,8 +336,34 @@ class SchedulerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
+        # Per workflow (issue 27), bounded as the jobs' series are.
+        self._workflows: set[str] = set()
+        self.workflow_runs = Counter(
+            "ejc_workflow_runs",
+            "Workflow runs that ended, by workflow and result (succeeded, failed, cancelled, "
+            "timed_out).",
+            [WORKFLOW_LABEL, "result"],
+            registry=registry,
+        )
+        self.workflow_run_duration = Histogram(
+            "ejc_workflow_run_duration_seconds",
+            "How long workflow runs ran, from their start to their end, by workflow.",
+            [WORKFLOW_LABEL],
+            buckets=_RUN_BUCKETS,
+            registry=registry,
+        )
         for kind in TaskType:
             self.launches.labels(kind.value)
+
+    def on_workflow_run(self, workflow: str, result: str, duration_s: float) -> None:
+        """Workflow engine listener: a run ended (its thread or an API thread)."""
+        with self._lock:
+            if workflow not in self._workflows and len(self._workflows) >= self._max_jobs:
+                workflow = OTHER_JOBS
+            else:
+                self._workflows.add(workflow)
+        self.workflow_runs.labels(workflow, result).inc()
+        self.workflow_run_duration.labels(workflow).observe(max(0.0, duration_s))
 
     # -- job label ---------------------------------------------------------------------------
 
@@ -451,7 +478,8 @@ def render_metrics(
     """The registry in Prometheus' text format; with `visible_jobs` (job names -> those the
     caller may see, called once per scrape with every job that has a series), the per-job series
     of the other jobs, and the `_other` series that mixes jobs of any app, are left out
-    (`metrics_require_auth`, issue 26). The families stay, so a dashboard sees no error."""
+    (`metrics_require_auth`, issue 26), and so is every per-workflow series (issue 27: shown
+    only to callers who see every app). The families stay, so a dashboard sees no error."""
     if visible_jobs is None:
         return generate_latest(registry)
     families = list(registry.collect())
@@ -460,7 +488,11 @@ def render_metrics(
     kept: list[Metric] = []
     for family in families:
         samples = [
-            s for s in family.samples if JOB_LABEL not in s.labels or s.labels[JOB_LABEL] in shown
+            s
+            for s in family.samples
+            if (JOB_LABEL not in s.labels or s.labels[JOB_LABEL] in shown)
+            # A workflow's series only for callers who see every app (no filter then).
+            and WORKFLOW_LABEL not in s.labels
         ]
         if len(samples) == len(family.samples):
             kept.append(family)

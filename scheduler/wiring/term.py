@@ -34,7 +34,7 @@ from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.leader.workflows import WorkflowEngine
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts
-from scheduler.model.workflow import ended_event
+from scheduler.model.workflow import WorkflowRun, ended_event
 from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
 from scheduler.replica.terms_log import TermRecorder
 from scheduler.storage.config_store import resolve_time_zone
@@ -220,6 +220,14 @@ def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts) -> None:
     parts.launcher.launch_listeners.append(metrics.on_launched)
     parts.status.listeners.append(metrics.on_status)
     parts.listener.deleted_listeners.append(on_deleted)
+
+    def on_workflow_run(run: WorkflowRun) -> None:
+        started = run.started_at or run.fire_time
+        metrics.on_workflow_run(
+            run.workflow_name, run.state.value, (run.ended_at or started) - started
+        )
+
+    parts.workflows.run_listeners.append(on_workflow_run)
     try:
         metrics.retain_jobs(parts.stores.config.job_names())
     except SchedulerError as exc:

@@ -16,6 +16,7 @@ from scheduler.edge.metrics import (
     ReplicaFigures,
     SchedulerMetrics,
     TermFigures,
+    render_metrics,
 )
 from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.model.job_events import JobEvent, JobEventKind
@@ -227,3 +228,19 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
     assert samples[("ejc_replica_role", (("role", "standby"),))] == 1
     assert samples[("ejc_mesos_connected", ())] == 0
     assert not [key for key in samples if key[0] == "ejc_mesos_state"]
+
+
+def test_workflow_runs_are_counted_by_result_with_their_duration_and_hidden_when_filtered() -> None:
+    """Issue 27: per-workflow series; with metrics_require_auth filtering (a caller who does
+    not see every app) none of them is shown, as workflow names belong to apps."""
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry, max_jobs=1)
+    metrics.on_workflow_run("nightly", "succeeded", 12.5)
+    metrics.on_workflow_run("nightly", "failed", 3.0)
+    metrics.on_workflow_run("hourly", "failed", 1.0)  # over the bound: counted as _other
+    text = generate_latest(registry).decode()
+    assert 'ejc_workflow_runs_total{result="succeeded",workflow_name="nightly"} 1.0' in text
+    assert 'ejc_workflow_runs_total{result="failed",workflow_name="_other"} 1.0' in text
+    assert 'ejc_workflow_run_duration_seconds_sum{workflow_name="nightly"} 15.5' in text
+    shown = render_metrics(registry, lambda names: names).decode()
+    assert "workflow_name=" not in shown and "# TYPE ejc_workflow_runs_total counter" in shown
