@@ -9,7 +9,9 @@ in which run and in which order: not what the API says ran. A job fails while a 
 
 from __future__ import annotations
 
+import itertools
 import json
+import signal
 import tarfile
 import time
 import uuid
@@ -32,6 +34,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 APP = "wf_app"
 RUN_END_S = 60
+SESSION_S = 4.0  # the replicas' zk_session_timeout_seconds (ReplicaProcess's default)
 ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 WF_SH = """#!/bin/sh
 # One line per shard start and end: "<event> <job> <item> <run id> <epoch> [ok|failed]".
@@ -284,6 +287,23 @@ def test_the_console_draws_a_run_and_a_node_leads_to_its_logs(flow: Flow, browse
         assert errors == []
     finally:
         context.close()
+    # The settings' guest (a viewer) sees the same graph, and no control that writes.
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"http://{leader.identity}/#/workflows/graph/runs/{run}?node=b")
+        page.fill("#login-user", "guest")
+        page.fill("#login-password", "guest")
+        page.click("form#login button[type=submit]")
+        expect(page.locator("[data-node-panel=b] a[data-task]").first).to_be_visible()
+        expect(page.locator("svg[data-graph=workflow] [data-node=b]")).to_have_attribute(
+            "data-state", "failed"
+        )
+        for action in ("retry", "cancel", "mark-success"):
+            expect(page.locator(f"[data-action={action}]")).to_have_count(0)
+    finally:
+        context.close()
 
 
 def test_fail_fast_cancels_the_running_nodes_and_skips_the_rest(flow: Flow) -> None:
@@ -396,3 +416,58 @@ def test_an_edit_during_a_run_does_not_touch_that_run(flow: Flow) -> None:
     done = flow.ended("edited", following)
     assert [n["name"] for n in done["nodes"]] == ["first", "second", "third"]
     assert [len(flow.of(following, j)) for j in ("e_old", "e_new", "e_extra")] == [0, 1, 1]
+
+
+def test_a_cron_workflow_with_misfire_catches_up_after_a_leaderless_gap(flow: Flow) -> None:
+    """Last in the module: it freezes every replica. The fires that fell while no leader
+    acted are each made a run (misfire on, one after another under FORBID), none twice."""
+    flow.job("m_tick")
+    flow.workflow("ticking", [node("tick", "m_tick")], cron="0/2 * * * * ?", misfire=True)
+
+    def listed() -> list[dict[str, Any]]:
+        status, page = flow.api("GET", "/api/workflow/ticking/runs?limit=200")
+        assert status == 200, page
+        return list(page["items"])
+
+    wait_for(lambda: len(listed()) >= 2, 30, interval_s=0.2, message="the cron's first runs")
+    replicas = [r for r in flow.system.replicas if r.alive()]
+    frozen_at = time.time()
+    for replica in replicas:
+        replica.signal(signal.SIGSTOP)
+    try:
+        # Frozen past the leader's session timeout (4 s): no replica acts for ~4 fires.
+        wait_for(lambda: time.time() - frozen_at > SESSION_S + 4, SESSION_S + 10, message="the gap")
+    finally:
+        for replica in replicas:
+            replica.signal(signal.SIGCONT)
+    resumed = time.time()
+    wait_for(
+        lambda: (
+            (leader := flow.system.leader()) is not None
+            and (leader.health() or {}).get("mesos") == "connected"
+        ),
+        40,
+        message="a leader again",
+    )
+    wait_for(
+        lambda: any(r["fireTime"] > resumed + 2 and r["state"] in ENDED for r in listed()),
+        60,
+        interval_s=0.2,
+        message="caught up with the fires after the gap",
+    )
+    status, body = flow.api("POST", "/api/workflow/ticking/disable")
+    assert status == 204, body
+
+    def all_ended() -> list[dict[str, Any]] | None:
+        found = listed()
+        return found if all(r["state"] in ENDED for r in found) else None
+
+    runs = wait_for(all_ended, 60, interval_s=0.2, message="every run ended")
+    runs.sort(key=lambda r: r["fireTime"])
+    fires = [r["fireTime"] for r in runs]
+    assert all(abs(b - a - 2) < 0.01 for a, b in itertools.pairwise(fires)), fires  # no gap
+    missed = [r for r in runs if frozen_at < r["fireTime"] < resumed]
+    assert len(missed) >= 3, (frozen_at, resumed, fires)
+    assert all(r["startedAt"] >= resumed - 1 for r in missed)  # made after the gap
+    assert {r["state"] for r in runs} == {"succeeded"}
+    assert all(len(flow.of(r["runId"], "m_tick")) == 1 for r in runs)  # each ran once
