@@ -1,6 +1,6 @@
 """`AccessDirectory`: the access records a replica follows, indexed for the request path.
 
-Immutable snapshots: a follower (storage/access_store.py) builds a new directory from what it
+Immutable snapshots: a follower (storage/access_follower.py) builds a new directory from what it
 read and swaps it in; a request reads whichever snapshot is current, without a lock and without
 a ZooKeeper round trip. Every lookup is a dictionary get.
 """
