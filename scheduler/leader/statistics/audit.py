@@ -44,6 +44,9 @@ _SECRET_NAME = re.compile(
     r"pass(word|wd|phrase)?|secret|token|digest|credential|api_?key|authorization|private_?key",
     re.IGNORECASE,
 )
+# A field holding a webhook's URL: its path may be the secret (a chat service's hook path is
+# its key), so only its scheme and host are kept.
+_HOOK_NAME = re.compile(r"hook|callback", re.IGNORECASE)
 
 
 class AuditUnavailable(SchedulerError):
@@ -168,9 +171,11 @@ def _iso(moment: datetime) -> str:
 
 def mask_secrets(value: Any, _depth: int = 0) -> Any:
     """`value` (JSON-like) with secrets hidden: the value of every field whose name says it is a
-    password, secret, token, digest, credential or key becomes `***`, and every URL keeps its
-    scheme, host and path but not its userinfo or query (a webhook's or an app's URL may carry
-    credentials there). Nested deeper than 12 levels: `***` (nothing a config holds)."""
+    password, secret, token, digest, credential or key becomes `***`, a webhook's URL keeps
+    only its scheme and host (`https://hooks.example.com/***`: a hook's path is often its key),
+    and every other URL keeps its scheme, host and path but not its userinfo or query (an app's
+    URL may carry credentials there). Nested deeper than 12 levels: `***` (nothing a config
+    holds)."""
     if _depth > _MAX_DEPTH:
         return MASK
     if isinstance(value, Mapping):
@@ -179,6 +184,8 @@ def mask_secrets(value: Any, _depth: int = 0) -> Any:
             name = str(key)
             if _SECRET_NAME.search(name) and item not in (None, ""):
                 out[name] = MASK
+            elif _HOOK_NAME.search(name) and isinstance(item, str) and item:
+                out[name] = _mask_url(item, keep_path=False)
             else:
                 out[name] = mask_secrets(item, _depth + 1)
         return out
@@ -189,8 +196,10 @@ def mask_secrets(value: Any, _depth: int = 0) -> Any:
     return value
 
 
-def _mask_url(text_: str) -> str:
-    if "://" not in text_ or ("@" not in text_ and "?" not in text_):
+def _mask_url(text_: str, keep_path: bool = True) -> str:
+    if "://" not in text_:
+        return text_ if keep_path else MASK
+    if keep_path and "@" not in text_ and "?" not in text_:
         return text_
     try:
         parts = urlsplit(text_.strip())
@@ -199,10 +208,13 @@ def _mask_url(text_: str) -> str:
     except ValueError:
         return MASK  # a URL too broken to split: it may hold anything
     if not parts.scheme or not parts.netloc:
-        return text_
+        return text_ if keep_path else MASK
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{host or ''}" + (f":{port}" if port is not None else "")
+    if not keep_path:
+        hidden = parts.path not in ("", "/") or parts.query
+        return urlunsplit((parts.scheme, netloc, f"/{MASK}" if hidden else parts.path, "", ""))
     query = MASK if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 

@@ -51,6 +51,23 @@ def test_urls_lose_their_userinfo_and_query_but_keep_host_and_path() -> None:
     assert mask_secrets("http://[::1/?x") == MASK  # too broken to split: may hold anything
 
 
+def test_a_webhooks_url_keeps_only_its_scheme_and_host() -> None:
+    masked = mask_secrets(
+        {
+            "notifyWebhookUrl": "https://hooks.slack.example/services/T0/B0/XXXXSECRET",
+            "callbackUrl": "http://u:p@10.0.0.1:8080/cb?k=v",
+            "webhook": "not a url",
+            "hookless": "",
+        }
+    )
+    assert masked == {
+        "notifyWebhookUrl": "https://hooks.slack.example/***",
+        "callbackUrl": "http://***@10.0.0.1:8080/***",
+        "webhook": MASK,
+        "hookless": "",
+    }
+
+
 def test_masking_leaves_numbers_and_booleans_and_cuts_absurd_nesting() -> None:
     deep: object = "leaf"
     for _ in range(40):
