@@ -356,6 +356,12 @@ def test_retry_runs_again_only_what_failed_and_mark_success_releases_children(
     assert cli.ok("workflow", "add", "-f", str(spec)).strip() == "workflow chain registered"
     shown = cli.json("workflow", "show", "chain")
     assert [n["name"] for n in shown["nodes"]] == ["a", "b", "c"] and shown["enabled"] is True
+    # An update of one field keeps the others (the CLI sends the whole definition).
+    cli.ok("workflow", "update", "chain", "--description", "a, b then c")
+    updated = cli.json("workflow", "show", "chain")
+    assert updated == {**shown, "description": "a, b then c"}
+    listed = cli.ok("workflow", "list").splitlines()
+    assert any(line.split()[:2] == ["chain", APP] for line in listed), listed
     flow.fail("r_b")
     waited = cli("workflow", "trigger", "chain", "--wait", "--wait-timeout", "60", timeout_s=90)
     assert waited.returncode == 1, waited.stderr  # the run failed
