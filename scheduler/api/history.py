@@ -18,7 +18,7 @@ import logging
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.engine import Engine
 
-from scheduler.api.access_control import requires, sees_every_app, visible_jobs
+from scheduler.api.access_control import requires, sees_every_app, visible, visible_jobs
 from scheduler.api.term_access import term_access
 from scheduler.leader.statistics import queries
 from scheduler.model.access.roles import Role
@@ -55,8 +55,7 @@ def _visible_job_configs() -> list[JobConfig]:
     jobs = term_access().config.jobs()
     if sees_every_app():
         return jobs
-    seen = visible_jobs(job.job_name for job in jobs)
-    return [job for job in jobs if job.job_name in seen]
+    return [job for job in jobs if visible(job.app_name)]
 
 
 @bp.get("/events/executions")
