@@ -1,7 +1,7 @@
 """Workflow chaos (issue 27): three replica processes, two workflows of several nodes firing
 every 5 s (a diamond whose first node has 2 shards, and a chain of three), and the leader
 SIGKILLed, SIGTERMed and frozen with SIGSTOP past its ZooKeeper session timeout, in turn, for
-about 45 s. Then, the workflows disabled and every run ended:
+about 36 s. Then, the workflows disabled and every run ended:
 
 - every run succeeded: no node was skipped or failed that should have run;
 - every shard of every node of every run ran exactly once (the job code's own record, by the run
@@ -34,7 +34,7 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.slow
 
 CRON = "0/5 * * * * ?"
-CHAOS_S = 45.0
+CHAOS_S = 36.0
 SESSION_S = 4.0  # the replicas' zk_session_timeout_seconds (ReplicaProcess's default)
 APP = "wf_app"
 # workflow -> {node: (job, shards, parents)}
