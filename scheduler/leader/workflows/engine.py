@@ -56,6 +56,7 @@ from scheduler.model.workflow import (
     NodeEnded,
     NodeState,
     Retry,
+    RunState,
     Start,
     Step,
     Timeout,
@@ -544,6 +545,15 @@ class WorkflowEngine(ThreadedComponent):
                 except SchedulerError as exc:
                     log.warning("workflows: fire record of %s kept: %s", name, exc.message)
         self.run_listeners.emit(run)
+        if run.state is RunState.CANCELLED and self._store.get(run.workflow_name) is None:
+            # The run of a deleted workflow, cancelled by the delete: it goes as its ended runs
+            # went with the definition.
+            try:
+                self._store.delete_runs(run.workflow_name)
+            except SchedulerError as exc:
+                log.warning(
+                    "workflows: runs of deleted %s kept: %s", run.workflow_name, exc.message
+                )
 
     # -- resume -----------------------------------------------------------------------------------
 

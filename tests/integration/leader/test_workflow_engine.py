@@ -221,3 +221,31 @@ def test_cron_fires_missed_while_no_leader_acted_are_caught_up_under_misfire(
     assert len(store.run_ids("one_at_a_time")) == 1
     assert len(store.run_ids("caught")) == 20
     assert len(queue) == 21 + 1
+
+
+def test_deleting_a_workflow_cancels_its_run_kills_its_tasks_and_drops_the_run(
+    stores: TermStores,
+) -> None:
+    _jobs(stores, {"ja": 2, "jb": 1, "jc": 1, "jd": 1, "jf": 1})
+    killed: list[str] = []
+    store = WorkflowStore(stores.registry, stores.fence, "UTC", 200)
+    queue = WorkflowQueue()
+
+    def kill(task_id: str) -> bool:
+        killed.append(task_id)
+        return True
+
+    engine = WorkflowEngine(store, stores, Acting(), queue, kill)
+    store.save(DIAMOND, create=True)
+    run = engine.trigger("diamond")
+    tasks = _launch(stores, _fire(queue, "a"), 2)
+    queue.drop([_fire(queue, "a").key])  # the launcher took it
+    store.delete("diamond")
+    store.delete_runs("diamond")  # as the API's delete: the ended ones (none yet)
+    assert store.run_ids("diamond") == [run.run_id]
+    engine._advance_all()
+    assert sorted(killed) == sorted(tasks)
+    assert all(t.kill_reason == "user" for t in stores.running.tasks("ja"))
+    assert store.run_ids("diamond") == []
+    assert stores.registry.children(layout.WORKFLOW_ACTIVE) == []
+    assert stores.registry.children(layout.WORKFLOW_FIRES) == []
