@@ -52,7 +52,7 @@ from scheduler.model.access.roles import Rights
 from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.http_trust import HostAllowList, TrustedProxies, absolute_form_authority
 from scheduler.model.settings import Settings
-from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.config_store import ConfigStore, resolve_time_zone
 from scheduler.storage.registry import Registry
 
 if TYPE_CHECKING:
@@ -121,7 +121,9 @@ def metrics_access_for(
         def visible_jobs(names: set[str]) -> set[str]:
             if not names or not seen.per_app:
                 return set()
-            jobs = ConfigStore(registry(), None, settings.time_zone).jobs_named(sorted(names))
+            # The zone only fills in a job stored without one; the app is all that is read.
+            zone = resolve_time_zone(settings.time_zone)
+            jobs = ConfigStore(registry(), None, zone).jobs_named(sorted(names))
             return {job.job_name for job in jobs if seen.sees(job.app_name)}
 
         return MetricsAccess(visible_jobs=visible_jobs)
