@@ -464,16 +464,21 @@ class WorkflowEngine(ThreadedComponent):
         running = [n for n, r in run.nodes.items() if r.state is NodeState.RUNNING]
         keys = {n: fire_key(run.run_id, n, run.node(n).attempt) for n in running}
         records = self._store.fire_records(list(keys.values())) if keys else {}
+        # Nodes failed before their launch (their job gone or disabled): their queued launch
+        # is withdrawn in the same write, as a stopped node's is.
+        withdrawn: list[str] = []
         for name in running:
             record = records.get(keys[name])
             ended = self._node_end(run, name, record, now)
             if ended is not None:
                 events.append(ended)
+                if record is not None and record.shards is None:
+                    withdrawn.append(name)
         if not events:
             return None
         current = Step(run)
         launch: list[str] = []
-        kill: list[str] = []
+        kill: list[str] = list(withdrawn)
         for event in events:
             current = step(current.run, event)
             launch.extend(current.launch)

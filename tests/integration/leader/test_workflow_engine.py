@@ -249,3 +249,21 @@ def test_deleting_a_workflow_cancels_its_run_kills_its_tasks_and_drops_the_run(
     assert store.run_ids("diamond") == []
     assert stores.registry.children(layout.WORKFLOW_ACTIVE) == []
     assert stores.registry.children(layout.WORKFLOW_FIRES) == []
+
+
+def test_a_node_whose_job_is_disabled_before_its_launch_fails_and_its_launch_is_withdrawn(
+    stores: TermStores,
+) -> None:
+    _jobs(stores, {"ja": 1, "jb": 1, "jc": 1, "jd": 1, "jf": 1})
+    engine, queue = _engine(stores)
+    engine.store.save(DIAMOND, create=True)
+    run = engine.trigger("diamond")
+    assert len(_queued(stores, "ja")) == 1 and len(queue) == 1
+    stores.disabled.disable_job("ja")
+    engine._advance_all()
+    got = engine.store.run("diamond", run.run_id)
+    assert got is not None
+    assert got[0].node("a").state.value == "failed"
+    assert "disabled" in got[0].node("a").reason
+    assert _queued(stores, "ja") == [] and len(queue) == 0
+    assert got[0].state.value == "failed"
