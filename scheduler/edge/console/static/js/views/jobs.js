@@ -195,7 +195,10 @@ export function list(ctx) {
     const [disabled, next, last] = await Promise.all([
       mapLimit(names, 4, (n) => api.get(`/api/job/${segment(n)}/disable`)),
       nextKnown
-        ? mapLimit(names, 4, (n) => api.get(`/api/job/${segment(n)}/next-fire-times`, { count: 1 }))
+        ? mapLimit(jobs, 4, (j) =>
+            // A job without a cron (issue 27) has no fire times to ask for.
+            j.cron ? api.get(`/api/job/${segment(j.jobName)}/next-fire-times`, { count: 1 }) : { noCron: true },
+          )
         : Promise.resolve([]),
       mapLimit(names, 4, (n) => lastRun(api, n)),
     ]);
@@ -227,6 +230,7 @@ export function list(ctx) {
 function nextCell(answer, known) {
   if (!known) return h("span", { class: "muted" }, "next fire: n/a");
   if (answer instanceof Error) return h("span", { class: "muted", title: answer.message }, "next fire: ?");
+  if (answer && answer.noCron) return h("span", { class: "muted" }, "no cron: fires when triggered or in a workflow");
   const times = (answer && answer.nextFireTimes) || [];
   return times.length ? fireTimeEl(times[0]) : h("span", { class: "muted" }, "no next fire");
 }
@@ -331,9 +335,9 @@ export function detail(ctx) {
       api.has("POST", TASK_KILL_PATH),
       fetchRuns(api, { job: name, limit: 10 }),
     ]);
-    let nextTimes = null;
+    let nextTimes = job.cron ? null : []; // a job without a cron (issue 27) has none
     let nextError = "";
-    if (nextKnown) {
+    if (nextKnown && job.cron) {
       try {
         const answer = await api.get(`/api/job/${segment(name)}/next-fire-times`, { count: 10 });
         nextTimes = (answer && answer.nextFireTimes) || [];
@@ -358,7 +362,13 @@ export function detail(ctx) {
         next,
         nextTimes.length
           ? h("ol", { class: "fire-times", "data-list": "next-fire-times" }, nextTimes.map((t) => h("li", {}, fireTimeEl(t))))
-          : note(disabled ? "The job is disabled: it does not fire." : "No future fire time."),
+          : note(
+              !job.cron
+                ? "No cron: the job fires only when triggered or in a workflow."
+                : disabled
+                  ? "The job is disabled: it does not fire."
+                  : "No future fire time.",
+            ),
         disabled && nextTimes.length ? note("The job is disabled: these fires will not run until it is enabled.") : null,
       );
     }

@@ -7,6 +7,7 @@
 // parent); a node's condition is written above it and drawn (colour, dashes) on the edges into it.
 
 import { segment } from "../api.js";
+import { mapLimit } from "../data.js";
 import {
   actionButton,
   badge,
@@ -302,7 +303,10 @@ export function list(ctx) {
   const el = h("div", { class: "view" }, h("div", { class: "heading" }, h("h1", {}, "Workflows ", count)), body);
   const poll = ctx.every(10000, async () => {
     const { items, more } = await allWorkflows(api);
+    // Each workflow's newest run, four requests at a time (a failed read shows "?").
+    const last = await mapLimit(items, 4, async (w) => pageOf(await api.get(`${base(w.workflowName)}/runs`, { limit: 1 })).items[0] || null);
     if (!ctx.alive) return;
+    const lastOf = new Map(items.map((w, i) => [w.workflowName, last[i]]));
     count.textContent = `(${items.length}${more ? "+" : ""})`;
     fill(
       body,
@@ -313,6 +317,7 @@ export function list(ctx) {
           { label: "Cron", cell: (w) => (w.cron ? h("code", {}, w.cron) : h("span", { class: "muted" }, "only when triggered")) },
           { label: "Nodes", cell: (w) => String((w.nodes || []).length) },
           { label: "State", cell: (w) => (w.enabled === false ? badge("disabled", "warn") : badge("enabled", "ok")) },
+          { label: "Last run", cell: (w) => lastRunCell(w.workflowName, lastOf.get(w.workflowName)) },
           { label: "", cell: (w) => (may(ctx, "operator", w.appName) ? actions(ctx, w, () => poll.now()) : "") },
         ].filter(Boolean),
         items,
@@ -322,6 +327,12 @@ export function list(ctx) {
     );
   });
   return el;
+}
+
+function lastRunCell(name, run) {
+  if (run instanceof Error) return h("span", { class: "muted", title: run.message }, "?");
+  if (!run) return h("span", { class: "muted" }, "never");
+  return [link(["workflows", name, "runs", run.runId], stateBadge(run.state)), " ", timeEl(run.startedAt)];
 }
 
 function actions(ctx, workflow, refresh) {
