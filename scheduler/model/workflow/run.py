@@ -55,9 +55,11 @@ __all__ = [
     "step",
 ]
 
-MAX_TASK_IDS_KEPT = 32
-"""Task ids a node's record keeps (the newest): a run of 200 nodes of 1,000 shards each must
-stay far below ZooKeeper's 1 MB node."""
+MAX_TASK_IDS_KEPT = 8
+"""Task ids a node's record keeps (the newest), and the characters of its reason: a run of 200
+nodes of 1,000 shards each, with its definition snapshot (at most 256 KiB) and the trigger's
+parameter (64 KiB), must stay below ZooKeeper's 1 MB node (about 700 KB at most)."""
+_NODE_REASON_MAX_CHARS = 300
 _REASON_MAX_CHARS = 1000
 RUN_ID_SEPARATOR = "@"
 """Between the workflow's name and the fire time in a run id (never in a name)."""
@@ -339,7 +341,7 @@ def step(run: WorkflowRun, event: Event) -> Step:
                 current,
                 state=NodeState.SUCCEEDED if ok else NodeState.FAILED,
                 ended_at=at,
-                reason=event.reason[:_REASON_MAX_CHARS],
+                reason=event.reason[:_NODE_REASON_MAX_CHARS],
                 task_ids=_kept(current.task_ids, event.task_ids),
             )
             if not ok and run.definition.fail_fast:
