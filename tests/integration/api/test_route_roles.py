@@ -169,3 +169,21 @@ def test_a_declaration_that_cannot_be_right_fails_at_import() -> None:
         requires(Role.VIEWER, scope="authenticated")
     with pytest.raises(ValueError, match="unknown scope"):
         requires(Role.VIEWER, scope="team")  # type: ignore[arg-type]
+
+
+def test_head_and_options_of_an_app_scoped_route_are_checked_or_harmless(api: Api) -> None:
+    assert api.call("POST", "/api/app", {"appName": "demo_app", **_APP_REST}).status_code == 204
+    # OPTIONS is Flask's own answer (the allowed methods), no handler runs: not a leak, no 500.
+    options = api.client.options("/api/app/demo_app", headers=ADMIN)
+    assert options.status_code == 200 and "GET" in options.headers["Allow"]
+    # HEAD runs the GET handler, and so its check: an app nobody sees is a 404, as for GET.
+    assert api.client.head("/api/app/demo_app", headers=ADMIN).status_code == 200
+    assert api.client.head("/api/app/no_such_app", headers=GUEST).status_code == 404
+
+
+_APP_REST = {
+    "appURL": "http://example.invalid/demo.tar.gz",
+    "bootstrapScript": "bin/start.sh",
+    "cpuCount": 0.5,
+    "memoryMB": 64,
+}
