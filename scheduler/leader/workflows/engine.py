@@ -46,7 +46,7 @@ from scheduler.model.errors import (
     NotLeader,
     SchedulerError,
 )
-from scheduler.model.fires import due_fires
+from scheduler.model.fires import MAX_FIRES_COUNTED, due_fires
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import ACTIVE_STATES
 from scheduler.model.workflow import (
@@ -388,6 +388,27 @@ class WorkflowEngine(ThreadedComponent):
             if active:
                 schedule.next_fire = None  # the fires wait for the run to end (misfire on)
                 return
+            if len(due.times) > self._cap or due.more:
+                # More missed fires than catch_up_cap wait: the older ones are skipped (as a
+                # job's beyond job_state_queue_size are), the newest cap are caught up.
+                waiting = due_fires(schedule.trigger, last, now, MAX_FIRES_COUNTED)
+                keep = list(waiting.times[-self._cap :])
+                if waiting.more and waiting.last is not None:
+                    keep = [waiting.last]
+                # Recorded a millisecond before the first fire kept (fires are seconds apart).
+                skipped_to = max(last, keep[0] - 0.001)
+                log.warning(
+                    "workflows: %s: more than catch_up_cap=%s fires missed; the older ones "
+                    "skipped, the newest %s caught up (misfire on)",
+                    name,
+                    self._cap,
+                    len(keep),
+                )
+                self._writer().commit(
+                    f"skip fires of {name}",
+                    [self._store.last_fire_op(name, skipped_to, version)],
+                )
+                continue
             fire = due.times[0]
             record = self._store.last_fire_op(name, fire, version)
             if len(due.times) > 1 or due.more:

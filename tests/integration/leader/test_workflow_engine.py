@@ -204,23 +204,38 @@ def test_cron_fires_missed_while_no_leader_acted_are_caught_up_under_misfire(
     store.save(
         WorkflowConfig("one_at_a_time", "app", one, cron=every_second, misfire=True), create=True
     )
+    store.save(
+        WorkflowConfig(
+            "few",
+            "app",
+            one,
+            cron=every_second,
+            misfire=True,
+            overlap_policy=OverlapPolicy.ALLOW,
+        ),
+        create=True,
+    )
     now = float(int(time.time()))
     writer = FencedWriter(stores.registry, stores.fence)  # type: ignore[arg-type]
     for name in ("caught", "dropped", "one_at_a_time"):
         writer.commit("record", [store.last_fire_op(name, now - 60, -1)])
+    writer.commit("record", [store.last_fire_op("few", now - 3, -1)])
     engine._fire_crons(now)
-    # misfire, ALLOW: the missed fires in order, capped per accounting (10), the rest next time.
+    # misfire, ALLOW, 3 fires missed: each one is a run.
+    assert sorted(store.run_ids("few")) == [f"few@{int((now - k) * 1000):013d}" for k in (2, 1, 0)]
+    # misfire, ALLOW: 60 fires missed, more than catch_up_cap (10): the older ones skipped, the
+    # newest 10 caught up, in order.
     caught = store.run_ids("caught")
     assert len(caught) == 10
-    assert sorted(caught)[0].endswith(f"{int((now - 59) * 1000):013d}")
+    assert sorted(caught)[0].endswith(f"{int((now - 9) * 1000):013d}")
     # no misfire: the missed fires are skipped, the one on time (now) runs.
     assert store.run_ids("dropped") == [f"dropped@{int(now * 1000):013d}"]
-    # misfire, FORBID: one run at a time; the others wait for it.
-    assert len(store.run_ids("one_at_a_time")) == 1
+    # misfire, FORBID: one run at a time (the newest 10 fires wait for it).
+    assert store.run_ids("one_at_a_time") == [f"one_at_a_time@{int((now - 9) * 1000):013d}"]
     engine._fire_crons(now)
     assert len(store.run_ids("one_at_a_time")) == 1
-    assert len(store.run_ids("caught")) == 20
-    assert len(queue) == 21 + 1
+    assert len(store.run_ids("caught")) == 10
+    assert len(queue) == 10 + 1 + 1 + 3
 
 
 def test_deleting_a_workflow_cancels_its_run_kills_its_tasks_and_drops_the_run(
