@@ -281,6 +281,11 @@ def create_token() -> tuple[Response, int]:
     _check(problems, "expiresInSeconds", _ttl_problem(ttl_s))
     _refuse_if(problems, "token")
     assert isinstance(name, str) and role is not None and app is not None
+    if current_principal().kind == "token":
+        # A token made by a token would outlive it: revoking or expiring the first must end
+        # everything it could do, so tokens are made by their owners only.
+        _refused("forbidden", "token", _app_of(app))
+        raise Forbidden("a token cannot make tokens; its owner makes them (log in as the user)")
     if app == ANY_APP:
         _require_cluster_admin(f"a token on {ANY_APP}")
     else:
