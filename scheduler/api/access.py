@@ -127,6 +127,14 @@ def _refresh() -> None:
         log.warning("access: re-reading the records after a write failed: %s", exc.message)
 
 
+def forget_app(app_name: str) -> None:
+    """Delete the grants on `app_name` and the tokens scoped to it (the app is being deleted,
+    or created under a name that had them), and make this replica's copy current."""
+    grants, tokens = _store().forget_app(app_name)
+    if grants or tokens:
+        _refresh()
+
+
 # -- users --------------------------------------------------------------------------------------
 
 
@@ -281,15 +289,15 @@ def create_token() -> tuple[Response, int]:
     _check(problems, "expiresInSeconds", _ttl_problem(ttl_s))
     _refuse_if(problems, "token")
     assert isinstance(name, str) and role is not None and app is not None
+    if app == ANY_APP:
+        _require_cluster_admin(f"a token on {ANY_APP}")
+    else:
+        require_app(max(role, Role.APP_ADMIN), app)  # first: another app's name is a 404
     if current_principal().kind == "token":
         # A token made by a token would outlive it: revoking or expiring the first must end
         # everything it could do, so tokens are made by their owners only.
         _refused("forbidden", "token", _app_of(app))
         raise Forbidden("a token cannot make tokens; its owner makes them (log in as the user)")
-    if app == ANY_APP:
-        _require_cluster_admin(f"a token on {ANY_APP}")
-    else:
-        require_app(max(role, Role.APP_ADMIN), app)
     directory = _directory()
     owner = _owner(current_principal(), directory)
     made = _store().add_token(

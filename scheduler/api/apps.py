@@ -6,6 +6,7 @@ import logging
 
 from flask import Blueprint, Response, jsonify
 
+from scheduler.api.access import forget_app
 from scheduler.api.access_control import require_app, requires, sees_every_app, visible
 from scheduler.api.bodies import json_body
 from scheduler.api.paging import named_list
@@ -32,6 +33,9 @@ def register_app() -> Response:
     if access.config.app_exists(app.app_name):
         raise Conflict(f"app '{app.app_name}' already exists")
     with quotas().registering_app(access.config, app):  # max_apps, max_job_bytes
+        # Grants and tokens left on this name (an app deleted before they were cleaned up)
+        # must not open the new app to the old app's team.
+        forget_app(app.app_name)
         access.config.add_app(app)
     log.info("api: app %s registered", app.app_name)
     return _no_content()
@@ -121,6 +125,9 @@ def delete_app(app_name: str) -> Response:
     require_app(Role.APP_ADMIN, app_name)
     access = term_access()
     access.config.require_app(app_name)
+    # The grants and tokens go first: a failure half-way leaves an app nobody but the
+    # cluster-admins may use, never grants that a new app of this name would inherit.
+    forget_app(app_name)
     for job in access.config.jobs(app_name):
         remove_job_everywhere(job.job_name)
     access.disabled.enable_app(app_name)

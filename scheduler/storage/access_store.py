@@ -328,6 +328,37 @@ class AccessStore:
         log.info("access: token %s revoked", tid)
         return token
 
+    # -- apps ---------------------------------------------------------------------------------
+
+    def forget_app(self, app: str) -> tuple[tuple[Grant, ...], tuple[TokenRecord, ...]]:
+        """Delete every grant on `app` and every token scoped to it, with their last-use nodes.
+
+        Called before an app is deleted and when one is created: a new app of an old name must
+        not open to the grants and tokens made for the old one. Grants and tokens on `*` stay.
+        """
+        with self._lock:
+            grants = tuple(g for g in self.grants() if g.app == app)
+            tokens = tuple(t for t in self.tokens() if t.app == app)
+            if not grants and not tokens:
+                return grants, tokens
+            used_paths = [access_token_used_path(t.id) for t in tokens]
+            used = (
+                {p for p, got in self._registry.get_many(used_paths).items() if got}
+                if used_paths
+                else set()
+            )
+            ops = [Op.delete(access_grant_path(g.id)) for g in grants]
+            for token in tokens:
+                ops.append(Op.delete(access_token_path(token.id)))
+                if access_token_used_path(token.id) in used:
+                    ops.append(Op.delete(access_token_used_path(token.id)))
+            for start in range(0, len(ops), _OPS_PER_TRANSACTION):
+                self._writer.commit(f"forget app {app}", ops[start : start + _OPS_PER_TRANSACTION])
+        log.info(
+            "access: app %s: %d grants and %d tokens on it deleted", app, len(grants), len(tokens)
+        )
+        return grants, tokens
+
     # -- quotas -------------------------------------------------------------------------------
 
     def _check_quota(self, folder: str, limit: int, setting: str, what: str) -> None:

@@ -85,8 +85,8 @@ def _group_of(item: pytest.Item, root: Path) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each grouped test `xdist_group(<group>)` (before xdist reads the marks) and move the
-    grouped tests to the front, keeping every other order."""
+    """Move the grouped tests to the front, keeping every other order (the scheduler above
+    keeps each group on one worker)."""
     root = config.rootpath
     stale = sorted(path for path in GROUPS if not (root / path).is_file())
     if stale:
@@ -100,7 +100,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is None:
             others.append(item)
         else:
-            item.add_marker(pytest.mark.xdist_group(group))
             grouped.append(item)
     # The longest groups first (GROUPS lists them so), each group's tests in their own order;
     # then the slow tiers' tests, so that the run ends on short unit tests, not on a long one.

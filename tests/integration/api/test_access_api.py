@@ -573,3 +573,32 @@ def test_with_auth_off_users_and_grants_are_managed_but_no_token_is_made(
     assert "auth_enabled is false" in made.get_json()["error"]
     assert api.written() == before
     assert len(api.items("/api/access/grants", headers={})) == 1
+
+
+def test_an_app_deleted_and_made_again_keeps_none_of_its_grants_and_tokens(
+    api: AccessApi,
+) -> None:
+    alice = api.user("alice")
+    api.app("x_app")
+    api.app("y_app")
+    api.grant("user:alice", "app-admin", "x_app")
+    kept = api.grant("user:alice", "viewer", "y_app")
+    made = api.call(
+        "POST",
+        "/api/access/tokens",
+        {"name": "ci", "role": "editor", "app": "x_app"},
+        headers=alice,
+    )
+    assert made.status_code == 201
+    token = bearer(made.get_json()["token"])
+    assert api.call("GET", "/api/app/x_app", headers=token).status_code == 200
+
+    assert api.call("DELETE", "/api/app/x_app").status_code == 204
+    assert [g["app"] for g in api.items("/api/access/grants")] == ["y_app"]
+    assert api.items("/api/access/tokens") == []
+    assert api.call("GET", "/api/app/x_app", headers=token).status_code == 401
+
+    # Another team's app of the same name opens to nobody of the old one.
+    api.app("x_app")
+    assert _error(api.call("GET", "/api/app/x_app", headers=alice)) == (404, "NotFound")
+    assert [g["id"] for g in api.items("/api/access/grants")] == [kept]
