@@ -405,7 +405,7 @@ def step(run: WorkflowRun, event: Event) -> Step:
 
 
 def _kept(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
-    merged = [*old, *(t for t in new if t not in old)]
+    merged = list(dict.fromkeys((*old, *new)))  # each task once, in the order first seen
     return tuple(merged[-MAX_TASK_IDS_KEPT:])
 
 

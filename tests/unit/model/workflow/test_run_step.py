@@ -319,3 +319,13 @@ def test_an_ended_run_is_one_event_failures_posted_successes_traced_only() -> No
     assert not ended_event(done.run).kind.is_failure
     with pytest.raises(ValueError):
         ended_event(started(graph(DIAMOND)).run)
+
+
+def test_a_node_lists_each_of_its_tasks_once() -> None:
+    s = started(graph({"a": []}))
+    # The engine reports a node's tasks from the launch record and from the ended shards: the
+    # same task may come twice, and listed before.
+    ended = step(
+        s.run, NodeEnded("a", s.run.node("a").attempt, True, 1001.0, task_ids=("t1", "t2", "t1"))
+    )
+    assert ended.run.node("a").task_ids == ("t1", "t2")
