@@ -167,12 +167,13 @@ def test_a_change_is_one_record_in_postgresql_read_by_the_api_and_the_cli(pair: 
         status, body, headers = leader.call("POST", "/api/app", {**APP, "appName": "first"})
         assert status == 204, body
         request_id = headers["X-Request-Id"]
-        records = wait_for(partial(leader.records, "&action=app.create"), 15, message="record")
+        first = partial(leader.records, "&action=app.create&app=first")
+        records = wait_for(first, 15, message="the record")
         assert [(r["requestId"], r["actor"], r["resource"], r["outcome"]) for r in records] == [
             (request_id, "user:root", "app/first", "ok")
         ]
         assert records[0]["changes"]["after"]["appName"] == "first"
-    done = _cli(pair.enforced, "audit", "--action", "app.create", "--json")
+    done = _cli(pair.enforced, "audit", "--action", "app.create", "--app", "first", "--json")
     assert done.returncode == 0, done.stderr
     assert [r["resource"] for r in json.loads(done.stdout)] == ["app/first"]
     table = _cli(pair.enforced, "audit", "--outcome", "ok")
