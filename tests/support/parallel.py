@@ -65,7 +65,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """
     if config.getvalue("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadGroupScheduling
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
 
     class _FileGroups(LoadGroupScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
