@@ -595,7 +595,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET /api/access/tokens",
-        "the tokens the caller may see (never their text)",
+        "the caller's own tokens and those of the apps it administers (never a secret)",
         _access_page(_ACCESS_TOKEN),
         _ACCESS_PAGE,
     ),
