@@ -2,7 +2,8 @@
 
 Both answer `{"nextFireTimes": ["2026-11-22T10:00:10+01:00", ...]}`: ISO 8601 times to the
 second with the offset of the job's zone (its `timeZone`, else the `time_zone` setting), fewer
-than asked when the cron's schedule ends. `count` is 1-100 (default 5). A disabled job still
+than asked when the cron's schedule ends, none for a job without a cron (it fires only when
+triggered or in a workflow). `count` is 1-100 (default 5). A disabled job still
 answers with its cron's times (it does not fire while disabled: `GET /api/job/{job}/disable`).
 """
 
@@ -47,6 +48,9 @@ def _answer(spec: CronSpec, count: int) -> Response:
 def job_next_fire_times(job_name: str) -> Response:
     count = _count()
     job = require_job(Role.VIEWER, job_name)
+    if not job.has_cron:
+        # Fires only when triggered or in a workflow: no time is next.
+        return jsonify({"nextFireTimes": []})
     try:
         spec = job.cron_spec
     except InvalidRequest as exc:  # stored by another tool with a cron we cannot schedule

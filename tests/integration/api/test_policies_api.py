@@ -50,6 +50,12 @@ def test_job_next_fire_times_are_iso_times_with_the_jobs_offset(api: Api) -> Non
     )
 
 
+def test_a_job_without_a_cron_has_no_next_fire_time(api: Api) -> None:
+    setup(api, cron="")
+    answer = api.call("GET", "/api/job/demo_job/next-fire-times")
+    assert answer.status_code == 200 and answer.json == {"nextFireTimes": []}
+
+
 @pytest.mark.parametrize("count", ["0", "101", "abc", "-1", "1.5", ""])
 def test_next_fire_times_count_out_of_range_is_refused_by_name(api: Api, count: str) -> None:
     setup(api)
