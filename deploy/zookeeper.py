@@ -8,10 +8,12 @@ process group of its own and dies with the thread that started it (`deploy.child
 from __future__ import annotations
 
 import logging
+import random
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +31,44 @@ class ZooKeeperUnavailable(RuntimeError):
     """ZooKeeper or Java is not installed, or a server did not come up."""
 
 
+_PORTS_LOCK = threading.Lock()
+_PORTS_HANDED: set[int] = set()
+_PORTS_RANDOM = random.Random()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outbound connections' local ends."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range.
+
+    A port of that range (what binding port 0 gives) can be taken by any outbound connection's
+    local end while the server that had it is stopped: a ZooKeeper member restarted in a fault
+    test found its client port so taken and exited. Ports below the range are only ever taken
+    by a bind. Never the same port twice in one process; the random pick keeps parallel test
+    workers apart, and the bind checks that the port is free now.
+    """
+    high = _ephemeral_low()
+    low = max(1024, high // 2)
+    with _PORTS_LOCK:
+        for _ in range(500):
+            port = _PORTS_RANDOM.randrange(low, high)
+            if port in _PORTS_HANDED:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _PORTS_HANDED.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", 0))  # the low range is full: any free port
         return int(sock.getsockname()[1])
 
 
