@@ -211,23 +211,10 @@ class AccessStore:
             actor = USER_PREFIX + name
             grants = tuple(g for g in self.grants() if g.principal == actor)
             tokens = tuple(t for t in self.tokens() if t.owner == actor)
-            used_paths = [access_token_used_path(t.id) for t in tokens]
-            used = (
-                {p for p, got in self._registry.get_many(used_paths).items() if got}
-                if used_paths
-                else set()
-            )
-            ops = [Op.delete(access_grant_path(g.id)) for g in grants]
-            for token in tokens:
-                ops.append(Op.delete(access_token_path(token.id)))
-                if access_token_used_path(token.id) in used:
-                    ops.append(Op.delete(access_token_used_path(token.id)))
+            ops = self._deletions(grants, tokens)
             ops.append(Op.delete(access_user_path(name)))
             # The user's own node goes in the last transaction (module docstring).
-            for start in range(0, len(ops), _OPS_PER_TRANSACTION):
-                self._writer.commit(
-                    f"delete user {name}", ops[start : start + _OPS_PER_TRANSACTION]
-                )
+            self._commit_in_batches(f"delete user {name}", ops)
         log.info(
             "access: user %s deleted with %d grants and %d tokens", name, len(grants), len(tokens)
         )
@@ -341,23 +328,31 @@ class AccessStore:
             tokens = tuple(t for t in self.tokens() if t.app == app)
             if not grants and not tokens:
                 return grants, tokens
-            used_paths = [access_token_used_path(t.id) for t in tokens]
-            used = (
-                {p for p, got in self._registry.get_many(used_paths).items() if got}
-                if used_paths
-                else set()
-            )
-            ops = [Op.delete(access_grant_path(g.id)) for g in grants]
-            for token in tokens:
-                ops.append(Op.delete(access_token_path(token.id)))
-                if access_token_used_path(token.id) in used:
-                    ops.append(Op.delete(access_token_used_path(token.id)))
-            for start in range(0, len(ops), _OPS_PER_TRANSACTION):
-                self._writer.commit(f"forget app {app}", ops[start : start + _OPS_PER_TRANSACTION])
+            self._commit_in_batches(f"forget app {app}", self._deletions(grants, tokens))
         log.info(
             "access: app %s: %d grants and %d tokens on it deleted", app, len(grants), len(tokens)
         )
         return grants, tokens
+
+    def _deletions(self, grants: tuple[Grant, ...], tokens: tuple[TokenRecord, ...]) -> list[Op]:
+        """The steps that delete `grants` and `tokens` with the tokens' last-use nodes."""
+        used_paths = [access_token_used_path(t.id) for t in tokens]
+        used = (
+            {p for p, got in self._registry.get_many(used_paths).items() if got}
+            if used_paths
+            else set()
+        )
+        ops = [Op.delete(access_grant_path(g.id)) for g in grants]
+        for token in tokens:
+            ops.append(Op.delete(access_token_path(token.id)))
+            if access_token_used_path(token.id) in used:
+                ops.append(Op.delete(access_token_used_path(token.id)))
+        return ops
+
+    def _commit_in_batches(self, why: str, ops: list[Op]) -> None:
+        """`ops` in transactions of at most `_OPS_PER_TRANSACTION` steps, in order."""
+        for start in range(0, len(ops), _OPS_PER_TRANSACTION):
+            self._writer.commit(why, ops[start : start + _OPS_PER_TRANSACTION])
 
     # -- quotas -------------------------------------------------------------------------------
 
