@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import tarfile
 import time
 import urllib.error
@@ -206,3 +207,67 @@ def running_system(
 
 def now() -> float:
     return time.time()
+
+
+# -- blows to the leader, for the chaos tests ------------------------------------------------------
+
+LEADER_BLOWS = ("SIGKILL", "SIGTERM", "SIGSTOP")
+
+
+def replacement(system: System, zk_hosts: str, zk_namespace: str) -> None:
+    """Start a replica in place of one that died (stopped with the system)."""
+    system.replicas.append(
+        ReplicaProcess(
+            zk_hosts,
+            system.tmp,
+            zk_namespace=zk_namespace,
+            mesos_url=system.mesos.address,
+            framework_failover_timeout_seconds=300,
+        ).start()
+    )
+
+
+def new_leader(system: System, old: str) -> ReplicaProcess:
+    """The leader that is not `old`, once it is connected to Mesos (waits up to 40 s)."""
+
+    def found() -> ReplicaProcess | None:
+        leader = system.leader()
+        if leader is None or leader.identity == old:
+            return None
+        return leader if (leader.health() or {}).get("mesos") == "connected" else None
+
+    return wait_for(found, 40, message="a new leader connected to Mesos")
+
+
+def strike_leader(
+    system: System, zk_hosts: str, zk_namespace: str, how: str, frozen_s: float
+) -> ReplicaProcess:
+    """Deal the current leader one blow and return the leader after it, connected to Mesos.
+
+    `SIGKILL` and `SIGTERM` (which must exit 0) end the leader, and a replica takes its place;
+    `SIGSTOP` freezes it until another replica leads and `frozen_s` have passed, then thaws it.
+    """
+    leader = wait_for(system.leader, 30, message="a leader")
+    if how == "SIGKILL":
+        leader.signal(signal.SIGKILL)
+        leader.wait(10)
+        replacement(system, zk_hosts, zk_namespace)
+    elif how == "SIGTERM":
+        leader.signal(signal.SIGTERM)
+        assert leader.wait(20) == 0
+        replacement(system, zk_hosts, zk_namespace)
+    elif how == "SIGSTOP":
+        stopped_at = time.monotonic()
+        leader.signal(signal.SIGSTOP)
+        try:
+            new_leader(system, leader.identity)
+            wait_for(
+                lambda: time.monotonic() - stopped_at > frozen_s,
+                frozen_s + 8,
+                message="frozen past its session timeout",
+            )
+        finally:
+            leader.signal(signal.SIGCONT)
+    else:
+        raise ValueError(f"unknown blow {how!r}; one of {', '.join(LEADER_BLOWS)}")
+    return new_leader(system, leader.identity)

@@ -12,7 +12,6 @@ The figures (fires, runs, skipped, failover relaunches, leader kills and changes
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -23,8 +22,13 @@ from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.storage.registry import Registry
-from tests.e2e.pipeline_support import Runs, System, running_system
-from tests.support.replicas import ReplicaProcess
+from tests.e2e.pipeline_support import (
+    LEADER_BLOWS,
+    Runs,
+    System,
+    running_system,
+    strike_leader,
+)
 from tests.support.run_checks import counting_from, recorded, recorded_after, settle_and_check
 from tests.support.waiting import wait_for
 
@@ -41,33 +45,6 @@ SHARDS = 2
 def system(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[System]:
     with running_system(zk.hosts, zk_namespace, tmp_path, replicas=3) as system:
         yield system
-
-
-def passed(since: float, seconds: float) -> bool:
-    return time.monotonic() - since > seconds
-
-
-def replacement(system: System, zk: ZooKeeperEnsemble, zk_namespace: str) -> None:
-    """Start a replica in place of one that died (stopped with the system)."""
-    system.replicas.append(
-        ReplicaProcess(
-            zk.hosts,
-            system.tmp,
-            zk_namespace=zk_namespace,
-            mesos_url=system.mesos.address,
-            framework_failover_timeout_seconds=300,
-        ).start()
-    )
-
-
-def new_leader(system: System, old: str) -> ReplicaProcess:
-    def found() -> ReplicaProcess | None:
-        leader = system.leader()
-        if leader is None or leader.identity == old:
-            return None
-        return leader if (leader.health() or {}).get("mesos") == "connected" else None
-
-    return wait_for(found, 40, message="a new leader connected to Mesos")
 
 
 @pytest.mark.timeout(420)
@@ -102,31 +79,10 @@ def test_leader_chaos_loses_no_fire_and_runs_no_shard_twice(
     began = time.monotonic()
     turn = 0
     while time.monotonic() - began < CHAOS_S:
-        leader = wait_for(system.leader, 30, message="a leader")
-        how = ("SIGKILL", "SIGTERM", "SIGSTOP")[turn % 3]
+        how = LEADER_BLOWS[turn % len(LEADER_BLOWS)]
         turn += 1
         kills[how] += 1
-        if how == "SIGKILL":
-            leader.signal(signal.SIGKILL)
-            leader.wait(10)
-            replacement(system, zk, zk_namespace)
-        elif how == "SIGTERM":
-            leader.signal(signal.SIGTERM)
-            assert leader.wait(20) == 0
-            replacement(system, zk, zk_namespace)
-        else:
-            stopped_at = time.monotonic()
-            leader.signal(signal.SIGSTOP)
-            try:
-                new_leader(system, leader.identity)
-                wait_for(
-                    partial(passed, stopped_at, SESSION_S + 3),
-                    SESSION_S + 10,
-                    message="frozen past its session timeout",
-                )
-            finally:
-                leader.signal(signal.SIGCONT)
-        current = new_leader(system, leader.identity)
+        current = strike_leader(system, zk.hosts, zk_namespace, how, SESSION_S + 3)
         # Let the new leader work a while (4 more fires of a misfire job) before the next blow.
         mark = recorded(registry, "on_a") or 0.0
         wait_for(

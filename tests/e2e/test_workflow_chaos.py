@@ -14,21 +14,18 @@ The figures (runs, kills, leader changes) are printed.
 
 from __future__ import annotations
 
-import signal
 import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from tests.e2e.pipeline_support import System, running_system
+from tests.e2e.pipeline_support import LEADER_BLOWS, running_system, strike_leader
 from tests.e2e.test_workflows import ENDED, WF_SH, Flow, node
-from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -71,33 +68,6 @@ def flow(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[F
         yield Flow(system, record)
 
 
-def replacement(system: System, zk: ZooKeeperEnsemble, zk_namespace: str) -> None:
-    """Start a replica in place of one that died (stopped with the system)."""
-    system.replicas.append(
-        ReplicaProcess(
-            zk.hosts,
-            system.tmp,
-            zk_namespace=zk_namespace,
-            mesos_url=system.mesos.address,
-            framework_failover_timeout_seconds=300,
-        ).start()
-    )
-
-
-def new_leader(system: System, old: str) -> ReplicaProcess:
-    def found() -> ReplicaProcess | None:
-        leader = system.leader()
-        if leader is None or leader.identity == old:
-            return None
-        return leader if (leader.health() or {}).get("mesos") == "connected" else None
-
-    return wait_for(found, 40, message="a new leader connected to Mesos")
-
-
-def passed(since: float, seconds: float) -> bool:
-    return time.monotonic() - since > seconds
-
-
 def all_runs(flow: Flow, name: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     cursor = ""
@@ -136,31 +106,10 @@ def test_leader_chaos_runs_every_node_of_every_run_exactly_once_in_order(
     began = time.monotonic()
     turn = 0
     while time.monotonic() - began < CHAOS_S:
-        leader = wait_for(system.leader, 30, message="a leader")
-        how = ("SIGKILL", "SIGTERM", "SIGSTOP")[turn % 3]
+        how = LEADER_BLOWS[turn % len(LEADER_BLOWS)]
         turn += 1
         kills[how] += 1
-        if how == "SIGKILL":
-            leader.signal(signal.SIGKILL)
-            leader.wait(10)
-            replacement(system, zk, zk_namespace)
-        elif how == "SIGTERM":
-            leader.signal(signal.SIGTERM)
-            assert leader.wait(20) == 0
-            replacement(system, zk, zk_namespace)
-        else:
-            stopped_at = time.monotonic()
-            leader.signal(signal.SIGSTOP)
-            try:
-                new_leader(system, leader.identity)
-                wait_for(
-                    partial(passed, stopped_at, SESSION_S + 2),
-                    SESSION_S + 10,
-                    message="frozen past its session timeout",
-                )
-            finally:
-                leader.signal(signal.SIGCONT)
-        current = new_leader(system, leader.identity)
+        current = strike_leader(system, zk.hosts, zk_namespace, how, SESSION_S + 2)
         # Let the new leader start a few runs before the next blow.
         mark = runs_seen(flow)
         wait_for(
