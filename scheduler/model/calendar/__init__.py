@@ -20,6 +20,7 @@ from scheduler.model.calendar.exclusion import (
     MAX_SKIPPED,
     AllowedFires,
     Exclusion,
+    cron_candidates,
     excluded_by,
     next_allowed,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Weekday",
     "WeeklyWindow",
     "YearlyDate",
+    "cron_candidates",
     "excluded_by",
     "next_allowed",
 ]

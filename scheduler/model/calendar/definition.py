@@ -109,7 +109,7 @@ class Weekday(IntEnum):
     SUN = 6
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ExcludedRange:
     """`[start, end)`: both aware (instants) or both naive (wall times in the calendar's zone)."""
 
@@ -208,7 +208,11 @@ class Calendar:
         second = wall.weekday() * _DAY_S + wall.hour * 3600 + wall.minute * 60 + wall.second
         slot = bisect_right(index.week_starts, second) - 1
         if slot >= 0 and second < index.week_ends[slot]:
-            position = index.week_owner[slot]
+            position = next(
+                p
+                for p, w in enumerate(self.weekly)
+                if any(start <= second < end for start, end in w.intervals_s())
+            )
             window = self.weekly[position]
             days = ",".join(d.name for d in window.days)
             hours = f"{_clock(window.start_minute)}-{_clock(window.end_minute)}"
@@ -249,7 +253,7 @@ class Calendar:
         weekly = _read_list(reader, "weekly", MAX_WEEKLY, _parse_weekly)
         yearly = _read_list(reader, "yearly", MAX_YEARLY, _parse_yearly)
         nothing = not (dates or ranges or weekly or yearly)
-        if nothing and all(reader.ok(part) for part in PARTS):
+        if nothing and not any(key.startswith(PARTS) for key in reader.problems):
             reader.problem("body", "must hold at least one of " + ", ".join(PARTS))
         if zone is None and (problem := time_zone_problem(default_time_zone)):
             reader.problem("timeZone", f"absent, and the default: {problem}")
@@ -274,34 +278,25 @@ class _Index:
     yearly: frozenset[YearlyDate]
     week_starts: tuple[int, ...]
     week_ends: tuple[int, ...]
-    week_owner: tuple[int, ...]
-    """For each merged weekly interval, the first window (position) it came from."""
+    """The weekly windows' seconds of the week, merged into disjoint sorted intervals."""
 
     @classmethod
     def of(cls, calendar: Calendar) -> _Index:
-        pieces = sorted(
-            (start, end, position)
-            for position, window in enumerate(calendar.weekly)
-            for start, end in window.intervals_s()
-        )
+        pieces = sorted(interval for window in calendar.weekly for interval in window.intervals_s())
         starts: list[int] = []
         ends: list[int] = []
-        owners: list[int] = []
-        for start, end, position in pieces:
+        for start, end in pieces:
             if starts and start <= ends[-1]:  # overlapping or touching: one interval
                 ends[-1] = max(ends[-1], end)
-                owners[-1] = min(owners[-1], position)
             else:
                 starts.append(start)
                 ends.append(end)
-                owners.append(position)
         return cls(
             zone=ZoneInfo(calendar.time_zone),
             dates=frozenset(calendar.exclude_dates),
             yearly=frozenset(calendar.yearly),
             week_starts=tuple(starts),
             week_ends=tuple(ends),
-            week_owner=tuple(owners),
         )
 
 

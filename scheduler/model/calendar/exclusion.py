@@ -4,19 +4,27 @@ which are the next fires that are not. No I/O.
 Several calendars combine as a union: a fire is excluded when any of them excludes it (a job's
 `excludeCalendars` lists them). The producer asks `excluded_by` of each cron fire and records a
 skipped fire with the part it names; the preview of next fire times asks `next_allowed` of the
-cron's candidate fire times (`CronSpec.next_fire_times`, or any iterator of aware datetimes in
-increasing order).
+cron's candidate fire times (`cron_candidates`, over `CronSpec.next_fire_times`, or any iterator
+of aware datetimes in increasing order).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.model.calendar.definition import Calendar
+from scheduler.model.config.cron import CronSpec
 
-__all__ = ["MAX_SKIPPED", "AllowedFires", "Exclusion", "excluded_by", "next_allowed"]
+__all__ = [
+    "MAX_SKIPPED",
+    "AllowedFires",
+    "Exclusion",
+    "cron_candidates",
+    "excluded_by",
+    "next_allowed",
+]
 
 MAX_SKIPPED = 100_000
 """Candidates `next_allowed` skips at most by default: a calendar that excludes everything (or
@@ -93,3 +101,16 @@ def next_allowed(
             if skipped > max_skipped:
                 return AllowedFires(tuple(found), max_skipped, gave_up=True)
     return AllowedFires(tuple(found), skipped, gave_up=False)
+
+
+def cron_candidates(spec: CronSpec, after: datetime, *, batch: int = 64) -> Iterator[datetime]:
+    """`spec`'s fire times strictly after `after` (aware), lazily and without end (until the
+    schedule ends), asked of APScheduler `batch` at a time: the candidates `next_allowed` takes."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    while True:
+        fires = spec.next_fire_times(after, batch)
+        yield from fires
+        if len(fires) < batch:
+            return
+        after = fires[-1]
