@@ -26,7 +26,8 @@ At least one of the four parts must hold something. Unknown fields are refused. 
 is bounded before it is parsed and every list before it is walked, so hostile input costs little.
 
 How an instant is judged (`Calendar.excludes`, `Calendar.covering_part`): it is turned into the
-calendar zone's local wall time (`instant.astimezone(zone)`), and dates, yearly dates, weekly
+calendar zone's local wall time (through UTC, so a fire APScheduler writes as a wall time
+that does not exist is judged at the instant it is), and dates, yearly dates, weekly
 windows and offset-free ranges are compared with that wall time. Across daylight saving changes
 this means:
 
@@ -47,7 +48,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from enum import IntEnum
 from typing import TypeVar
 from zoneinfo import ZoneInfo
@@ -136,7 +137,8 @@ class WeeklyWindow:
     def intervals_s(self) -> list[tuple[int, int]]:
         """The seconds of the week (Monday 00:00 = 0) covered, as `[start, end)` pairs inside
         one week; a window past Sunday midnight wraps to Monday."""
-        length_s = ((self.end_minute - self.start_minute) * 60) % _DAY_S
+        crosses_midnight = self.start_minute > self.end_minute
+        length_s = (self.end_minute - self.start_minute + 1440 * crosses_midnight) * 60
         out: list[tuple[int, int]] = []
         for day in self.days:
             start = day * _DAY_S + self.start_minute * 60
@@ -193,7 +195,10 @@ class Calendar:
         if instant.tzinfo is None or instant.utcoffset() is None:
             raise ValueError("instant must be timezone-aware")
         index = self._index
-        local = instant.astimezone(index.zone)
+        # Through UTC: `astimezone` to the zone an instant already has returns it unchanged, and
+        # APScheduler hands out fires in a spring-forward gap as that zone's non-existent wall
+        # time (02:30 on the day 02:00 becomes 03:00), which is the instant of 03:30.
+        local = instant.astimezone(UTC).astimezone(index.zone)
         wall = local.replace(tzinfo=None, fold=0)
         if wall.date() in index.dates:
             return f"excludeDates {wall.date().isoformat()}"

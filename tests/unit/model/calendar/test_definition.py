@@ -254,6 +254,14 @@ def test_a_sunday_window_across_midnight_wraps_into_monday() -> None:
     assert not cal.excludes(utc(2026, 11, 29, 5, 0))  # Sunday morning: Saturday starts nothing
 
 
+def test_a_whole_day_window_covers_the_whole_local_day() -> None:
+    cal = calendar("Asia/Kathmandu", weekly=[{"days": ["SAT"], "from": "00:00", "to": "24:00"}])
+    # Saturday 2026-11-28 in Kathmandu (UTC+5:45) is 11-27 18:15 UTC to 11-28 18:15 UTC.
+    minutes = excluded_minutes(cal, utc(2026, 11, 27), utc(2026, 11, 30))
+    assert len(minutes) == 24 * 60
+    assert (minutes[0], minutes[-1]) == (utc(2026, 11, 27, 18, 15), utc(2026, 11, 28, 18, 14))
+
+
 def test_overlapping_windows_name_one_that_covers() -> None:
     cal = calendar(
         weekly=[
