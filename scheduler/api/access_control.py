@@ -153,20 +153,26 @@ def sees_every_app() -> bool:
 
 def visible_jobs(job_names: Iterable[str]) -> set[str]:
     """Those of `job_names` whose app the caller sees (jobs that no longer exist are left out
-    for a caller who does not see every app). Reads the jobs' configs in bulk once."""
+    for a caller who does not see every app). Each job's app comes from the term's `JobApps`
+    (kept by watches; a job not known yet is read once), not from a read per request."""
     names = set(job_names)
     if sees_every_app():
         return names
-    return set(visible_job_configs(names))
+    rights = current_rights()
+    if not names or not rights.per_app:
+        return set()
+    apps = term_access().job_apps.apps_of(names)
+    return {name for name, app in apps.items() if rights.sees(app)}
 
 
 def visible_job_configs(job_names: Iterable[str]) -> dict[str, JobConfig]:
-    """The configs of those of `job_names` that exist and whose app the caller sees, by name,
-    read in bulk (100 to a multiRead); the others are not kept."""
-    names = {name for name in job_names if name}
-    rights = current_rights()
-    if not names or (rights.everywhere is None and not rights.per_app):
+    """The configs of those of `job_names` that exist and whose app the caller sees, by name:
+    the visible ones (`visible_jobs`) read in bulk (100 to a multiRead), each checked again
+    against the app its config names now (a job moved meanwhile is left out)."""
+    names = visible_jobs(name for name in job_names if name)
+    if not names:
         return {}
+    rights = current_rights()
     jobs = term_access().config.jobs_named(sorted(names))
     return {job.job_name: job for job in jobs if rights.sees(job.app_name)}
 

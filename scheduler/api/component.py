@@ -50,3 +50,4 @@ class RestApi(LeaderComponent):
 
     def stop(self) -> None:
         self._ctx.mount_api(None)
+        self._stores.job_apps.stop()  # its only reader is this API: keep nothing past the term

@@ -1,8 +1,8 @@
 """`TermAccess`: what the API handlers of one term work with, kept in the Flask app's extensions.
 
-The term's stores (configuration, ready, running, failover, disable), the operator actions that
-need Mesos, the reconcile throttle, the statistics component and the agents' capacity; a handler
-gets them with `term_access()`.
+The term's stores (configuration, ready, running, failover, disable, each job's app), the
+operator actions that need Mesos, the reconcile throttle, the statistics component and the
+agents' capacity; a handler gets them with `term_access()`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions, Throttle
 from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.job_apps import JobApps
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
 from scheduler.storage.term_stores import TermStores
 
@@ -40,6 +41,8 @@ class TermAccess:
     running: RunningStore
     failover: FailoverQueue
     disabled: DisableStore
+    # Job -> app, kept by watches: lists filtered for a caller who sees some apps (issue 26).
+    job_apps: JobApps
     actions: OperatorActions
     reconcile_throttle: Throttle = field(default_factory=lambda: Throttle(RECONCILE_THROTTLE_S))
     # The term's statistics component (None: no statistics in this term).
@@ -66,6 +69,7 @@ class TermAccess:
             running=stores.running,
             failover=stores.failover,
             disabled=stores.disabled,
+            job_apps=stores.job_apps,
             actions=actions,
             statistics=statistics,
             capacity=capacity,

@@ -8,7 +8,7 @@ are fenced: only the acting leader changes configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.cron import system_time_zone
@@ -33,6 +33,10 @@ class ConfigStore:
         self._registry = registry
         self._fence = fence
         self.default_time_zone = default_time_zone
+        # Called with the job's name after each write of a job here, whatever its outcome (so
+        # that a copy of the configs kept by watches, `JobApps`, is not staler than a read:
+        # the write's own watch may fire a moment after the writer has answered).
+        self.job_write_listeners: list[Callable[[str], None]] = []
 
     def _writer(self) -> FencedWriter:
         if self._fence is None:
@@ -174,15 +178,26 @@ class ConfigStore:
             self._writer().create(job_path(job.job_name), job.to_bytes())
         except Conflict as exc:
             raise Conflict(f"job '{job.job_name}' already exists") from exc
+        finally:
+            self._job_written(job.job_name)
 
     def update_job(self, job: JobConfig) -> None:
         try:
             self._writer().set(job_path(job.job_name), job.to_bytes())
         except NotFound as exc:
             raise NotFound(f"job '{job.job_name}' does not exist") from exc
+        finally:
+            self._job_written(job.job_name)
 
     def delete_job(self, name: str) -> None:
-        self._writer().delete(job_path(name))
+        try:
+            self._writer().delete(job_path(name))
+        finally:
+            self._job_written(name)
+
+    def _job_written(self, name: str) -> None:
+        for listener in self.job_write_listeners:
+            listener(name)
 
 
 def _plain(name: str) -> bool:

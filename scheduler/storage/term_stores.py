@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.config_store import ConfigStore
+from scheduler.storage.job_apps import JobApps
 from scheduler.storage.layout import last_fire_path
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
@@ -24,19 +25,26 @@ class TermStores:
     failover: FailoverQueue
     disabled: DisableStore
     fence: Fence | None
+    # Job -> app, kept by watches and told of the config store's writes: the API's lists
+    # filter by it for a caller who sees some apps (issue 26).
+    job_apps: JobApps
 
     @classmethod
     def build(
         cls, registry: Registry, fence: Fence | None, default_time_zone: str, queue_size: int
     ) -> TermStores:
+        config = ConfigStore(registry, fence, default_time_zone)
+        job_apps = JobApps(registry, config)
+        config.job_write_listeners.append(job_apps.forget)
         return cls(
             registry=registry,
-            config=ConfigStore(registry, fence, default_time_zone),
+            config=config,
             ready=ReadyQueue(registry, fence, queue_size),
             running=RunningStore(registry, fence, queue_size),
             failover=FailoverQueue(registry, fence, queue_size),
             disabled=DisableStore(registry, fence, queue_size),
             fence=fence,
+            job_apps=job_apps,
         )
 
     def is_disabled(self, job: JobConfig) -> bool:
