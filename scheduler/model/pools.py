@@ -46,11 +46,11 @@ Rules, each tested in `tests/unit/model/test_pools.py`:
    job's oldest waiting unit launches within J * (D + 1) picks.
 7. Deterministic: the same input gives the same pick (no clock, no randomness, no set order).
 
-`PoolPick.launch` lists the admitted units in fire order (their order in `waiting`), with the
-shards each may launch; the launcher launches what offers allow and then records the jobs it
-launched with `PoolTurns.served`. A unit admitted but not launched (no offer fit) simply comes
-back next round: its job's turn is not spent. `PoolPick.counts` gives each pool's `inUse` (slots,
-admitted units counted as running) and `waiting` (units held or never placeable) for the
+`PoolPick.launch` lists the admitted units in fire order (ties in their order in `waiting`),
+with the shards each may launch; the launcher launches what offers allow and then records the
+jobs it launched with `PoolTurns.served`. A unit admitted but not launched (no offer fit) simply
+comes back next round: its job's turn is not spent. `PoolPick.counts` gives each pool's `inUse`
+(slots, admitted units counted as running) and `waiting` (units held or never placeable) for the
 metrics and `GET /api/pool/{name}`.
 """
 
@@ -285,7 +285,8 @@ class PoolCounts:
 @dataclass(frozen=True)
 class PoolPick:
     launch: tuple[Admission, ...]
-    """Admitted units, in fire order (their order in `waiting`)."""
+    """Admitted units, in fire order (ties in their order in `waiting`); `held` and `never`
+    too."""
     held: tuple[Held, ...]
     never: tuple[NeverPlaceable, ...]
     in_use: Mapping[str, int]
@@ -323,7 +324,8 @@ def pick(
     held: list[Held] = []
     never: list[NeverPlaceable] = []
     queues: dict[str, dict[str, list[int]]] = {}  # pool -> job -> indices, fire order
-    for index in sorted(range(len(waiting)), key=lambda i: (waiting[i].fire_time, i)):
+    in_fire_order = sorted(range(len(waiting)), key=lambda i: (waiting[i].fire_time, i))
+    for index in in_fire_order:
         unit = waiting[index]
         if unit.pool is None:
             admitted.append(Admission(index, unit, unit.shards))
@@ -334,9 +336,10 @@ def pick(
     used = {name: in_use.get(name, 0) for name in sizes}
     for pool, jobs in sorted(queues.items()):
         used[pool] = _fill_pool(sizes[pool], used[pool], jobs, waiting, turns, admitted, held)
-    admitted.sort(key=lambda a: a.index)
-    held.sort(key=lambda h: h.index)
-    never.sort(key=lambda n: n.index)
+    fire_order = {index: rank for rank, index in enumerate(in_fire_order)}
+    admitted.sort(key=lambda a: fire_order[a.index])
+    held.sort(key=lambda h: fire_order[h.index])
+    never.sort(key=lambda n: fire_order[n.index])
     return PoolPick(
         tuple(admitted),
         tuple(held),
