@@ -10,6 +10,7 @@ each bad field (`weekly[2].days`, `excludeRanges[0].to`, `calendarName`, ...):
   local date and wall time below is read in it. `to_json` always writes it, so a stored calendar
   does not change meaning when the scheduler's default zone does.
 - `excludeDates`: local dates `"YYYY-MM-DD"` (at most MAX_DATES); the whole local day is excluded.
+  Years of dates and ranges are between MIN_YEAR (1970) and MAX_YEAR (9998).
 - `excludeRanges`: `[{"from", "to"}]` ISO 8601 date-times (at most MAX_RANGES), `from < to`,
   half-open `[from, to)`. Both ends carry a UTC offset (`Z`, `+02:00`: absolute instants) or
   neither (wall times in the calendar's zone); one of each is refused.
@@ -61,7 +62,9 @@ __all__ = [
     "MAX_DATES",
     "MAX_RANGES",
     "MAX_WEEKLY",
+    "MAX_YEAR",
     "MAX_YEARLY",
+    "MIN_YEAR",
     "Calendar",
     "ExcludedRange",
     "Weekday",
@@ -96,6 +99,10 @@ _DATETIME = re.compile(
 _DAY_S = 86_400
 _WEEK_S = 7 * _DAY_S
 _LEAP_YEAR = 2000  # a year in which every MM-DD that ever exists exists
+# Years of dates and ranges: far from datetime's ends, where converting an instant between
+# zones overflows (0001-01-01T00:00+01:00 has no UTC time).
+MIN_YEAR = 1970
+MAX_YEAR = 9998
 
 
 class Weekday(IntEnum):
@@ -396,9 +403,12 @@ def _parse_date(item: object) -> date:
     if not _DATE.fullmatch(text):
         raise _ItemError(f'must be a date "YYYY-MM-DD", not {_wire.shown(text)}')
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError as exc:
         raise _ItemError(f"{text} is not a date") from exc
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise _ItemError(f"the year must be between {MIN_YEAR} and {MAX_YEAR}")
+    return day
 
 
 def _parse_yearly(item: object) -> YearlyDate:
@@ -439,9 +449,12 @@ def _parse_datetime(item: object, field: str) -> datetime:
     if not _DATETIME.fullmatch(text):
         raise _ItemError(f"must be {what}, not {_wire.shown(text)}", field)
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise _ItemError(f"{text} is not a date-time ({exc})", field) from exc
+    if not MIN_YEAR <= moment.year <= MAX_YEAR:
+        raise _ItemError(f"the year must be between {MIN_YEAR} and {MAX_YEAR}", field)
+    return moment
 
 
 def _parse_weekly(item: object) -> WeeklyWindow:

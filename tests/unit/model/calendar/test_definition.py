@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model.calendar import MAX_DATES, Calendar, Weekday
 from scheduler.model.errors import InvalidRequest
@@ -104,6 +106,24 @@ def test_a_calendar_with_no_part_is_refused() -> None:
         ({"excludeDates": ["\uff12\uff10\uff12\uff16-12-25"]}, "excludeDates[0]"),
         ({"excludeDates": [20261225]}, "excludeDates[0]"),
         ({"excludeDates": ["2026-12-25", "x" * 10_000]}, "excludeDates[1]"),
+        ({"excludeDates": ["1969-12-31"]}, "excludeDates[0]"),
+        ({"excludeDates": ["9999-12-31"]}, "excludeDates[0]"),
+        (
+            {"excludeRanges": [{"from": "0001-01-01T00:00+01:00", "to": "2026-01-02T00:00Z"}]},
+            "excludeRanges[0].from",
+        ),
+        (
+            {"excludeRanges": [{"from": "2026-01-01T00:00Z", "to": "9999-12-31T23:59-01:00"}]},
+            "excludeRanges[0].to",
+        ),
+        (
+            {"excludeRanges": [{"from": "2026-01-01T00:00+24:00", "to": "2026-01-02T00:00Z"}]},
+            "excludeRanges[0].from",
+        ),
+        (
+            {"excludeRanges": [{"from": "2026-01-01T00:00:60", "to": "2026-01-02T00:00"}]},
+            "excludeRanges[0].from",
+        ),
         ({"yearly": ["02-30"]}, "yearly[0]"),
         ({"yearly": ["13-01"]}, "yearly[0]"),
         ({"yearly": ["1-1"]}, "yearly[0]"),
@@ -345,3 +365,36 @@ def test_lord_howe_the_half_hour_shift() -> None:
     assert excluded_minutes(across, utc(2026, 10, 3, 10), utc(2026, 10, 3, 20)) == [
         utc(2026, 10, 3, 15) + timedelta(minutes=m) for m in range(60)
     ]
+
+
+# --- hostile input ----------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30)
+    | st.sampled_from(["SAT", "24:00", "02-29", "2026-03-29", "2026-03-29T02:30", "Z"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["days", "from", "to", "x"]), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+keys = st.sampled_from(
+    ["calendarName", "timeZone", "excludeDates", "excludeRanges", "weekly", "yearly", "ics", "z"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(keys, json_values, max_size=7))
+def test_any_json_is_a_calendar_or_a_refusal_naming_fields(body: dict[str, object]) -> None:
+    try:
+        cal = Calendar.from_json(body, default_time_zone="UTC")
+    except InvalidRequest as exc:
+        assert exc.fields
+        assert all(len(key) < 200 for key in exc.fields)
+        return
+    assert Calendar.from_json(cal.to_json(), default_time_zone="UTC") == cal
+    cal.excludes(utc(2026, 3, 29, 1, 30))
