@@ -15,10 +15,13 @@ never fit a pool (for the API, on a job's registration and a pool's resize).
 
 **The pick** (`pick`), each launch round, over:
 - `sizes`: each pool's size (pools that exist);
-- `in_use`: the slots each pool's running tasks hold (`slots_in_use` counts them from the running
-  tasks: a new leader counts before it launches, so a pool's limit holds across leader changes);
+- `in_use`: the slots each pool's tasks hold, every task launched and not yet ended (staging,
+  starting, running), with the `poolSlots` it launched with (`slots_in_use` counts them): a
+  new leader counts before it launches, so a pool's limit holds across leader changes;
 - `waiting`: the units the launcher would launch now but for their pool, in fire order: each a
-  `WaitingUnit` (job, fire time, shard items, slots per shard, pool, whole or not);
+  `WaitingUnit` (job, fire time, shard items, slots per shard, pool, whole or not). A unit the
+  launcher could not launch anyway (its job disabled, FORBID while it runs, no agent can ever
+  hold it) must be left out: admitted, it would keep slots it never uses from the others;
 - `turns`: the `PoolTurns` of this term (which job of a pool was served last).
 
 Rules, each tested in `tests/unit/model/test_pools.py`:
@@ -323,7 +326,7 @@ def pick(
     admitted: list[Admission] = []
     held: list[Held] = []
     never: list[NeverPlaceable] = []
-    queues: dict[str, dict[str, list[int]]] = {}  # pool -> job -> indices, fire order
+    queues: dict[str, dict[str, deque[int]]] = {}  # pool -> job -> indices, fire order
     in_fire_order = sorted(range(len(waiting)), key=lambda i: (waiting[i].fire_time, i))
     for index in in_fire_order:
         unit = waiting[index]
@@ -332,7 +335,7 @@ def pick(
         elif (refusal := _never(index, unit, sizes)) is not None:
             never.append(refusal)
         else:
-            queues.setdefault(unit.pool, {}).setdefault(unit.job, []).append(index)
+            queues.setdefault(unit.pool, {}).setdefault(unit.job, deque()).append(index)
     used = {name: in_use.get(name, 0) for name in sizes}
     for pool, jobs in sorted(queues.items()):
         used[pool] = _fill_pool(sizes[pool], used[pool], jobs, waiting, turns, admitted, held)
@@ -366,7 +369,7 @@ def _never(index: int, unit: WaitingUnit, sizes: Mapping[str, int]) -> NeverPlac
 def _fill_pool(
     size: int,
     used: int,
-    jobs: dict[str, list[int]],
+    jobs: dict[str, deque[int]],
     waiting: Sequence[WaitingUnit],
     turns: PoolTurns,
     admitted: list[Admission],
@@ -382,7 +385,7 @@ def _fill_pool(
     order = deque(job for _, _, job in line)
     while order:
         job = order.popleft()
-        index = jobs[job].pop(0)
+        index = jobs[job].popleft()
         unit = waiting[index]
         free = max(0, size - used)
         if unit.whole:
