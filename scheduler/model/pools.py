@@ -45,8 +45,9 @@ Rules, each tested in `tests/unit/model/test_pools.py`:
    fits) takes as many of its shards as fit, in the order given, and the rest wait.
 6. No starvation: when the unit whose turn it is does not fit the free slots (or only part of a
    shard-by-shard one does), the pool admits nothing more this pick: its slots only free up
-   until that unit fits. With J jobs waiting in a pool and every task ending within D picks, a
-   job's oldest waiting unit launches within J * (D + 1) picks.
+   until that unit fits. With J jobs in a pool, every task ending within D picks and every
+   admitted unit launched, a job with waiting units is served (a whole unit, or some shards of
+   a shard-by-shard one) within J * (D + 1) picks, however the others fire.
 7. Deterministic: the same input gives the same pick (no clock, no randomness, no set order).
 
 `PoolPick.launch` lists the admitted units in fire order (ties in their order in `waiting`),
