@@ -9,15 +9,19 @@ watch fires; a request then costs a dictionary look-up per job.
 Why not the term's other copies of the configs: the config listener's follows every job, but on
 its own thread, after the watch has fired (a moved job would keep its old app until the thread
 gets to it), and the queue view's prefers what the producer noted and is synced on the
-launcher's thread. Here the watch callback itself drops the entry, so the index is never staler
-than a read of ZooKeeper on the same session would be.
+launcher's thread. Here an entry counts only while its watch is set, so the index is never
+staler than a read of ZooKeeper on the same session would be.
 
 Correctness, not speed, decides each rule:
+- A job is answered from the index only while its watch is still set (`Registry.
+  data_watch_set`): kazoo takes a watch off as soon as its event arrives, before any later
+  answer on the session, so a change that a read now would see is never answered stale, even
+  while kazoo's thread has not run the callback yet.
 - A job whose watch fired (changed, deleted, or the session lost: kazoo calls every watch
   then) is dropped on kazoo's thread and read again when next asked for.
 - This process's own writes (`ConfigStore`'s job writes call `forget`) drop the entry when the
-  write returns, whatever its outcome: the write's watch may reach its callback a moment after
-  the writer has answered its client.
+  write returns, whatever its outcome (so that they hold without the watch check too: the
+  write's callback may run a moment after the writer has answered its client).
 - A read that was in flight when its job was dropped is not kept (a drop counter), so an answer
   read before a change never lands after it.
 - A job that does not exist is not kept (no watch can be left on a missing node): it is read
@@ -70,8 +74,13 @@ class JobApps:
         requests, each leaving a watch. Blocks for those reads; RegistryError when ZooKeeper
         fails or does not answer (nothing is kept from that batch)."""
         wanted = {name for name in names if name and "/" not in name and name not in (".", "..")}
+        armed = self._registry.data_watch_set
         with self._lock:
-            known = {name: self._apps[name] for name in wanted if name in self._apps}
+            known = {
+                name: self._apps[name]
+                for name in wanted
+                if name in self._apps and armed(job_path(name), self._on_event)
+            }
             unknown = sorted(wanted - known.keys())
             if unknown:
                 started = self._drops

@@ -336,6 +336,20 @@ class Registry:
             return None
         return (data or b""), int(stat.version)
 
+    def data_watch_set(self, path: str, watch: Callable[[Any], None]) -> bool:
+        """Whether the one-shot data watch `watch` is still set on `path` (no event for it has
+        arrived). kazoo takes a watch off on the thread that reads the connection as soon as
+        its event arrives, before it reads any later answer and before the callback runs (on
+        another thread, maybe much later), and ZooKeeper sends a change's event before any
+        later answer on the session: while this is True, a read of `path` now would answer
+        what the watch was set on. False where kazoo keeps its watches elsewhere (a version
+        without `_data_watchers`): the caller then reads."""
+        watchers = getattr(self._client, "_data_watchers", None)
+        if not isinstance(watchers, dict):
+            return False
+        found = watchers.get(_prefix_root(self._client.chroot, self.abs(path)))
+        return found is not None and watch in found
+
     # -- ACLs -------------------------------------------------------------------------------
 
     def acl(self, path: str) -> list[ACL] | None:

@@ -123,6 +123,24 @@ def test_another_clients_move_delete_and_registration_are_followed(
     assert index.reads == reads  # each read again once, then kept
 
 
+def test_a_change_a_read_would_see_is_never_answered_stale(
+    seeded: TermStores, other: KazooClient, zk_client: KazooClient
+) -> None:
+    """kazoo's watch thread held: the callback cannot drop the entry, yet once this session
+    has read the new config (ZooKeeper sends the change's event before that answer), the index
+    answers the new app too."""
+    index, registry = seeded.job_apps, seeded.registry
+    assert index.apps_of(["a_one"]) == {"a_one": "a_app"}
+    with watches_held(zk_client, registry):
+        _write_as_other(other, registry, _job("a_one", "b_app"))
+        wait_for(
+            lambda: b'"b_app"' in (registry.get(job_path("a_one")) or b""),
+            10,
+            message="this session reading the other's write",
+        )
+        assert index.apps_of(["a_one"]) == {"a_one": "b_app"}
+
+
 def test_a_config_that_cannot_be_read_belongs_to_no_app_until_it_changes(
     seeded: TermStores, other: KazooClient
 ) -> None:
