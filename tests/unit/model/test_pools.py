@@ -295,7 +295,7 @@ sizes_st = st.fixed_dictionaries({pool: st.integers(1, 8) for pool in POOLS})
 turns_st = st.lists(st.sampled_from(JOBS), max_size=8).map(PoolTurns().served)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(sizes=sizes_st, data=st.data(), waiting=waiting_units(), turns=turns_st)
 def test_no_pick_takes_a_pool_over_its_size_and_every_unit_is_accounted(
     sizes: dict[str, int], data: st.DataObject, waiting: list[WaitingUnit], turns: PoolTurns
@@ -324,7 +324,7 @@ def test_no_pick_takes_a_pool_over_its_size_and_every_unit_is_accounted(
             assert admission.shards == admission.unit.shards
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(sizes=sizes_st, waiting=waiting_units(), turns=turns_st, seed=st.randoms())
 def test_the_same_units_in_any_order_give_the_same_pick(
     sizes: dict[str, int], waiting: list[WaitingUnit], turns: PoolTurns, seed: object
@@ -410,3 +410,27 @@ def test_every_waiting_job_gets_a_turn_within_a_bound_while_slots_free_up(
             has_waiting = any(u.job == name for u in waiting)
             waited[name] = 0 if name in served or not has_waiting else waited[name] + 1
             assert waited[name] <= bound, f"{name} waited {waited[name]} picks (bound {bound})"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["poolName", "size", "inUse", "x"]) | st.text(max_size=8), json_values
+    )
+    | json_values
+)
+def test_any_json_body_is_a_pool_or_a_400_naming_its_fields(body: object) -> None:
+    try:
+        pool = PoolConfig.from_json(body)
+    except InvalidRequest as exc:
+        assert exc.http_status == 400 and exc.fields
+        return
+    assert 1 <= pool.size <= MAX_POOL_SIZE
+    assert PoolConfig.from_json(pool.to_json()) == pool

@@ -4,6 +4,8 @@ named under its field."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model.config import _wire
 from scheduler.model.config.pool_fields import (
@@ -101,3 +103,18 @@ def test_problems_join_the_jobs_other_problems_on_one_reader() -> None:
 def test_pool_names_follow_the_app_and_job_name_rule() -> None:
     assert pool_name_problem("db_main-1.eu") is None
     assert pool_name_problem("") == "must not be empty"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pool=st.none() | st.text(max_size=12) | st.integers() | st.booleans(),
+    slots=st.none() | st.integers() | st.floats() | st.text(max_size=6) | st.booleans(),
+)
+def test_any_pool_fields_are_read_or_refused_by_name(pool: object, slots: object) -> None:
+    try:
+        job_pool = JobPool.from_json({"pool": pool, "poolSlots": slots})
+    except InvalidRequest as exc:
+        assert set(exc.fields) <= {"pool", "poolSlots"} and exc.fields
+        return
+    assert 1 <= job_pool.pool_slots <= MAX_POOL_SLOTS
+    assert JobPool.from_json(job_pool.to_json()) == job_pool
