@@ -322,6 +322,16 @@ def test_no_pick_takes_a_pool_over_its_size_and_every_unit_is_accounted(
     for admission in result.launch:
         if admission.unit.whole:
             assert admission.shards == admission.unit.shards
+    no_pool = {i for i, u in enumerate(waiting) if u.pool is None}
+    assert no_pool <= {a.index for a in result.launch}
+    assert {n.index for n in result.never} == {
+        i for i, u in enumerate(waiting) if u.pool == "missing" or _too_big(u, sizes)
+    }
+
+
+def _too_big(unit: WaitingUnit, sizes: dict[str, int]) -> bool:
+    size = sizes.get(unit.pool or "", 0)
+    return unit.pool is not None and (unit.slots if unit.whole else unit.slots_per_shard) > size
 
 
 @settings(max_examples=120, deadline=None)
