@@ -4,7 +4,9 @@ calendar exclusions applied, bounded; and the pacing of their launches.
 `backfill_fires(spec, start, end, ...)` promises:
 - the fire times of `spec` (the job's `CronSpec`, in its zone, with APScheduler's DST rules:
   see `model/config/cron.py`) `t` with `start <= t <= end` (both bounds INCLUSIVE, compared as
-  instants), ascending, no instant twice, each in the spec's zone;
+  instants), ascending, no instant twice, each in the spec's zone with its real offset (a fire
+  of a wall time skipped in spring reads an hour later, 03:30+02:00); compare them as instants
+  (`astimezone(UTC)`): two datetimes of one ZoneInfo compare by wall time, ignoring `fold`;
 - minus those `excluded(t)` says are in an excluded period (the calendars the job lists;
   the calendar model's predicate, called once per fire in range, in order), counted apart;
 - at most `max_fires` (the `max_backfill_fires` setting, default 1,000) kept fires: a range
@@ -25,6 +27,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from scheduler.model.config.cron import CronSpec
 from scheduler.model.errors import InvalidRequest
@@ -45,6 +48,8 @@ MAX_BACKFILL_FIRES_LIMIT = 100_000
 """The largest cap the setting may give: a backfill's state holds every fire time (about 30
 bytes each in JSON), which must stay far below ZooKeeper's 1 MB node."""
 SCAN_FACTOR = 10
+# Longer than any offset change (2 h, Antarctica/Troll): see `_fires_from`.
+_DST_MARGIN = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,11 @@ def backfill_fires(
     kept: list[datetime] = []
     skipped = 0
     seen = 0
+    # Compared in UTC: two datetimes of one ZoneInfo compare by wall time, so the two 02:30
+    # of an autumn night (fold 0 and 1) would be equal.
+    last = end.astimezone(UTC)
     for fire in _fires_from(spec, start):
-        if fire > end:
+        if fire.astimezone(UTC) > last:
             break
         if seen == scan_limit:
             raise TooManyFires(scan_limit, exact=False, cap=max_fires)
@@ -118,19 +126,33 @@ def backfill_fires(
 def _fires_from(spec: CronSpec, start: datetime) -> Iterator[datetime]:
     """The fires of `spec` at or after `start`, strictly ascending as instants."""
     trigger = spec.trigger()
+    start_utc = start.astimezone(UTC)
     previous: datetime | None = None
-    # APScheduler answers the first fire at or after `now` (rounded up to a whole second).
-    now = start.astimezone(UTC)
+    previous_utc = start_utc
+    # APScheduler answers the first fire at or after `now` (rounded up to a whole second), read
+    # as a wall time. A fire of a wall time skipped in spring (02:15 on the night clocks jump
+    # from 02:00 to 03:00) is found only from before the jump: asked from 03:15 it is missed,
+    # though its instant (01:15 UTC) is 03:15. So within _DST_MARGIN after an offset change the
+    # sequence starts before it and the fires before `start` are passed over.
+    zone = ZoneInfo(spec.time_zone)
+    earlier = start_utc - _DST_MARGIN
+    if earlier.astimezone(zone).utcoffset() != start_utc.astimezone(zone).utcoffset():
+        previous_utc = earlier
     while True:
-        fire: datetime | None = trigger.get_next_fire_time(previous, previous or now)
+        fire: datetime | None = trigger.get_next_fire_time(previous, previous or previous_utc)
         if fire is None:
             return
-        if previous is not None and fire <= previous:
+        fire_utc = fire.astimezone(UTC)
+        if previous is not None and fire_utc <= previous_utc:
             raise RuntimeError(f"cron {spec.expression!r}: APScheduler did not move forward")
-        if previous is None and fire < start:  # never expected; keeps the inclusive promise
+        if fire_utc < previous_utc:  # never expected; keeps the inclusive promise
             raise RuntimeError(f"cron {spec.expression!r}: APScheduler answered a past fire")
-        yield fire
-        previous = fire
+        previous, previous_utc = fire, fire_utc
+        if fire_utc < start_utc:
+            continue  # before the range: the walk began before an offset change
+        # Through UTC, so a fire in a skipped spring hour reads as the real wall time (03:30+02:00,
+        # not APScheduler's 02:30+01:00) and a repeated autumn hour carries its fold.
+        yield fire_utc.astimezone(fire.tzinfo)
 
 
 def launch_interval(fires_per_minute: float) -> timedelta:

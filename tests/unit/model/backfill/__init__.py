@@ -1,0 +1,1 @@
+"""Backfill model tests (issue 28)."""
