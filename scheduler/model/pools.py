@@ -248,6 +248,9 @@ class Held:
     index: int
     unit: WaitingUnit
     shards: tuple[int, ...]
+    reason: str
+    """Why, for the runs view and the logs (safe to show): the unit whose turn it is waits for
+    slots to free up; the others wait for their turn."""
 
 
 class NeverReason(StrEnum):
@@ -339,7 +342,7 @@ def pick(
             queues.setdefault(unit.pool, {}).setdefault(unit.job, deque()).append(index)
     used = {name: in_use.get(name, 0) for name in sizes}
     for pool, jobs in sorted(queues.items()):
-        used[pool] = _fill_pool(sizes[pool], used[pool], jobs, waiting, turns, admitted, held)
+        used[pool] = _fill_pool(pool, sizes[pool], used[pool], jobs, waiting, turns, admitted, held)
     fire_order = {index: rank for rank, index in enumerate(in_fire_order)}
     admitted.sort(key=lambda a: fire_order[a.index])
     held.sort(key=lambda h: fire_order[h.index])
@@ -368,6 +371,7 @@ def _never(index: int, unit: WaitingUnit, sizes: Mapping[str, int]) -> NeverPlac
 
 
 def _fill_pool(
+    pool: str,
     size: int,
     used: int,
     jobs: dict[str, deque[int]],
@@ -399,10 +403,14 @@ def _fill_pool(
         if fits < len(unit.shards):
             # Its turn, and it does not fit: nothing more of this pool launches, so the slots
             # only free up until it does (rule 6).
-            held.append(Held(index, unit, unit.shards[fits:]))
+            left = unit.shards[fits:]
+            need = len(left) * unit.slots_per_shard
+            reason = f"{need} slots to free up in pool {pool!r} ({used} of {size} in use)"
+            held.append(Held(index, unit, left, f"waiting for {reason}"))
             break
         if jobs[job]:
             order.append(job)
     for indices in jobs.values():
-        held.extend(Held(i, waiting[i], waiting[i].shards) for i in indices)
+        reason = f"waiting for its turn in pool {pool!r} ({used} of {size} slots in use)"
+        held.extend(Held(i, waiting[i], waiting[i].shards, reason) for i in indices)
     return used

@@ -184,6 +184,10 @@ def test_a_whole_run_takes_all_its_slots_or_waits_and_reserves_the_pool() -> Non
     assert result.launch == ()
     assert [(h.unit.job, h.shards) for h in result.held] == [("big", (0, 1, 2)), ("small", (0,))]
     assert result.in_use["db"] == 2
+    assert [h.reason for h in result.held] == [
+        "waiting for 3 slots to free up in pool 'db' (2 of 4 in use)",
+        "waiting for its turn in pool 'db' (2 of 4 slots in use)",
+    ]
 
 
 def test_failover_shards_take_what_fits_and_the_rest_wait_first_in_line() -> None:
