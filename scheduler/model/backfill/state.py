@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timezone
 from enum import StrEnum
 from typing import TypeVar
 
@@ -129,7 +129,9 @@ def preview_json(fires: FireList) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Backfill:
-    """One backfill of one job. Times are aware; `fire_times` ascending, distinct, non-empty."""
+    """One backfill of one job. Times are aware; `fire_times` ascending, distinct, non-empty,
+    each with a fixed offset (the one its zone had at that instant, as stored and as the runs'
+    `fireTime` carries it)."""
 
     backfill_id: str
     job_name: str
@@ -178,7 +180,7 @@ class Backfill:
             start=request.start,
             end=request.end,
             status=BackfillStatus.RUNNING,
-            fire_times=fires.times,
+            fire_times=tuple(_fixed(fire) for fire in fires.times),
             next_index=0,
             excluded_fires=fires.excluded,
             fires_per_minute=request.fires_per_minute,
@@ -334,6 +336,15 @@ class Backfill:
             last,
             ended,
         )
+
+
+def _fixed(fire: datetime) -> datetime:
+    """`fire` with its offset as a fixed zone, as `from_json` reads it back. A ZoneInfo time of
+    a repeated autumn hour (fold 1) is never equal to a time of another zone (PEP 495), so a
+    backfill kept in the job's zone would not equal its own stored copy."""
+    offset = fire.utcoffset()
+    assert offset is not None
+    return fire.replace(tzinfo=timezone(offset), fold=0)
 
 
 def _aware(moment: datetime, name: str) -> datetime:
