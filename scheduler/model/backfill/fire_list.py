@@ -44,9 +44,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BACKFILL_FIRES = 1_000
-MAX_BACKFILL_FIRES_LIMIT = 100_000
-"""The largest cap the setting may give: a backfill's state holds every fire time (about 30
-bytes each in JSON), which must stay far below ZooKeeper's 1 MB node."""
+MAX_BACKFILL_FIRES_LIMIT = 10_000
+"""The largest cap the setting may give: a backfill's stored state holds every fire time (29
+bytes each in JSON, so about 290 KB at this bound), which must stay far below ZooKeeper's 1 MB
+node; a larger range is several backfills."""
 SCAN_FACTOR = 10
 # Longer than any offset change (2 h, Antarctica/Troll): see `_fires_from`.
 _DST_MARGIN = timedelta(hours=3)

@@ -157,7 +157,7 @@ def test_excluded_fires_count_towards_the_scan_bound_only() -> None:
         fires_of("* * * * * ?", T0, end + timedelta(seconds=1), excluded=everything, max_fires=3)
 
 
-@pytest.mark.parametrize("cap", [0, -1, 100_001])
+@pytest.mark.parametrize("cap", [0, -1, 10_001])
 def test_a_cap_out_of_range_is_a_callers_bug(cap: int) -> None:
     with pytest.raises(ValueError, match="max_fires"):
         fires_of("* * * * * ?", T0, T0 + timedelta(seconds=1), max_fires=cap)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler.model.backfill import (
     FIRE_TIMES_SHOWN,
+    MAX_BACKFILL_FIRES_LIMIT,
     Backfill,
     BackfillRequest,
     BackfillStatus,
@@ -179,6 +180,13 @@ def test_fire_times_keep_their_offsets_across_an_autumn_change() -> None:
     assert Backfill.from_json(body).to_json() == body
     # The runs' fireTime: the instants, each with the offset Berlin had then.
     assert [fire.astimezone(UTC).hour for fire in backfill.fire_times[:2]] == [0, 1]
+
+
+def test_the_largest_backfill_stays_far_below_a_zookeeper_node() -> None:
+    largest = make(fires=MAX_BACKFILL_FIRES_LIMIT)
+    stored = json.dumps(largest.to_json(), separators=(",", ":")).encode()
+    assert len(stored) < 400_000
+    assert Backfill.from_json(json.loads(stored)) == largest
 
 
 def test_the_summary_counts_fires_and_lists_only_the_first_hundred() -> None:
