@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model.backfill import (
     MAX_FIRES_PER_MINUTE,
@@ -161,3 +163,42 @@ def test_parse_time_keeps_the_offset_written() -> None:
     moment = parse_time("2026-03-29T02:30:00+05:45")
     assert moment.utcoffset() == timedelta(hours=5, minutes=45)
     assert moment == datetime(2026, 3, 28, 20, 45, tzinfo=timezone.utc)  # noqa: UP017
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ("0001-01-01T00:00:00+01:00", "2026-01-01T00:00:00Z"),
+        ("2026-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00"),
+        ("9999-12-31T23:59:59-23:59", "9999-12-31T23:59:59-23:59"),
+    ],
+)
+def test_times_at_the_ends_of_the_calendar_are_refused_not_overflowed(start: str, end: str) -> None:
+    assert refused({"from": start, "to": end})
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=80),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["from", "to", "firesPerMinute", "dryRun", "overlapPolicy", "x"]),
+        _json_values | st.datetimes(timezones=st.timezones()).map(datetime.isoformat),
+    )
+)
+def test_any_body_is_a_checked_request_or_a_400_naming_fields(body: dict[str, object]) -> None:
+    try:
+        request = BackfillRequest.from_json(body, now=NOW)
+    except InvalidRequest as exc:
+        assert exc.fields
+        assert set(exc.fields) <= set(body) | {"from", "to"}
+        return
+    assert request.start < request.end <= NOW
+    assert request.fires_per_minute is None or (
+        MIN_FIRES_PER_MINUTE <= request.fires_per_minute <= MAX_FIRES_PER_MINUTE
+    )
