@@ -5,10 +5,7 @@ never kept from a read that a change overtook."""
 from __future__ import annotations
 
 import json
-import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,10 +16,11 @@ from scheduler.model.config.job import JobConfig
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.job_apps import JobApps
 from scheduler.storage.layout import job_path
-from scheduler.storage.registry import Registry
+from scheduler.storage.registry import PendingReads, Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_body
+from tests.support.held_watches import watches_held
 from tests.support.waiting import wait_for
 
 
@@ -66,27 +64,6 @@ def test_each_job_is_read_once_then_answered_from_the_index(seeded: TermStores) 
     for _ in range(3):
         assert index.apps_of(["a_one", "a_two", "b_one"]) == expected
     assert index.reads == first
-
-
-@contextmanager
-def watches_held(client: KazooClient, registry: Registry) -> Iterator[None]:
-    """Hold the client's watch callbacks (kazoo runs them one at a time on one thread) for the
-    block: a watch fired meanwhile reaches its callback only after it, as when that thread is
-    slow. What the block sees of a change is then what the writers told the index."""
-    entered, release = threading.Event(), threading.Event()
-
-    def hold(_event: object) -> None:
-        entered.set()
-        release.wait(30)
-
-    path = registry.abs(f"/hold-{uuid.uuid4().hex[:8]}")
-    client.exists(path, watch=hold)
-    client.create(path, b"", makepath=True)
-    assert entered.wait(10), "kazoo's watch thread did not take the holding callback"
-    try:
-        yield
-    finally:
-        release.set()
 
 
 def test_this_process_writes_are_answered_at_once(
@@ -154,37 +131,76 @@ def test_a_config_that_cannot_be_read_belongs_to_no_app_until_it_changes(
     wait_for(lambda: index.apps_of(["b_one"]) == {"b_one": "b_app"}, 10, message="the repair")
 
 
-class _RegistryWithAWriteDuringReads(Registry):
-    """A registry that runs `during_read` (once) after a bulk read's answers came and before
-    they are returned: what another thread's write between the two looks like."""
+class _AnswersLate(PendingReads):
+    """Reads already sent, whose answers are handed over only after `before()` has run: what
+    a reader's thread that is slow to collect them looks like."""
 
-    during_read: Callable[[], None] | None = None
+    def __init__(self, inner: PendingReads, before: Callable[[], None]) -> None:
+        self._inner, self._before = inner, before
 
-    def get_many(
+    def wait(self) -> dict[str, tuple[bytes, int] | None]:
+        self._before()
+        return self._inner.wait()
+
+
+class _RegistrySlowOnce(Registry):
+    """A registry whose next bulk read (sent at once) hands its answers over only after
+    `meanwhile` has run."""
+
+    meanwhile: Callable[[], None] | None = None
+
+    def send_reads(
         self,
         paths: Sequence[str],
         watch: Callable[[str], Callable[[Any], None]] | None = None,
         timeout_s: float = 30.0,
-    ) -> dict[str, tuple[bytes, int] | None]:
-        answers = super().get_many(paths, watch, timeout_s)
-        hook, self.during_read = self.during_read, None
-        if hook is not None:
-            hook()
-        return answers
+    ) -> PendingReads:
+        sent = super().send_reads(paths, watch, timeout_s)
+        hook, self.meanwhile = self.meanwhile, None
+        return sent if hook is None else _AnswersLate(sent, hook)
 
 
-def test_a_read_overtaken_by_a_write_is_not_kept(zk_client: KazooClient, zk_namespace: str) -> None:
-    registry = _RegistryWithAWriteDuringReads(zk_client, zk_namespace)
+@pytest.fixture
+def slow(zk_client: KazooClient, zk_namespace: str) -> tuple[_RegistrySlowOnce, TermStores]:
+    """The term's stores over a `_RegistrySlowOnce`, with job `job` of `a_app`."""
+    registry = _RegistrySlowOnce(zk_client, zk_namespace)
     registry.ensure("/ha/election")
     node = zk_client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
     stores = TermStores.build(registry, Fence(node, lambda: True), "UTC", 100)
     stores.config.add_job(_job("job", "a_app"))
-    # The write lands after the read's answer (a_app) and before the index keeps it; the
-    # read's watch, which the write fires, is held back: only the drop count can tell.
-    registry.during_read = lambda: stores.config.update_job(_job("job", "b_app"))
+    return registry, stores
+
+
+def test_a_read_overtaken_by_a_write_is_not_answered_after_it(
+    slow: tuple[_RegistrySlowOnce, TermStores], zk_client: KazooClient
+) -> None:
+    registry, stores = slow
+    # The read is answered (a_app) before the write; the index keeps it after the write, and
+    # the write's watch callback is held back: only the watch check can tell.
+    registry.meanwhile = lambda: stores.config.update_job(_job("job", "b_app"))
     with watches_held(zk_client, registry):
         assert stores.job_apps.apps_of(["job"]) == {"job": "a_app"}  # the read's own answer
-        assert stores.job_apps.apps_of(["job"]) == {"job": "b_app"}  # not kept: read again
+        assert stores.job_apps.apps_of(["job"]) == {"job": "b_app"}
+
+
+def test_a_slow_readers_answer_never_replaces_a_later_one(
+    slow: tuple[_RegistrySlowOnce, TermStores], zk_client: KazooClient
+) -> None:
+    registry, stores = slow
+    index = stores.job_apps
+
+    def move_and_read_again() -> None:
+        stores.config.update_job(_job("job", "b_app"))
+        assert index.apps_of(["job"]) == {"job": "b_app"}  # a later read, its watch set
+
+    # The first read is answered a_app, but handed over only after a later read has kept
+    # b_app (whose watch is set): the slow answer must not replace it.
+    registry.meanwhile = move_and_read_again
+    with watches_held(zk_client, registry):
+        assert index.apps_of(["job"]) == {"job": "a_app"}
+        reads = index.reads
+        assert index.apps_of(["job"]) == {"job": "b_app"}
+        assert index.reads == reads  # the later read's entry, answered without a read
 
 
 def test_a_stopped_index_keeps_nothing(registry: Registry, seeded: TermStores) -> None:
