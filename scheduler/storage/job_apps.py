@@ -27,7 +27,8 @@ Correctness, not speed, decides each rule:
   again each time it is asked for. One whose config cannot be read is kept as belonging to no
   app, as the API's listing skips it.
 
-Thread-safe: API request threads ask, kazoo's thread drops; ZooKeeper is read outside the lock.
+Thread-safe: API request threads ask, kazoo's thread drops; reads are sent under the lock (which
+does not block) and waited for outside it.
 """
 
 from __future__ import annotations
