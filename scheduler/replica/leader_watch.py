@@ -69,16 +69,23 @@ class LeaderWatch:
 
         watched: KazooClient | None = None  # the client the watch is set on (a new one needs one)
         while not self._stopping.is_set():
-            client = self._client()
-            if watched is not client and self._connected():
-                try:
-                    ChildrenWatch(client, self._election_path, on_children)
-                    watched = client
-                except KazooException:
-                    log.warning("leader-watch: could not watch %s yet", self._election_path)
-            if self._connected():
-                self._follow_sessions()
-            self.refresh()
+            try:
+                client = self._client()
+                if watched is not client and self._connected():
+                    try:
+                        ChildrenWatch(client, self._election_path, on_children)
+                        watched = client
+                    except KazooException:
+                        log.warning("leader-watch: could not watch %s yet", self._election_path)
+                if self._connected():
+                    self._follow_sessions()
+                self.refresh()
+            except Exception:
+                # A dying client fails the requests in flight with whatever killed its connection
+                # (kazoo passes on a RuntimeError "xids do not match" from a stray reply, say).
+                # The watchdog replaces the client; this thread must live on to follow the next
+                # one, or the replica fails as a whole ("thread sched-leader-watch ended").
+                log.exception("leader-watch: a pass failed; the next pass tries again")
             self._changed.wait(_LEADER_REFRESH_S)
             self._changed.clear()
 
