@@ -14,7 +14,6 @@ The figures (runs, kills, leader changes) are printed.
 
 from __future__ import annotations
 
-import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.pipeline_support import LEADER_BLOWS, running_system, strike_leader
-from tests.e2e.test_workflows import ENDED, WF_SH, Flow, node
+from tests.e2e.test_workflows import ENDED, Flow, flow_on, node
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -49,23 +48,7 @@ GRAPHS: dict[str, dict[str, tuple[str, int, tuple[str, ...]]]] = {
 @pytest.fixture
 def flow(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator[Flow]:
     with running_system(zk.hosts, zk_namespace, tmp_path, replicas=3) as system:
-        record = tmp_path / "wf.runs"
-        src = tmp_path / "wf-src"
-        src.mkdir()
-        (src / "wf.sh").write_text(WF_SH.format(out=record))
-        archive = tmp_path / "wf_app.tar.gz"
-        with tarfile.open(archive, "w:gz") as tar:
-            tar.add(src / "wf.sh", arcname="wf.sh")
-        app = {
-            "appName": APP,
-            "appURL": str(archive),
-            "bootstrapScript": "true",
-            "cpuCount": 0.1,
-            "memoryMB": 32,
-        }
-        status, body = system.api("POST", "/api/app", app)
-        assert status == 204, body
-        yield Flow(system, record)
+        yield flow_on(system, tmp_path)
 
 
 def all_runs(flow: Flow, name: str) -> list[dict[str, Any]]:

@@ -153,28 +153,33 @@ def browser() -> Iterator[Browser]:
         manager.stop()
 
 
+def flow_on(system: System, tmp: Path) -> Flow:
+    """The workflow app (its recording script packaged in `tmp`) registered on `system`."""
+    record = tmp / "wf.runs"
+    src = tmp / "wf-src"
+    src.mkdir()
+    (src / "wf.sh").write_text(WF_SH.format(out=record))
+    archive = tmp / "wf_app.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src / "wf.sh", arcname="wf.sh")
+    app = {
+        "appName": APP,
+        "appURL": str(archive),
+        "bootstrapScript": "true",
+        "cpuCount": 0.1,
+        "memoryMB": 32,
+    }
+    status, body = system.api("POST", "/api/app", app)
+    assert status == 204, body
+    return Flow(system, record)
+
+
 @pytest.fixture(scope="module")
 def flow(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
     tmp = tmp_path_factory.mktemp("workflows")
     namespace = f"t-{uuid.uuid4().hex[:12]}"
     with running_system(zk.hosts, namespace, tmp, replicas=2) as system:
-        record = tmp / "wf.runs"
-        src = tmp / "wf-src"
-        src.mkdir()
-        (src / "wf.sh").write_text(WF_SH.format(out=record))
-        archive = tmp / "wf_app.tar.gz"
-        with tarfile.open(archive, "w:gz") as tar:
-            tar.add(src / "wf.sh", arcname="wf.sh")
-        app = {
-            "appName": APP,
-            "appURL": str(archive),
-            "bootstrapScript": "true",
-            "cpuCount": 0.1,
-            "memoryMB": 32,
-        }
-        status, body = system.api("POST", "/api/app", app)
-        assert status == 204, body
-        yield Flow(system, record)
+        yield flow_on(system, tmp)
 
 
 def starts_after_ends(flow: Flow, run: str, parents: list[str], child: str) -> None:
