@@ -34,7 +34,9 @@ class JobContext:
     """The workflow whose node this shard runs ("": not in a workflow)."""
     workflow_run_id: str = ""
     fire_time: str = ""
-    """The workflow run's fire time, ISO 8601 ("" outside workflows)."""
+    """The logical fire time of the run, ISO 8601 in UTC ("": not known)."""
+    backfill_id: str = ""
+    """The backfill this run belongs to ("": not a backfill's)."""
 
     def __post_init__(self) -> None:
         # A frozen dataclass still holds whatever mapping it was given; keep a read-only copy
@@ -60,6 +62,7 @@ class JobContext:
             workflow_name=ctx.workflow_name,
             workflow_run_id=ctx.workflow_run_id,
             fire_time=ctx.fire_time,
+            backfill_id=ctx.backfill_id,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,13 +75,11 @@ class JobContext:
             "sharding_parameter": self.sharding_parameter,
             "job_parameter": self.job_parameter,
             "job_properties": dict(self.job_properties),
+            **({"fire_time": self.fire_time} if self.fire_time else {}),
             **(
-                {
-                    "workflow_name": self.workflow_name,
-                    "workflow_run_id": self.workflow_run_id,
-                    "fire_time": self.fire_time,
-                }
+                {"workflow_name": self.workflow_name, "workflow_run_id": self.workflow_run_id}
                 if self.workflow_name
                 else {}
             ),
+            **({"backfill_id": self.backfill_id} if self.backfill_id else {}),
         }

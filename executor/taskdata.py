@@ -7,15 +7,17 @@ when decoded):
      "executionType": "TRANSIENT" | "DAEMON",
      "shardingContext": {"jobName", "taskId", "shardingTotalCount", "shardingItem",
                          "shardingParameter", "jobParameter"
-                         [, "workflowName", "workflowRunId", "fireTime"]},
+                         [, "fireTime", "workflowName", "workflowRunId", "backfillId"]},
      "jobConfig": {"jobName", "jobType", "jobClass", "cron", "cronFields", "timeZone",
                    "jobParameter",
                    "streamingProcess", "scriptCommandLine", "jobProperties", "misfire",
                    "eventTraceSamplingCount"[, "timeoutSeconds"]}}
 
-The workflow fields are present only in a workflow node's shards (issue 27): the run they
-belong to and its fire time (ISO 8601); SCRIPT jobs also get them as `EJC_WORKFLOW_NAME`,
-`EJC_WORKFLOW_RUN_ID` and `EJC_FIRE_TIME`.
+`fireTime` (ISO 8601, UTC) is the logical fire time the run is for, present whenever the
+scheduler knows it (issue 28): the cron fire, the trigger, the workflow run's fire, or the past
+fire a backfill runs. The workflow fields are present only in a workflow node's shards (issue
+27), `backfillId` only in a backfill's. Job code of every type gets them as `EJC_FIRE_TIME`,
+`EJC_WORKFLOW_NAME`, `EJC_WORKFLOW_RUN_ID` and `EJC_BACKFILL_ID` in its environment.
 
 `timeoutSeconds` (absent or 0: no limit) bounds each run: the whole transient task, or one run
 of a daemon job.
@@ -53,7 +55,9 @@ class ShardingContext:
     """The workflow whose node this shard runs ("": not a workflow node's shard)."""
     workflow_run_id: str = ""
     fire_time: str = ""
-    """The workflow run's fire time, ISO 8601 ("" outside workflows)."""
+    """The logical fire time the run is for, ISO 8601 in UTC ("": not known)."""
+    backfill_id: str = ""
+    """The backfill this shard's run belongs to ("": not a backfill's run)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -64,11 +68,14 @@ class ShardingContext:
             "shardingParameter": self.sharding_parameter,
             "jobParameter": self.job_parameter,
         }
+        # Only when known or relevant: the original's fields are unchanged.
+        if self.fire_time:
+            out["fireTime"] = self.fire_time
         if self.workflow_name:
-            # Only in a workflow node's shards: the original's context is unchanged otherwise.
             out["workflowName"] = self.workflow_name
             out["workflowRunId"] = self.workflow_run_id
-            out["fireTime"] = self.fire_time
+        if self.backfill_id:
+            out["backfillId"] = self.backfill_id
         return out
 
     def as_argument(self) -> str:
@@ -84,16 +91,21 @@ class ShardingContext:
             "EJC_SHARDING_ITEM": str(self.sharding_item),
             "EJC_SHARDING_PARAMETER": self.sharding_parameter,
             "EJC_JOB_PARAMETER": self.job_parameter,
-            **(
-                {
-                    "EJC_WORKFLOW_NAME": self.workflow_name,
-                    "EJC_WORKFLOW_RUN_ID": self.workflow_run_id,
-                    "EJC_FIRE_TIME": self.fire_time,
-                }
-                if self.workflow_name
-                else {}
-            ),
+            **self.run_environment(),
         }
+
+    def run_environment(self) -> dict[str, str]:
+        """The variables naming the run this shard belongs to (fire time, workflow run,
+        backfill), each only when known; every job type gets them (`worker`)."""
+        out: dict[str, str] = {}
+        if self.fire_time:
+            out["EJC_FIRE_TIME"] = self.fire_time
+        if self.workflow_name:
+            out["EJC_WORKFLOW_NAME"] = self.workflow_name
+            out["EJC_WORKFLOW_RUN_ID"] = self.workflow_run_id
+        if self.backfill_id:
+            out["EJC_BACKFILL_ID"] = self.backfill_id
+        return out
 
 
 @dataclass(frozen=True)
@@ -213,6 +225,7 @@ class TaskData:
             workflow_name=text(ctx, "workflowName", "shardingContext"),
             workflow_run_id=text(ctx, "workflowRunId", "shardingContext"),
             fire_time=text(ctx, "fireTime", "shardingContext"),
+            backfill_id=text(ctx, "backfillId", "shardingContext"),
         )
         if sharding.sharding_item >= sharding.sharding_total_count:
             problems.append("shardingContext.shardingItem: not below shardingTotalCount")

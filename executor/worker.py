@@ -221,11 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     sys.path.insert(0, app_dir)
     os.chdir(app_dir)
-    if data.sharding.workflow_name:
-        # A workflow node's shard: job code of every type can tell its run (issue 27); SCRIPT
-        # commands get the same variables from `run_script`.
-        for key in ("EJC_WORKFLOW_NAME", "EJC_WORKFLOW_RUN_ID", "EJC_FIRE_TIME"):
-            os.environ[key] = data.sharding.as_environment()[key]
+    # Job code of every type can tell the run it is for: its fire time, workflow run and
+    # backfill (issues 27, 28); SCRIPT commands get the same variables from `run_script`.
+    os.environ.update(data.sharding.run_environment())
     log.info("task %s: running %s job", data.sharding.task_id, data.job.job_type)
     try:
         result = run(data, app_dir, stop)

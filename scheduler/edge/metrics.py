@@ -81,6 +81,10 @@ _JOB_EVENT_FAMILIES = {
         "ejc_fires_delayed",
         "Cron fires delayed over max_fires_per_second (accounted and run later, not dropped).",
     ),
+    JobEventKind.FIRE_EXCLUDED: (
+        "ejc_fires_excluded",
+        "Cron fires skipped because one of the job's excludeCalendars excludes their time.",
+    ),
 }
 _WEBHOOK_OUTCOMES = ("delivered", "retried", "given_up", "dropped")
 

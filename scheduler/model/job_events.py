@@ -23,6 +23,8 @@ class JobEventKind(StrEnum):
     """A cron fire dropped because the job has `job_state_queue_size` runs pending."""
     FIRE_DELAYED = "fire_delayed"
     """A cron fire over the cluster's `max_fires_per_second`: accounted (and run) later."""
+    FIRE_EXCLUDED = "fire_excluded"
+    """A cron fire in a period one of the job's `excludeCalendars` excludes: no run (issue 28)."""
     WORKFLOW_SUCCEEDED = "workflow_succeeded"
     """A workflow run ended succeeded (`job_name` is the workflow; an event-trace row only)."""
     WORKFLOW_FAILED = "workflow_failed"
@@ -46,6 +48,7 @@ class JobEventKind(StrEnum):
 _NOT_FAILURES = frozenset(
     {
         JobEventKind.FIRE_DELAYED,
+        JobEventKind.FIRE_EXCLUDED,
         JobEventKind.WORKFLOW_SUCCEEDED,
         JobEventKind.WORKFLOW_CANCELLED,
     }

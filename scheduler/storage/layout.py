@@ -138,6 +138,32 @@ def workflow_task_path(task_id: str) -> str:
     return f"{WORKFLOW_TASKS}/{task_id}"
 
 
+CALENDARS = "/calendars"
+"""`/calendars/{name}`: a calendar of excluded periods (issue 28; `Calendar.to_json`)."""
+POOLS = "/pools"
+"""`/pools/{name}`: a concurrency pool (issue 28; `PoolConfig.to_json`)."""
+BACKFILLS = "/backfills"
+"""`/backfills/{job}/{backfillId}`: a backfill's state (issue 28; `Backfill.to_json`). Its fires
+are launched as node fires (`WORKFLOW_QUEUE`, `WORKFLOW_FIRES`, `WORKFLOW_TASKS`) whose
+`backfillId` names it."""
+
+
+def calendar_path(name: str) -> str:
+    return f"{CALENDARS}/{name}"
+
+
+def pool_path(name: str) -> str:
+    return f"{POOLS}/{name}"
+
+
+def backfill_folder(job: str) -> str:
+    return f"{BACKFILLS}/{job}"
+
+
+def backfill_path(job: str, backfill_id: str) -> str:
+    return f"{BACKFILLS}/{job}/{backfill_id}"
+
+
 # The roots a term's view of the queues watches (a child watch needs the node).
 QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
 

@@ -101,6 +101,9 @@ class NodeFire:
     fire_time: float
     parameter: str | None = None
     """The trigger's override of the job parameter (None: the job's own)."""
+    backfill_id: str = ""
+    """A backfill's fire (issue 28): the backfill's id; `workflow` is then "", `run_id` the
+    backfill's id and `node` the fire's index in it. "": a workflow node's fire."""
 
     @property
     def key(self) -> str:
@@ -123,6 +126,7 @@ class NodeFire:
             "job": self.job,
             "fireTime": self.fire_time,
             "parameter": self.parameter,
+            **({"backfillId": self.backfill_id} if self.backfill_id else {}),
         }
 
     @classmethod
@@ -137,6 +141,7 @@ class NodeFire:
             job=str(data["job"]),
             fire_time=float(data["fireTime"]),
             parameter=None if parameter is None else str(parameter),
+            backfill_id=str(data.get("backfillId") or ""),
         )
 
     def encode(self) -> bytes:

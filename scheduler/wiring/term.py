@@ -157,6 +157,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         wake=wake_launcher,
         next_fire=producer.next_fire_at,
         workflows=node_fires,
+        fire_times=fires,
     )
     statistics = Statistics(settings, ctx.registry, ctx.term.fence, fires.fire_of)
     return _TermParts(

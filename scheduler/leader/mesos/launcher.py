@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent, WakeSignal
 from scheduler.leader.mesos.agent_census import AgentCensus, UnplaceableJobs
@@ -83,6 +83,16 @@ from scheduler.storage.workflow_store import (
 
 log = logging.getLogger(__name__)
 
+
+class FireTimeSource(Protocol):
+    """The term's fire times (statistics' `FireTimes`): the fire a job's next READY launch
+    runs for, and the fire a launched task ran for; None when not known. Any thread."""
+
+    def next_fire(self, job_name: str) -> float | None: ...
+
+    def fire_of(self, task_id: str) -> float | None: ...
+
+
 STARVATION_S = 30.0
 REPLACE_RESEND_S = 10.0
 ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
@@ -102,6 +112,7 @@ class Launcher(ThreadedComponent):
         wake: WakeSignal | None = None,
         next_fire: Callable[[], float | None] | None = None,
         workflows: WorkflowQueue | None = None,
+        fire_times: FireTimeSource | None = None,
     ) -> None:
         """`driver`: the term's Mesos driver, which hands this launcher its offers
         (`add_offers`, `rescind`, `drop_offers`, `on_connected`). `queues`: the term's view of
@@ -112,7 +123,11 @@ class Launcher(ThreadedComponent):
         `next_fire`: when the next cron fire is due (epoch seconds; None: none), from the
         producer; any thread may call it and it must not block. None: no fire is known.
         `workflows`: the term's workflow node fires waiting for a launch (issue 27), each
-        launched as one run of its job whose shards carry the workflow run; None: none."""
+        launched as one run of its job whose shards carry the workflow run; None: none.
+        `fire_times`: the fire a READY run or a failover shard runs for, which its shards'
+        task data carry as `fireTime` (issue 28); None, or a fire not known: a READY run
+        carries its launch time (a trigger's run is for the moment it launches), a failover
+        shard none."""
         super().__init__()
         if stores.fence is None:
             raise ValueError("the launcher writes: it needs term stores with the term's fence")
@@ -130,6 +145,7 @@ class Launcher(ThreadedComponent):
         self._unplaceable = UnplaceableJobs(self._census.capacity)
         self._guard = StarvationGuard(STARVATION_S)
         self._workflows = workflows
+        self._fire_times = fire_times
         # Failover shards' original task -> the workflow node fire it ran for (None: none),
         # read once per task from its index entry (a shard waiting for its back-off is
         # gathered every round).
@@ -359,6 +375,7 @@ class Launcher(ThreadedComponent):
             entry = unit.failover.get(item)
             originals[task_id] = (entry.original if entry is not None else "") or task_id
             fire = unit.workflow[0] if unit.workflow is not None else unit.relaunch.get(item)
+            fire_time = self._fire_time(unit, entry.original if entry is not None else "", wall)
             tasks.append(
                 RunningTask(
                     task_id,
@@ -368,7 +385,9 @@ class Launcher(ThreadedComponent):
                     workflow_fire=fire.key if fire is not None else "",
                 )
             )
-            infos.append((slot.agent_id, build_task_info(job, app, parsed, framework_id, fire)))
+            infos.append(
+                (slot.agent_id, build_task_info(job, app, parsed, framework_id, fire, fire_time))
+            )
             if fire is not None and unit.workflow is None:
                 also.extend(relaunch_ops(fire, originals[task_id], task_id))
         requeue = None
@@ -387,6 +406,16 @@ class Launcher(ThreadedComponent):
             requeue=requeue,
         )
         return PlacedUnit(launch, infos, originals, unit.workflow[0] if unit.workflow else None)
+
+    def _fire_time(self, unit: PlacementUnit, original: str, wall: float) -> float | None:
+        """The fire a unit's shard runs for (epoch seconds; None: not known): a READY run's
+        oldest fire queued this term, else its launch time; a failover shard its original
+        task's fire, when this term launched it. A node fire carries its own."""
+        source = self._fire_times
+        if unit.kind is TaskType.READY:
+            known = source.next_fire(unit.job.job_name) if source is not None else None
+            return wall if known is None else known
+        return source.fire_of(original) if source is not None and original else None
 
     def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
         """Step 3: write the placed units' bookkeeping; returns those written (the others wait

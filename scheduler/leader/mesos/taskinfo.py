@@ -41,10 +41,16 @@ def runs_as_command_task(job: JobConfig) -> bool:
 
 
 def task_data(
-    job: JobConfig, task_id: TaskId, sampling: int, workflow: NodeFire | None = None
+    job: JobConfig,
+    task_id: TaskId,
+    sampling: int,
+    workflow: NodeFire | None = None,
+    fire_time: float | None = None,
 ) -> TaskData:
     """The task data of one shard; a workflow node's shard (`workflow`) also carries its run
-    and fire time, and the trigger's parameter, if any, instead of the job's (issue 27)."""
+    and fire time, and the trigger's parameter, if any, instead of the job's (issue 27); a
+    backfill's (a `NodeFire` with its `backfill_id`) its backfill and past fire time; any
+    other run `fire_time`, the fire it runs for when known (issue 28)."""
     cron_fields: dict[str, str] = {}
     if job.execution_type is JobExecutionType.DAEMON:
         cron_fields = {k: str(v) for k, v in job.cron_spec.fields}
@@ -62,7 +68,8 @@ def task_data(
             job_parameter=job_parameter,
             workflow_name=workflow.workflow if workflow is not None else "",
             workflow_run_id=workflow.run_id if workflow is not None else "",
-            fire_time=iso_fire_time(workflow.fire_time) if workflow is not None else "",
+            fire_time=_fire_text(workflow.fire_time if workflow is not None else fire_time),
+            backfill_id=workflow.backfill_id if workflow is not None else "",
         ),
         job=JobSpec(
             job_name=job.job_name,
@@ -82,16 +89,22 @@ def task_data(
     )
 
 
+def _fire_text(fire_time: float | None) -> str:
+    return "" if fire_time is None else iso_fire_time(fire_time)
+
+
 def build_task_info(
     job: JobConfig,
     app: AppConfig,
     task_id: TaskId,
     framework_id: str,
     workflow: NodeFire | None = None,
+    fire_time: float | None = None,
 ) -> dict[str, Any]:
     """The TaskInfo JSON that launches shard `task_id.item` of `job` on `task_id.agent_id`
-    (for workflow node fire `workflow`, if given)."""
-    data = task_data(job, task_id, app.event_trace_sampling_count, workflow)
+    (for workflow node or backfill fire `workflow`, if given; else for the fire at epoch
+    `fire_time`, when known)."""
+    data = task_data(job, task_id, app.event_trace_sampling_count, workflow, fire_time)
     info: dict[str, Any] = {
         "name": DELIMITER.join(
             (job.job_name, str(task_id.item), task_id.type.value, task_id.agent_id)

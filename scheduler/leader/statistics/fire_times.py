@@ -40,6 +40,13 @@ class FireTimes:
         with self._lock:
             self._pending.setdefault(job_name, deque(maxlen=_FIRES_KEPT_PER_JOB)).append(fire_time)
 
+    def next_fire(self, job_name: str) -> float | None:
+        """The fire time the job's next READY launch will take (`launched`), None when this
+        term queued none (a trigger, a previous leader's fire)."""
+        with self._lock:
+            pending = self._pending.get(job_name)
+            return pending[0] if pending else None
+
     def forget(self, job_name: str) -> None:
         with self._lock:
             self._pending.pop(job_name, None)

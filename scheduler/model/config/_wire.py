@@ -503,7 +503,10 @@ def java_double(value: float) -> str:
 
 
 def gson_dumps(value: object) -> str:
-    """Serialise dicts, strings, booleans, ints and floats as Gson writes them (nulls omitted)."""
+    """Serialise dicts, lists, strings, booleans, ints and floats as Gson writes them (nulls
+    omitted from objects)."""
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(gson_dumps(item) for item in value) + "]"
     if isinstance(value, dict):
         members = (
             f"{_gson_string(str(key))}:{gson_dumps(item)}"

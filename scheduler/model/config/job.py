@@ -37,11 +37,13 @@ from scheduler.model.config.policies import (
     OverlapPolicy,
     read_policies,
 )
+from scheduler.model.config.pool_fields import POOL_FIELDS, POOL_LIMITS, JobPool, read_job_pool
 from scheduler.model.errors import InvalidRequest
 
 __all__ = [
     "DEFAULT_EXECUTOR_SERVICE_HANDLER",
     "DEFAULT_JOB_EXCEPTION_HANDLER",
+    "MAX_EXCLUDE_CALENDARS",
     "MAX_SHARDING_TOTAL_COUNT",
     "SCRIPT_JOB_CLASS",
     "JobConfig",
@@ -49,6 +51,7 @@ __all__ = [
     "JobProperties",
     "JobType",
     "parse_sharding_item_parameters",
+    "read_calendar_names",
 ]
 
 # The original stores this for every SCRIPT job, whatever the request said; we do the same so
@@ -90,6 +93,8 @@ FIELDS = frozenset(
         "applicationContext",
         "timeZone",
         *POLICY_FIELDS,
+        *POOL_FIELDS,
+        "excludeCalendars",
     }
 )
 # Job fields of Elastic-Job-Cloud before 2.0.5, still in its documentation's examples and sent by
@@ -107,7 +112,10 @@ _LIMITS = {
     "appURL": _wire.URL_MAX_BYTES,
     "bootstrapScript": _wire.SCRIPT_MAX_BYTES,
     **POLICY_LIMITS,
+    **POOL_LIMITS,
 }
+MAX_EXCLUDE_CALENDARS = 20
+"""Calendars one job (or workflow) may list in `excludeCalendars`."""
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*"
 # `package.module:callable` (attribute path after the colon) or `package.module.Class`.
@@ -186,6 +194,13 @@ class JobConfig:
     """`overlapPolicy` as stored; `overlap` is the one in force."""
     notify_webhook_url: str | None = None
     """`notifyWebhookUrl`: where failure events of this job are POSTed (over the setting)."""
+    exclude_calendars: tuple[str, ...] = ()
+    """`excludeCalendars` (issue 28): names of calendars whose excluded periods this job's cron
+    fires skip (each skip recorded as `fire_excluded`); whether they exist is the API's check."""
+    pool: str | None = None
+    """`pool` (issue 28): the concurrency pool whose slots this job's tasks take; None: none."""
+    pool_slots: int = 1
+    """`poolSlots`: slots of the pool one shard (task) of this job takes while it runs."""
 
     @classmethod
     def from_json(
@@ -273,6 +288,9 @@ class JobConfig:
         if self.time_zone is not None:
             result["timeZone"] = self.time_zone
         result.update(self.policies.to_json())
+        result.update(JobPool(self.pool, self.pool_slots).to_json())
+        if self.exclude_calendars:
+            result["excludeCalendars"] = list(self.exclude_calendars)
         return result
 
     def to_bytes(self) -> bytes:
@@ -440,6 +458,33 @@ def _read_job_class(reader: _wire.FieldReader, job_type: JobType | None, strict:
     return job_class
 
 
+def read_calendar_names(reader: _wire.FieldReader, key: str) -> tuple[str, ...]:
+    """`excludeCalendars` (a job's or a workflow's): a list of at most MAX_EXCLUDE_CALENDARS
+    distinct calendar names (absent or null: none). A problem is recorded under `key`."""
+    raw = reader.raw(key)
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        reader.problem(key, "must be a list of calendar names")
+        return ()
+    if len(raw) > MAX_EXCLUDE_CALENDARS:
+        reader.problem(key, f"must list at most {MAX_EXCLUDE_CALENDARS} calendars")
+        return ()
+    names: list[str] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, str):
+            reader.problem(key, f"item {index} must be a calendar name (a string)")
+            return ()
+        if problem := _wire.name_problem(item):
+            reader.problem(key, f"item {index} ({_wire.shown(item)}): {problem}")
+            return ()
+        if item in names:
+            reader.problem(key, f"names calendar {item!r} twice")
+            return ()
+        names.append(item)
+    return tuple(names)
+
+
 def _read_job(
     reader: _wire.FieldReader,
     *,
@@ -509,6 +554,8 @@ def _read_job(
         reader.problem("timeZone", problem)
     daemon = None if execution_type is None else execution_type is JobExecutionType.DAEMON
     policies = read_policies(reader, daemon=daemon, strict=strict)
+    job_pool = read_job_pool(reader)
+    exclude_calendars = read_calendar_names(reader, "excludeCalendars")
     if not cron and execution_type is JobExecutionType.DAEMON and reader.ok("cron"):
         reader.problem("cron", "is required for a DAEMON job (it runs its cron in the executor)")
     spec: CronSpec | None = None
@@ -548,6 +595,9 @@ def _read_job(
         max_retries=policies.max_retries,
         overlap_policy=policies.overlap_policy,
         notify_webhook_url=policies.notify_webhook_url,
+        exclude_calendars=exclude_calendars,
+        pool=job_pool.pool,
+        pool_slots=job_pool.pool_slots,
     )
     if spec is not None:
         job.__dict__["cron_spec"] = spec  # already parsed: fill the cached_property

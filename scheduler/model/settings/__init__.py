@@ -437,6 +437,20 @@ _KEYS: tuple[_Key, ...] = (
     _Key("max_access_tokens", _parse_int, "most API tokens the access records hold", _at_least(1)),
     _Key("max_workflow_nodes", _parse_int, "most nodes a workflow may have", _at_least(1)),
     _Key(
+        "max_backfill_fires",
+        _parse_int,
+        "most fires one backfill may run (POST /api/job/{job}/backfill)",
+        _at_least(1),
+    ),
+    _Key("max_calendars", _parse_int, "most calendars the cluster holds", _at_least(1)),
+    _Key("max_pools", _parse_int, "most concurrency pools the cluster holds", _at_least(1)),
+    _Key(
+        "max_active_backfills",
+        _parse_int,
+        "most backfills running or paused at once, cluster-wide",
+        _at_least(1),
+    ),
+    _Key(
         "trace_buffer_max_records",
         _parse_int,
         "trace and statistics records kept in memory while the trace database is down; "
@@ -517,6 +531,10 @@ class Settings:
     max_access_grants: int = 100000
     max_access_tokens: int = 100000
     max_workflow_nodes: int = 200
+    max_backfill_fires: int = 1000
+    max_calendars: int = 1000
+    max_pools: int = 1000
+    max_active_backfills: int = 100
     trace_buffer_max_records: int = 100000
 
     @property

@@ -64,9 +64,15 @@ def test_objects_are_written_compactly_in_order_without_nulls() -> None:
     assert _wire.gson_dumps(value) == '{"b":1,"a":{"y":true},"c":2.0,"e":false}'
 
 
+def test_lists_are_written_as_arrays() -> None:
+    assert _wire.gson_dumps({"excludeCalendars": ["a", "b"], "n": []}) == (
+        '{"excludeCalendars":["a","b"],"n":[]}'
+    )
+
+
 def test_unsupported_values_cannot_be_written() -> None:
-    with pytest.raises(TypeError, match="list"):
-        _wire.gson_dumps([1])
+    with pytest.raises(TypeError, match="set"):
+        _wire.gson_dumps({"a": {1}})
 
 
 @pytest.mark.parametrize(
