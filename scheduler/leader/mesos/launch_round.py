@@ -79,7 +79,9 @@ class PlacedUnit:
     originals: dict[str, str]
     """Task id -> the task it relaunches (failover), else itself."""
     workflow: NodeFire | None = None
-    """The workflow node fire the unit launches (issue 27)."""
+    """The workflow node (or backfill) fire the unit launches (issues 27, 28)."""
+    launch_fires: dict[str, NodeFire] = field(default_factory=dict)
+    """Failover relaunches of node fires' shards: task id -> the node fire it runs for."""
 
 
 def scalar(offer: dict[str, Any], name: str) -> float:

@@ -92,6 +92,8 @@ class FireTimeSource(Protocol):
 
     def fire_of(self, task_id: str) -> float | None: ...
 
+    def node_fire_launched(self, task_id: str, fire_time: float, backfill_id: str) -> None: ...
+
 
 STARVATION_S = 30.0
 REPLACE_RESEND_S = 10.0
@@ -405,7 +407,10 @@ class Launcher(ThreadedComponent):
             also=tuple(also),
             requeue=requeue,
         )
-        return PlacedUnit(launch, infos, originals, unit.workflow[0] if unit.workflow else None)
+        relaunched = {t.task_id: f for t in tasks if (f := unit.relaunch.get(t.parsed.item))}
+        return PlacedUnit(
+            launch, infos, originals, unit.workflow[0] if unit.workflow else None, relaunched
+        )
 
     def _fire_time(self, unit: PlacementUnit, original: str, wall: float) -> float | None:
         """The fire a unit's shard runs for (epoch seconds; None: not known): a READY run's
@@ -457,6 +462,11 @@ class Launcher(ThreadedComponent):
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
             for task in unit.launch.tasks:
                 if task.agent_id in used:
+                    node_fire = unit.workflow or unit.launch_fires.get(task.task_id)
+                    if node_fire is not None and self._fire_times is not None:
+                        self._fire_times.node_fire_launched(
+                            task.task_id, node_fire.fire_time, node_fire.backfill_id
+                        )
                     self.launch_listeners.emit(
                         task.task_id, task.agent_id, unit.originals[task.task_id]
                     )

@@ -35,6 +35,9 @@ class FireTimes:
         # job -> (fire time, items launched, when): the run being launched.
         self._current: dict[str, tuple[float | None, set[int], float]] = {}
         self._of_task: OrderedDict[str, float | None] = OrderedDict()
+        # Tasks of node fires (workflow nodes, backfills: issue 28), whose fire the launcher
+        # noted: task id -> backfill id ("" for a workflow node's).
+        self._node_tasks: OrderedDict[str, str] = OrderedDict()
 
     def fired(self, job_name: str, fire_time: float) -> None:
         with self._lock:
@@ -63,6 +66,9 @@ class FireTimes:
             return None, False
         now = time.monotonic()
         with self._lock:
+            if task_id in self._node_tasks:
+                # Its own fire, noted by the launcher: no pending cron fire of the job is taken.
+                return self._of_task.get(task_id), parsed.item == 0
             current = self._current.get(parsed.job_name)
             first = current is None or parsed.item in current[1] or now - current[2] > _SAME_RUN_S
             if first:
@@ -76,6 +82,22 @@ class FireTimes:
             while len(self._of_task) > _TASKS_KEPT:
                 self._of_task.popitem(last=False)
             return current[0], first
+
+    def node_fire_launched(self, task_id: str, fire_time: float, backfill_id: str) -> None:
+        """The launcher launched `task_id` for a node fire (a workflow node's, or a backfill's
+        when `backfill_id`): its fire is that fire's time, before `launched` is asked."""
+        with self._lock:
+            self._node_tasks[task_id] = backfill_id
+            self._of_task[task_id] = fire_time
+            while len(self._node_tasks) > _TASKS_KEPT:
+                self._node_tasks.popitem(last=False)
+            while len(self._of_task) > _TASKS_KEPT:
+                self._of_task.popitem(last=False)
+
+    def backfill_of(self, task_id: str) -> str:
+        """The backfill `task_id` was launched for ("": none, or not launched this term)."""
+        with self._lock:
+            return self._node_tasks.get(task_id, "")
 
     def fire_of(self, task_id: str) -> float | None:
         """The fire time `launched` matched to `task_id` (None: none known)."""
