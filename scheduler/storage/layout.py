@@ -164,6 +164,22 @@ def backfill_path(job: str, backfill_id: str) -> str:
     return f"{BACKFILLS}/{job}/{backfill_id}"
 
 
+BACKFILLS_ACTIVE = "/backfill-active"
+"""`/backfill-active/{job}~{backfillId}`: present while the backfill is RUNNING or PAUSED (the
+quota `max_active_backfills` counts them; a new leader resumes them). Written in the same
+transaction as the state's status."""
+
+
+def backfill_active_path(job: str, backfill_id: str) -> str:
+    return f"{BACKFILLS_ACTIVE}/{job}~{backfill_id}"
+
+
+def backfill_outcome_path(job: str, backfill_id: str) -> str:
+    """Under the backfill's state: `{"succeeded": N, "failed": M}`, its fires that ended,
+    counted in the transaction that deletes each one's fire record."""
+    return f"{BACKFILLS}/{job}/{backfill_id}/outcome"
+
+
 # The roots a term's view of the queues watches (a child watch needs the node).
 QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
 
