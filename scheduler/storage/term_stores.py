@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.model.config.job import JobConfig
+from scheduler.model.settings import Settings
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.job_apps import JobApps
 from scheduler.storage.layout import last_fire_path
+from scheduler.storage.pool_store import PoolStore
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
 from scheduler.storage.transactions import Fence, FencedWriter
@@ -28,10 +30,17 @@ class TermStores:
     # Job -> app, kept by watches and told of the config store's writes: the API's lists
     # filter by it for a caller who sees some apps (issue 26).
     job_apps: JobApps
+    # The concurrency pools (issue 28), read once and kept by the store's own writes.
+    pools: PoolStore
 
     @classmethod
     def build(
-        cls, registry: Registry, fence: Fence | None, default_time_zone: str, queue_size: int
+        cls,
+        registry: Registry,
+        fence: Fence | None,
+        default_time_zone: str,
+        queue_size: int,
+        max_pools: int = Settings.max_pools,
     ) -> TermStores:
         config = ConfigStore(registry, fence, default_time_zone)
         job_apps = JobApps(registry, config)
@@ -45,6 +54,7 @@ class TermStores:
             disabled=DisableStore(registry, fence, queue_size),
             fence=fence,
             job_apps=job_apps,
+            pools=PoolStore(registry, fence, max_pools),
         )
 
     def is_disabled(self, job: JobConfig) -> bool:
