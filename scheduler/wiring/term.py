@@ -116,6 +116,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         ctx.term.fence,
         resolve_time_zone(settings.time_zone),
         settings.job_state_queue_size,
+        max_pools=settings.max_pools,
     )
     framework_ids = FrameworkIdStore(ctx.registry, ctx.term.fence)
     driver = MesosDriver(settings, framework_ids)
