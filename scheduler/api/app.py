@@ -65,6 +65,7 @@ def create_app(
             ctx.term.fence,
             resolve_time_zone(ctx.settings.time_zone),
             ctx.settings.job_state_queue_size,
+            max_pools=ctx.settings.max_pools,
         )
     app.extensions["ejc_term_access"] = TermAccess.build(stores, actions, statistics, capacity)
     app.extensions["ejc_quotas"] = Quotas.from_settings(ctx.settings)
