@@ -1,4 +1,5 @@
-"""`python -m scheduler`: run one scheduler replica until SIGTERM/SIGINT.
+"""`python -m scheduler`: run one scheduler replica until SIGTERM/SIGINT
+(`python -m scheduler hash-password` prints a password hash for the settings instead).
 
 Exit codes: 0 after a clean stop, 1 when start-up fails (ZooKeeper unreachable, port taken),
 2 for invalid settings (the message names the key), 3 when the replica failed in a way it cannot
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from scheduler.api.auth import main as hash_password_main
 from scheduler.leader.mesos.driver import DRIVER_CRASHED
 from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.settings import Settings
@@ -68,8 +70,13 @@ def _pymesos_thread_died() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hash-password"]:
+        # `python -m scheduler hash-password`: a hash for `auth_*_password_hash`, read from
+        # the terminal (or one line of stdin), printed on stdout; nothing else is written.
+        return hash_password_main(["hash", *args[1:]])
     try:
-        settings = settings_from_argv(sys.argv[1:] if argv is None else argv)
+        settings = settings_from_argv(args)
     except SettingsError as exc:
         print(f"scheduler: {exc.message}", file=sys.stderr)
         return 2

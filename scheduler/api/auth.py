@@ -26,7 +26,8 @@ authenticated by the cookie must also come from this server's own origin: its `O
 be present and name the scheme, host and port the request was sent to (SameSite=Strict already keeps
 other sites' requests from carrying it; this also refuses a same-site page of another port).
 
-`python -m scheduler.api.auth hash` prints a password hash for `auth_*_password_hash`.
+`python -m scheduler hash-password` (this module's `main`) prints a password hash for
+`auth_*_password_hash`.
 """
 
 from __future__ import annotations
@@ -317,7 +318,7 @@ def _refusal(result: AuthResult) -> Response:
 
 def main(argv: list[str]) -> int:
     if argv != ["hash"]:
-        print("usage: python -m scheduler.api.auth hash", file=sys.stderr)
+        print("usage: python -m scheduler hash-password", file=sys.stderr)
         return 2
     password = getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline()
     print(generate_password_hash(password.rstrip("\n")))

@@ -103,7 +103,7 @@ def _password_hash(value: Any) -> str | None:
     parts = value.split("$")
     method, *params = parts[0].split(":")
     if len(parts) != 3 or not parts[1] or not parts[2] or method not in ("scrypt", "pbkdf2"):
-        return "must be a hash from python -m scheduler.api.auth hash (scrypt:...$salt$hash)"
+        return "must be a hash from python -m scheduler hash-password (scrypt:...$salt$hash)"
     if method == "scrypt" and params:
         if not re.fullmatch(r"[0-9]{1,9}:[0-9]{1,3}:[0-9]{1,3}", ":".join(params)):
             return "scrypt parameters must be N:r:p"
@@ -293,7 +293,7 @@ _KEYS: tuple[_Key, ...] = (
     _Key(
         "auth_admin_password_hash",
         _parse_str,
-        "its password as a hash (python -m scheduler.api.auth hash); wins over the password",
+        "its password as a hash (python -m scheduler hash-password); wins over the password",
         _password_hash,
         secret=True,
     ),
