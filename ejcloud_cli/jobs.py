@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from ejcloud_cli import paging
+from ejcloud_cli.backfills import BACKFILL_COMMANDS
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import ApiError, UsageProblem
 from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
@@ -246,3 +247,7 @@ def next_fires(state: State, name: str, count: int) -> None:
     # Strings are shown as the server wrote them (in the job's zone); numbers as UTC times.
     lines = [cell(t) if isinstance(t, str) else format_time(t) for t in times]
     state.show(data, lambda: "\n".join(lines) or f"job {name} has no next fire time")
+
+
+for _command in BACKFILL_COMMANDS:  # job backfill, backfills, backfill-show|pause|...
+    job_group.add_command(_command)
