@@ -18,6 +18,14 @@ and with its fire counted on time, so its run still comes. A fire of a job that 
 accounted with the waiting one. Each delayed fire is reported to `event_listeners` as a
 `fire_delayed` event (event trace and metrics; the log says so at most every 10 s). Catch-up
 fires at term start and on a schedule change are not budgeted.
+
+Calendars (issue 28): a fire in a period excluded by one of the job's `excludeCalendars` adds no
+run, on time or missed, misfire on or off; it is accounted as any fire (the record moves past
+it, so exactly once across leader changes) and reported to `event_listeners` as a
+`fire_excluded` event naming the calendar and its part (event trace and metrics; no webhook),
+and logged at INFO (at most every 10 s a job, with the count since). The calendars are asked
+of `calendars` at each accounting, none kept here, so an edited calendar applies from the next
+fire on; a listed calendar that does not exist is ignored, with one WARNING per job and name.
 """
 
 from __future__ import annotations
@@ -25,14 +33,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
 from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView
+from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
@@ -72,6 +82,17 @@ _FIRE_LEAD_S = 0.005
 
 # A sustained overload delays fires every second; the log says so at most this often.
 _DELAY_LOG_EVERY_S = 10.0
+
+# A job firing every second in an excluded day: its skips are logged at most this often.
+_EXCLUDED_LOG_EVERY_S = 10.0
+
+
+class CalendarSource(Protocol):
+    """The calendars a job's `excludeCalendars` name (the term's calendar store)."""
+
+    def calendars(self, names: Iterable[str]) -> list[Calendar]:
+        """Those of `names` that exist, in the order given; no I/O once loaded (any thread)."""
+        ...
 
 
 class _EarlyTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler is untyped
@@ -125,14 +146,22 @@ class Producer(LeaderComponent):
         queue_size: int,
         queues: QueueCache,
         max_fires_per_second: float = 0.0,
+        calendars: CalendarSource | None = None,
     ) -> None:
         self._stores = stores
+        # Asked at each accounting of a job with `excludeCalendars` (None: no calendars here).
+        self._calendars = calendars
+        # (job, calendar) named but missing, warned about once; job -> (when its excluded
+        # fires were last logged, how many since).
+        self._missing_warned: set[tuple[str, str]] = set()
+        self._excluded_log: dict[str, tuple[float, int]] = {}
         self._cap = queue_size
         # The term's view of the queues (shared with the launcher): the ledger reads pending
         # and running work from it, and it learns the jobs scheduled here.
         self._queues = queues
         self._ledger = FireLedger(stores.registry, stores.fence, queue_size, queues)
-        # Called with each skipped or capped fire (any producer thread); must not block.
+        # Called with each skipped, capped or excluded fire (any producer thread); must not
+        # block.
         self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "producer: event listener")
         # Called with (job name, fire time) of each fire that queued a run, in order (any
         # producer thread); must not block.
@@ -190,6 +219,7 @@ class Producer(LeaderComponent):
             self._triggers.clear()
             self._fire_after.clear()
             self._deferred.clear()
+            self._excluded_log.clear()
             # Not accounted: the next leader accounts them from the same records.
             self._delayed.clear()
             self._draining = False
@@ -352,6 +382,7 @@ class Producer(LeaderComponent):
         """Stop producing runs for `job_name`; False when it was not scheduled."""
         self._queues.forget_job(job_name)
         with self._lock:
+            self._excluded_log.pop(job_name, None)
             if self._jobs.pop(job_name, None) is None:
                 return False
             key = self._key_of.pop(job_name, None)
@@ -408,6 +439,9 @@ class Producer(LeaderComponent):
                 due_after[last] = due_fires(trigger, last, now, limit)
             return due_after[last]
 
+        # Read before the ledger's transaction, which may run its decisions more than once.
+        exclusions = {job.job_name: self._exclusion_of(job) for job, _r in jobs}
+
         def decider(
             job: JobConfig, restart: bool
         ) -> Callable[[LedgerState], tuple[LedgerWrite, FirePlan | None] | None]:
@@ -426,6 +460,7 @@ class Producer(LeaderComponent):
                     cap=self._cap,
                     on_time_from=on_time_from,
                     queue_full=state.queue_full,
+                    excluded=exclusions[job.job_name],
                 )
                 return LedgerWrite(due.last, plan.pending), plan
 
@@ -443,6 +478,39 @@ class Producer(LeaderComponent):
         for job, plan in reported:
             self._report(job, plan, on_time_from)
 
+    def _exclusion_of(self, job: JobConfig) -> Callable[[float], str | None] | None:
+        """Why a fire of `job` at an epoch time is excluded (None: it is not), over the job's
+        calendars as the store holds them now; None when no calendar of the job exists."""
+        source = self._calendars
+        if source is None or not job.exclude_calendars:
+            return None
+        found = source.calendars(job.exclude_calendars)
+        if len(found) < len(job.exclude_calendars):
+            self._warn_missing(job, {c.calendar_name for c in found})
+        if not found:
+            return None
+
+        def why(fire: float) -> str | None:
+            exclusion = excluded_by(found, _at(fire))
+            return None if exclusion is None else str(exclusion)
+
+        return why
+
+    def _warn_missing(self, job: JobConfig, found: set[str]) -> None:
+        """One WARNING per job and calendar it names that does not exist."""
+        missing = [n for n in job.exclude_calendars if n not in found]
+        with self._lock:
+            new = [n for n in missing if (job.job_name, n) not in self._missing_warned]
+            if len(self._missing_warned) >= 4096:
+                self._missing_warned.clear()  # bounded: warned again, never unbounded
+            self._missing_warned.update((job.job_name, n) for n in new)
+        for name in new:
+            log.warning(
+                "producer: job %s: calendar %s in its excludeCalendars does not exist; ignored",
+                job.job_name,
+                name,
+            )
+
     def _note_fires(self, job: JobConfig, plan: FirePlan) -> None:
         """Tell the fire listeners of each fire of `job` that queued a run."""
         self.fires += plan.queued
@@ -452,7 +520,12 @@ class Producer(LeaderComponent):
 
     def _report(self, job: JobConfig, plan: FirePlan, on_time_from: float | None) -> None:
         """Log and tell the event listeners what an accounting of `job` decided."""
-        missed = [d for d in plan.decisions if on_time_from is None or d.time < on_time_from]
+        missed = [
+            d
+            for d in plan.decisions
+            if (on_time_from is None or d.time < on_time_from)
+            and d.outcome is not FireOutcome.EXCLUDED
+        ]
         if missed and plan.queued and job.misfire:
             log.warning(
                 "producer: job %s missed %s fires while no leader acted; %s queued (misfire on)",
@@ -461,8 +534,25 @@ class Producer(LeaderComponent):
                 plan.queued,
             )
         for event in fire_events(job.job_name, plan, job.notify_webhook_url):
-            log.warning("producer: job %s: %s", job.job_name, event.reason)
+            if event.kind is JobEventKind.FIRE_EXCLUDED:
+                self._log_excluded(event)
+            else:
+                log.warning("producer: job %s: %s", job.job_name, event.reason)
             self.event_listeners.emit(event)
+
+    def _log_excluded(self, event: JobEvent) -> None:
+        """INFO for a job's excluded fires: the first at once, then at most every 10 s with
+        the count since (a job firing every second through an excluded day)."""
+        now = time.monotonic()
+        with self._lock:
+            logged_at, unlogged = self._excluded_log.get(event.job_name, (float("-inf"), 0))
+            unlogged += event.fires
+            log_now = now - logged_at >= _EXCLUDED_LOG_EVERY_S
+            self._excluded_log[event.job_name] = (now, 0) if log_now else (logged_at, unlogged)
+        if log_now:
+            earlier = unlogged - event.fires
+            more = f" (and {earlier} excluded fires since the last line)" if earlier else ""
+            log.info("producer: job %s: %s%s", event.job_name, event.reason, more)
 
     def _fire(self, key: tuple[object, ...]) -> None:
         """APScheduler thread: one cron fire for every job of `key`."""

@@ -1,5 +1,5 @@
 """Cron fire accounting (pure): which fire times fell since a job's last recorded fire, and what
-each becomes: a pending run, a skipped fire or a capped one.
+each becomes: a pending run, a skipped fire, a capped one or an excluded one.
 
 Every fire of a scheduled job is accounted exactly once, by the leader that records it (in the
 same fenced transaction as the pending runs it adds). A fire comes on time (the cron trigger
@@ -10,6 +10,11 @@ went off) or was missed (it fell while no leader acted, or while this one was pa
 - `misfire` off: a missed fire is skipped; a fire on time adds a run unless one is pending
   already, or the job still runs and its `overlapPolicy` is FORBID: then it is skipped.
 
+A fire in a period one of the job's `excludeCalendars` excludes (issue 28) is excluded, whether
+it came on time or was missed and whatever `misfire` says: it adds no run and changes nothing of
+the pending ones, but it is accounted as any fire (the record moves past it) and reported as a
+`fire_excluded` event naming the calendar and its part.
+
 A gap may hold more fires than are worth listing one by one (an every-second job after a week
 without a leader): at most `limit` are counted, the rest share the outcome of the last one and
 the recorded fire jumps to the latest fire time.
@@ -17,6 +22,7 @@ the recorded fire jumps to the latest fire time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -55,6 +61,7 @@ class FireOutcome(StrEnum):
     QUEUED = "queued"
     SKIPPED = "skipped"
     CAPPED = "capped"
+    EXCLUDED = "excluded"
 
 
 @dataclass(frozen=True)
@@ -194,18 +201,23 @@ def plan_fires(
     cap: int,
     on_time_from: float | None,
     queue_full: bool = False,
+    excluded: Callable[[float], str | None] | None = None,
 ) -> FirePlan:
     """What each due fire becomes (see the module docstring).
 
     `pending`: runs of the job pending now; `running`: whether tasks of it run; `cap`: the most
     pending runs (`job_state_queue_size`); `on_time_from`: fires at or after this epoch time
     came on time (None: all were missed, as at the start of a term); `queue_full`: the ready
-    queue holds `cap` other jobs, so this one (with none pending) cannot join it.
+    queue holds `cap` other jobs, so this one (with none pending) cannot join it;
+    `excluded`: the reason a fire at an epoch time is excluded by the job's calendars (None: it
+    is not; the predicate None: the job has no calendars).
     """
     decisions: list[FireDecision] = []
 
     def decide(time: float) -> FireDecision:
         nonlocal pending
+        if excluded is not None and (why := excluded(time)) is not None:
+            return FireDecision(time, FireOutcome.EXCLUDED, why)
         missed = on_time_from is None or time < on_time_from
         if queue_full and pending == 0 and (misfire or not missed):
             return FireDecision(
@@ -246,12 +258,14 @@ def plan_fires(
 
 
 def fire_events(job_name: str, plan: FirePlan, webhook_url: str | None) -> list[JobEvent]:
-    """Skipped and capped fires as events: one per run of fires with the same outcome and reason
-    (a gap of 10 missed fires is one event of 10 fires)."""
+    """Skipped, capped and excluded fires as events: one per run of fires with the same outcome
+    and reason (a gap of 10 missed fires is one event of 10 fires). An excluded fire is no
+    failure: its event carries no webhook."""
     events: list[JobEvent] = []
     kinds = {
         FireOutcome.SKIPPED: JobEventKind.FIRE_SKIPPED,
         FireOutcome.CAPPED: JobEventKind.FIRE_CAPPED,
+        FireOutcome.EXCLUDED: JobEventKind.FIRE_EXCLUDED,
     }
     for (outcome, reason), group in groupby(plan.decisions, key=lambda d: (d.outcome, d.reason)):
         if outcome is FireOutcome.QUEUED:
@@ -264,7 +278,7 @@ def fire_events(job_name: str, plan: FirePlan, webhook_url: str | None) -> list[
                 fires[0].time,
                 _describe(fires[0].time, fires[-1].time, len(fires), outcome, reason),
                 fires=len(fires),
-                webhook_url=webhook_url,
+                webhook_url=None if outcome is FireOutcome.EXCLUDED else webhook_url,
             )
         )
     extra = plan.uncounted
@@ -278,7 +292,7 @@ def fire_events(job_name: str, plan: FirePlan, webhook_url: str | None) -> list[
                 f"more than {counted} fires up to {iso_time(extra.time)} {extra.outcome.value} "
                 f"as well (too many to count): {extra.reason}",
                 fires=1,
-                webhook_url=webhook_url,
+                webhook_url=None if extra.outcome is FireOutcome.EXCLUDED else webhook_url,
             )
         )
     return events
