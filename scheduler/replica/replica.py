@@ -32,6 +32,7 @@ layer answers 503 then, so a supervisor replaces the replica.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import threading
@@ -66,6 +67,20 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
 log = logging.getLogger(__name__)
+
+
+def _installed_version() -> str:
+    """This replica's ejcloud version (pyproject.toml's, as installed); "unknown" when run from
+    sources that were never installed."""
+    try:
+        return importlib.metadata.version("ejcloud")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = _installed_version()
+"""Shown to authenticated callers in `/health` (`version`), so that a rolling upgrade can be
+followed replica by replica (docs/upgrading.md); not in the public part."""
 
 ComponentFactory = Callable[[LeaderContext], BuiltTerm]
 _T = TypeVar("_T")
@@ -550,6 +565,7 @@ class Replica:
             "leaderVouched": acting or self.vouching.is_vouched(leader),
             "zookeeper": str(self._zk_state),
             "identity": self.settings.identity,
+            "version": VERSION,
             "replicas": self.vouched_replicas(),
             "warnings": list(self.warnings),
             "pid": os.getpid(),
