@@ -21,9 +21,10 @@ each bad field (`weekly[2].days`, `excludeRanges[0].to`, `calendarName`, ...). T
   window across midnight that starts on each listed day (`SAT 22:00-02:00` ends on Sunday);
   `from == to` is refused.
 - `yearly`: `"MM-DD"` local dates every year (at most MAX_YEARLY; `"02-29"` only in leap years).
-- `ics` is refused here: importing an iCalendar file needs a parsing library added to the lock
-  (issue 28 asks for a well-kept one); the wiring will parse it into `excludeDates` and
-  `excludeRanges` before calling `from_json`.
+- `ics` (optional): an iCalendar text (at most `ics.ICS_MAX_BYTES`), converted by `ics.py`
+  into `excludeDates`, `excludeRanges` and `yearly` items that are added to the body's own
+  (the bounds hold for the sum); an event it cannot convert is a 400 naming `ics` and the event.
+  The calendar keeps the converted parts, never the text (`to_json` has no `ics`).
 
 At least one of the four parts must hold something. Unknown fields are refused. Every string
 is bounded before it is parsed and every list before it is walked, so hostile input costs little.
@@ -54,9 +55,19 @@ from datetime import UTC, date, datetime
 from typing import Generic, TypeVar
 from zoneinfo import ZoneInfo
 
-from scheduler.model.calendar.parts import ExcludedRange, WeeklyWindow, YearlyDate, read_parts
+from scheduler.model.calendar.ics import ics_parts
+from scheduler.model.calendar.parts import (
+    MAX_DATES,
+    MAX_RANGES,
+    MAX_YEARLY,
+    ExcludedRange,
+    WeeklyWindow,
+    YearlyDate,
+    read_parts,
+)
 from scheduler.model.config import _wire
 from scheduler.model.config.cron import time_zone_problem
+from scheduler.model.errors import InvalidRequest
 
 __all__ = ["FIELDS", "PARTS", "Calendar"]
 
@@ -148,14 +159,13 @@ class Calendar:
     def from_json(cls, data: Mapping[str, object], *, default_time_zone: str) -> Calendar:
         """Read and check a calendar body (see the module's docstring). Raises InvalidRequest
         naming every bad field; `default_time_zone` is used when `timeZone` is absent."""
+        ics_problem: str | None = None
+        if data.get("ics") is not None:
+            data, ics_problem = _with_ics(data)
         reader = _wire.FieldReader(data, strict=True, limits={"timeZone": 64})
         reader.refuse_unknown(FIELDS, f"is not a field of {_KIND}")
-        if reader.present("ics"):
-            reader.problem(
-                "ics",
-                "importing an iCalendar file is not available yet: "
-                "send its days as excludeDates and excludeRanges",
-            )
+        if ics_problem is not None:
+            reader.problem("ics", ics_problem)
         name = reader.required_text("calendarName")
         if name is not None and (problem := _wire.name_problem(name)):
             reader.problem("calendarName", problem)
@@ -163,7 +173,7 @@ class Calendar:
         if zone is not None and (problem := time_zone_problem(zone)):
             reader.problem("timeZone", problem)
         parts = read_parts(reader)
-        if parts.empty() and not any(key.startswith(PARTS) for key in reader.problems):
+        if parts.empty() and not any(key.startswith((*PARTS, "ics")) for key in reader.problems):
             reader.problem("body", "must hold at least one of " + ", ".join(PARTS))
         if zone is None and (problem := time_zone_problem(default_time_zone)):
             reader.problem("timeZone", f"absent, and the default: {problem}")
@@ -177,6 +187,31 @@ class Calendar:
             weekly=tuple(parts.weekly),
             yearly=tuple(sorted(set(parts.yearly))),
         )
+
+
+def _with_ics(data: Mapping[str, object]) -> tuple[Mapping[str, object], str | None]:
+    """`data` with the parts of its `ics` text added to its own lists (a part that is not a
+    list is left for the reader to refuse), or `data` and why the text was refused."""
+    text = data.get("ics")
+    if not isinstance(text, str):
+        return data, "must be the text of an iCalendar (.ics) file"
+    limits = {"excludeDates": MAX_DATES, "excludeRanges": MAX_RANGES, "yearly": MAX_YEARLY}
+    room = {}
+    for key, limit in limits.items():
+        own = data.get(key)
+        room[key] = max(0, limit - len(own)) if isinstance(own, list) else limit
+    try:
+        converted = ics_parts(text, room=room)
+    except InvalidRequest as exc:
+        return data, exc.fields.get("ics", exc.message)
+    merged = dict(data)
+    for key, items in converted.as_json().items():
+        own = data.get(key)
+        if own is None:
+            merged[key] = items
+        elif isinstance(own, list):
+            merged[key] = [*own, *items]
+    return merged, None
 
 
 _K = TypeVar("_K", int, datetime)
