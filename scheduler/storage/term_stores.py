@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from scheduler.model.config.job import JobConfig
 from scheduler.model.settings import Settings
+from scheduler.storage.calendar_store import CalendarStore
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.job_apps import JobApps
 from scheduler.storage.layout import last_fire_path
@@ -32,6 +33,9 @@ class TermStores:
     job_apps: JobApps
     # The concurrency pools (issue 28), read once and kept by the store's own writes.
     pools: PoolStore
+    # The named calendars (issue 28), read once and kept by the store's own writes; the
+    # producer asks them at every fire of a job with excludeCalendars.
+    calendars: CalendarStore
 
     @classmethod
     def build(
@@ -41,6 +45,7 @@ class TermStores:
         default_time_zone: str,
         queue_size: int,
         max_pools: int = Settings.max_pools,
+        max_calendars: int = Settings.max_calendars,
     ) -> TermStores:
         config = ConfigStore(registry, fence, default_time_zone)
         job_apps = JobApps(registry, config)
@@ -55,6 +60,7 @@ class TermStores:
             fence=fence,
             job_apps=job_apps,
             pools=PoolStore(registry, fence, max_pools),
+            calendars=CalendarStore(registry, fence, default_time_zone, max_calendars, config),
         )
 
     def is_disabled(self, job: JobConfig) -> bool:
