@@ -117,6 +117,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         resolve_time_zone(settings.time_zone),
         settings.job_state_queue_size,
         max_pools=settings.max_pools,
+        max_calendars=settings.max_calendars,
     )
     framework_ids = FrameworkIdStore(ctx.registry, ctx.term.fence)
     driver = MesosDriver(settings, framework_ids)
