@@ -163,6 +163,11 @@ class RunningTask:
     """Why the scheduler killed it (KILLED_BY_USER, KILLED_BY_REPLACE), "" if it did not."""
     workflow_fire: str = ""
     """The workflow node fire it runs for (`workflow_store.fire_key`), "" if none (issue 27)."""
+    pool: str | None = None
+    """The concurrency pool its job named when it launched (issue 28); None: none, or a record
+    written before pools (then the job's current configuration says)."""
+    pool_slots: int = 0
+    """The pool's slots it holds (its job's `poolSlots` at launch); 0 when `pool` is None."""
 
     @property
     def parsed(self) -> TaskId:
@@ -181,6 +186,7 @@ class RunningTask:
             "launchedAt": self.launched_at,
             **({"killReason": self.kill_reason} if self.kill_reason else {}),
             **({"workflowFire": self.workflow_fire} if self.workflow_fire else {}),
+            **({"pool": self.pool, "poolSlots": self.pool_slots} if self.pool else {}),
         }
 
     @classmethod
@@ -194,7 +200,23 @@ class RunningTask:
             launched_at=float(data.get("launchedAt", 0.0)),
             kill_reason=str(data.get("killReason") or ""),
             workflow_fire=str(data.get("workflowFire") or ""),
+            **_pool_of(data),
         )
+
+
+def _pool_of(data: dict[str, Any]) -> dict[str, Any]:
+    """A record's `pool` and `poolSlots` (issue 28); none when absent or not what the
+    launcher writes (a record from before pools: the job's configuration then says)."""
+    pool, slots = data.get("pool"), data.get("poolSlots")
+    if (
+        isinstance(pool, str)
+        and pool
+        and isinstance(slots, int)
+        and not isinstance(slots, bool)
+        and slots >= 1
+    ):
+        return {"pool": pool, "pool_slots": slots}
+    return {}
 
 
 class RunningStore(_Store):

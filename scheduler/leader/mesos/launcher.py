@@ -62,6 +62,7 @@ from scheduler.leader.mesos.offers import (
     OfferFlow,
 )
 from scheduler.leader.mesos.placement import OfferSlot, StarvationGuard
+from scheduler.leader.mesos.pool_admission import PoolAdmission
 from scheduler.leader.mesos.taskinfo import build_task_info
 from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig, JobExecutionType
@@ -148,6 +149,8 @@ class Launcher(ThreadedComponent):
         self._guard = StarvationGuard(STARVATION_S)
         self._workflows = workflows
         self._fire_times = fire_times
+        # The concurrency pools' pick over each round's units, with its turns (issue 28).
+        self._pools = PoolAdmission(stores, queues)
         # Failover shards' original task -> the workflow node fire it ran for (None: none),
         # read once per task from its index entry (a shard waiting for its back-off is
         # gathered every round).
@@ -274,6 +277,7 @@ class Launcher(ThreadedComponent):
         # or the long filter below would hold its offers back for 5 s (issue 24).
         left_over = left_over or len(written) < len(placed)
         used = self._accept(written, slots)  # 4
+        self._pools_launched(written, used)
         unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
         self._flow.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)  # 5
 
@@ -324,7 +328,29 @@ class Launcher(ThreadedComponent):
             if unit.kind is TaskType.READY
             and self._unplaceable.never_fits(unit.job, unit.app) is not None
         }
-        return gathered.units, unplaceable
+        # The concurrency pools (issue 28): the units their pools hold stay queued.
+        units = self._pools.admit(gathered.units, unplaceable, self._unit_fire)
+        return units, unplaceable
+
+    def _unit_fire(self, unit: PlacementUnit) -> float:
+        """A unit's logical fire (epoch seconds), which orders the pools' waiting units: a
+        node fire's own, a READY run's or a failover shard's when known, else now."""
+        if unit.workflow is not None:
+            return unit.workflow[0].fire_time
+        wall = time.time()
+        original = next((e.original for e in unit.failover.values() if e.original), "")
+        known = self._fire_time(unit, original, wall)
+        return wall if known is None else known
+
+    def _pools_launched(self, written: list[PlacedUnit], used: set[str]) -> None:
+        """Tell the pools' admission what was written and which jobs in a pool launched."""
+        tasks = [(t.task_id, t.pool, t.pool_slots) for p in written for t in p.launch.tasks]
+        jobs = [
+            p.launch.job_name
+            for p in written
+            if any(t.pool is not None and t.agent_id in used for t in p.launch.tasks)
+        ]
+        self._pools.launched(tasks, jobs)
 
     def _place(
         self, work: list[PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
@@ -385,6 +411,8 @@ class Launcher(ThreadedComponent):
                     hostname=slot.hostname,
                     launched_at=wall,
                     workflow_fire=fire.key if fire is not None else "",
+                    pool=job.pool,
+                    pool_slots=job.pool_slots if job.pool is not None else 0,
                 )
             )
             infos.append(
