@@ -8,7 +8,11 @@ On its thread (`sched-workflows`), woken by a task's end, by the API and once a 
   run at a time (with `misfire` the fires wait, else they are skipped while a run is active);
   ALLOW makes each. A run and the record that accounts its fire are written in one fenced
   transaction; the run's id comes from the fire, so a fire makes one run however many leaders
-  race for it.
+  race for it. A fire in a period one of the workflow's `excludeCalendars` excludes (issue 28)
+  makes no run, on time or missed, misfire on or off: it is recorded as accounted (exactly once
+  across leader changes), logged (INFO, at most every 10 s a workflow) and reported to
+  `event_listeners` as a `fire_excluded` event (the trace row and metric of the workflow's
+  name). The calendars are asked of `calendars` at each accounting, so an edit applies at once.
 - **runs**: for each active run, the fire records of its running nodes say when every shard
   ended (the status handler writes them); the run is stepped (`model/workflow/run.step`) and
   written with what the step launches in one fenced, versioned transaction
@@ -31,12 +35,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent
+from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import (
@@ -46,7 +51,15 @@ from scheduler.model.errors import (
     NotLeader,
     SchedulerError,
 )
-from scheduler.model.fires import MAX_FIRES_COUNTED, due_fires
+from scheduler.model.fires import (
+    MAX_FIRES_COUNTED,
+    FireDecision,
+    FireOutcome,
+    FirePlan,
+    due_fires,
+    fire_events,
+)
+from scheduler.model.job_events import JobEvent
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import ACTIVE_STATES
 from scheduler.model.workflow import (
@@ -84,6 +97,18 @@ log = logging.getLogger(__name__)
 TICK_S = 1.0
 _MISFIRE_GRACE_S = 30.0
 _DEFINITIONS_EVERY_S = 30.0
+# A workflow firing every second in an excluded day: its skips are logged at most this often.
+_EXCLUDED_LOG_EVERY_S = 10.0
+
+
+class CalendarSource(Protocol):
+    """The calendars a workflow's `excludeCalendars` name (the term's calendar store)."""
+
+    def calendars(self, names: Iterable[str]) -> list[Calendar]:
+        """Those of `names` that exist, in the order given; no I/O once loaded."""
+        ...
+
+
 _TRIGGER_TRIES = 50
 
 
@@ -111,9 +136,12 @@ class WorkflowEngine(ThreadedComponent):
         *,
         catch_up_cap: int = 10,
         tick_s: float = TICK_S,
+        calendars: CalendarSource | None = None,
     ) -> None:
         """`queue`: the node fires for the launcher (shared with it). `kill`: the driver's
-        kill of a task. `catch_up_cap`: runs made at most per workflow and accounting."""
+        kill of a task. `catch_up_cap`: runs made at most per workflow and accounting.
+        `calendars`: asked for a workflow's `excludeCalendars` at each accounting (None: no
+        calendars in this term)."""
         super().__init__()
         self._store = store
         self._stores = stores
@@ -130,6 +158,11 @@ class WorkflowEngine(ThreadedComponent):
         # Called with each run that ended (the engine's thread or an API thread); must not
         # block.
         self.run_listeners: Listeners[[WorkflowRun]] = Listeners(log, "workflows: run listener")
+        # Called with each fire_excluded event (the engine's thread); must not block.
+        self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "workflows: event listener")
+        self._calendars = calendars
+        # workflow -> (when its excluded fires were last logged, how many since).
+        self._excluded_log: dict[str, tuple[float, int]] = {}
         self.runs_made = 0
 
     @property
@@ -358,6 +391,23 @@ class WorkflowEngine(ThreadedComponent):
             if due.last is None:
                 schedule.next_fire = self._next_after(schedule, last)
                 return
+            why = self._exclusion_of(config)
+            if why is not None and why(due.times[0]) is not None:
+                # The excluded fires first in line are accounted without a run, in one write
+                # (looked for among many: a day of a fire a second missed in an excluded day).
+                wide = due_fires(schedule.trigger, last, now, MAX_FIRES_COUNTED).times
+                excluded = []
+                for fire in wide:
+                    reason = why(fire)
+                    if reason is None:
+                        break
+                    excluded.append(FireDecision(fire, FireOutcome.EXCLUDED, reason))
+                self._writer().commit(
+                    f"exclude fires of {name}",
+                    [self._store.last_fire_op(name, excluded[-1].time, version)],
+                )
+                self._report_excluded(name, excluded)
+                continue
             forbid = config.overlap_policy is OverlapPolicy.FORBID
             active = forbid and bool(self._active_of(name))
             if not config.misfire:
@@ -373,6 +423,13 @@ class WorkflowEngine(ThreadedComponent):
                         missed,
                     )
                 record = self._store.last_fire_op(name, newest, version)
+                reason = None if why is None else why(newest)
+                if reason is not None:
+                    self._writer().commit(f"exclude a fire of {name}", [record])
+                    self._report_excluded(
+                        name, [FireDecision(newest, FireOutcome.EXCLUDED, reason)]
+                    )
+                    continue
                 if active or not on_time:
                     if active and on_time:
                         log.warning(
@@ -423,6 +480,41 @@ class WorkflowEngine(ThreadedComponent):
                 schedule.next_fire = None  # the rest wait for the run, or the next tick
                 return
         schedule.next_fire = None  # more to catch up: on the next tick
+
+    def _exclusion_of(self, config: WorkflowConfig) -> Callable[[float], str | None] | None:
+        """Why a fire of the workflow at an epoch time is excluded (None: it is not), over its
+        calendars as the store holds them now; None when it has none that exists (a missing
+        one is ignored: deleting a calendar in use is refused)."""
+        if self._calendars is None or not config.exclude_calendars:
+            return None
+        found = self._calendars.calendars(config.exclude_calendars)
+        if not found:
+            return None
+
+        def why(fire: float) -> str | None:
+            exclusion = excluded_by(found, datetime.fromtimestamp(fire, UTC))
+            return None if exclusion is None else str(exclusion)
+
+        return why
+
+    def _report_excluded(self, name: str, excluded: list[FireDecision]) -> None:
+        """Tell the event listeners of excluded fires of workflow `name` (one event per run of
+        the same calendar part); log them at INFO, at most every 10 s a workflow."""
+        plan = FirePlan(tuple(excluded), pending=0)
+        now = time.monotonic()
+        for event in fire_events(name, plan, None):
+            with self._lock:
+                logged_at, unlogged = self._excluded_log.get(name, (float("-inf"), 0))
+                unlogged += event.fires
+                log_now = now - logged_at >= _EXCLUDED_LOG_EVERY_S
+                self._excluded_log[name] = (now, 0) if log_now else (logged_at, unlogged)
+                if len(self._excluded_log) > 4096:
+                    self._excluded_log.clear()  # bounded: workflows come and go
+            if log_now:
+                earlier = unlogged - event.fires
+                more = f" (and {earlier} excluded fires since the last line)" if earlier else ""
+                log.info("workflows: %s: %s%s", name, event.reason, more)
+            self.event_listeners.emit(event)
 
     def _create(self, config: WorkflowConfig, fire: float, record: Any) -> None:
         try:

@@ -2,10 +2,12 @@
 
 `WorkflowConfig.from_json` reads the register/update body of the API's contract
 (`workflowName`, `appName`, `cron`, `timeZone`, `misfire`, `overlapPolicy`, `timeoutSeconds`,
-`failFast`, `description`, `nodes`) and checks the whole of it before anything is written: every
-field bounded, no unknown field, a node named twice, a parent that is not a node, a cycle (the
-message names it, as `a -> b -> a`), more than `max_nodes` nodes, a node whose job is unknown
-(asked of `job_exists`). Every problem is one `InvalidRequest` (400) naming its field.
+`failFast`, `description`, `nodes`, `excludeCalendars`) and checks the whole of it before
+anything is written: every field bounded, no unknown field, a node named twice, a parent that
+is not a node, a cycle (the message names it, as `a -> b -> a`), more than `max_nodes` nodes,
+a node whose job is unknown (asked of `job_exists`), a calendar in `excludeCalendars` that
+does not exist (asked of `calendar_exists`; issue 28: the workflow's cron fires in its excluded
+periods are skipped). Every problem is one `InvalidRequest` (400) naming its field.
 
 No I/O: the caller says which jobs exist and which zone is the default.
 """
@@ -18,6 +20,7 @@ from enum import StrEnum
 
 from scheduler.model.config import _wire
 from scheduler.model.config.cron import CronSpec, parse_cron, time_zone_problem
+from scheduler.model.config.job import read_calendar_names
 from scheduler.model.config.policies import MAX_TIMEOUT_SECONDS, OverlapPolicy
 from scheduler.model.errors import InvalidRequest
 
@@ -43,6 +46,7 @@ FIELDS = frozenset(
         "failFast",
         "description",
         "nodes",
+        "excludeCalendars",
     }
 )
 NODE_FIELDS = frozenset({"name", "job", "dependsOn", "condition"})
@@ -98,6 +102,8 @@ class WorkflowConfig:
     timeout_seconds: int | None = None
     fail_fast: bool = False
     description: str = ""
+    exclude_calendars: tuple[str, ...] = ()
+    """`excludeCalendars` (issue 28): calendars whose excluded periods the cron's fires skip."""
     _by_name: dict[str, WorkflowNode] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
@@ -147,6 +153,8 @@ class WorkflowConfig:
             out["timeZone"] = self.time_zone
         if self.timeout_seconds is not None:
             out["timeoutSeconds"] = self.timeout_seconds
+        if self.exclude_calendars:
+            out["excludeCalendars"] = list(self.exclude_calendars)
         return out
 
     @classmethod
@@ -157,6 +165,7 @@ class WorkflowConfig:
         max_nodes: int,
         default_time_zone: str,
         job_exists: Callable[[str], bool] | None = None,
+        calendar_exists: Callable[[str], bool] | None = None,
         strict: bool = True,
     ) -> WorkflowConfig:
         """Read and check a workflow. `strict` (API input) refuses unknown fields and checks
@@ -213,6 +222,11 @@ class WorkflowConfig:
                     f" and {len(unknown) - _NODE_PROBLEMS_NAMED} more" if len(unknown) > 10 else ""
                 )
                 reader.problem("nodes", f"unknown job(s): {shown}{more}")
+        calendars = read_calendar_names(reader, "excludeCalendars")
+        if calendar_exists is not None and (
+            unknown := [c for c in calendars if not calendar_exists(c)]
+        ):
+            reader.problem("excludeCalendars", f"unknown calendar(s): {', '.join(unknown)}")
         reader.raise_if_any(_KIND)
         assert name is not None and app is not None and nodes is not None
         return cls(
@@ -226,6 +240,7 @@ class WorkflowConfig:
             timeout_seconds=timeout_s,
             fail_fast=fail_fast,
             description=description,
+            exclude_calendars=calendars,
         )
 
 
