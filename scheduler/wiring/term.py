@@ -142,6 +142,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         settings.job_state_queue_size,
         queues,
         max_fires_per_second=settings.max_fires_per_second,
+        calendars=stores.calendars,  # asked at each fire of a job with excludeCalendars
     )
     # Workflow node fires (issue 27): queued by the engine, launched by the launcher.
     workflow_store = WorkflowStore(
@@ -176,7 +177,9 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
             stores, driver.kill, wake_launcher.wake, statistics.journal, workflow_store
         ),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
-        workflows=WorkflowEngine(workflow_store, stores, ctx.term, node_fires, driver.kill),
+        workflows=WorkflowEngine(
+            workflow_store, stores, ctx.term, node_fires, driver.kill, calendars=stores.calendars
+        ),
     )
 
 
@@ -197,6 +200,8 @@ def _fan_out_job_events(parts: _TermParts) -> JobEventCounts:
     parts.status.listeners.append(statistics.on_status)
     parts.status.event_listeners.append(on_job_event)
     parts.producer.event_listeners.append(on_job_event)
+    # A workflow's excluded cron fires (issue 28): a trace row and the count.
+    parts.workflows.event_listeners.append(on_job_event)
     # Each ended workflow run (issue 27): its trace row, and a POST when it failed or timed out.
     parts.workflows.run_listeners.append(lambda run: on_job_event(ended_event(run)))
     return event_counts
@@ -219,6 +224,7 @@ def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts) -> None:
 
     parts.producer.fire_listeners.append(fires.fired)
     parts.producer.event_listeners.append(metrics.on_job_event)
+    parts.workflows.event_listeners.append(metrics.on_job_event)
     parts.launcher.launch_listeners.insert(0, on_launched)
     parts.launcher.launch_listeners.append(metrics.on_launched)
     parts.status.listeners.append(metrics.on_status)
