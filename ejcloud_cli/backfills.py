@@ -34,6 +34,8 @@ _FIELD_ORDER = (
     "firesPerMinute",
     "overlapPolicy",
     "excludedFires",
+    "succeeded",
+    "failed",
     "createdAt",
     "lastLaunchedAt",
     "endedAt",
@@ -150,7 +152,7 @@ def start_backfill(
 @json_option
 @click.pass_obj
 def list_backfills(state: State, job: str) -> None:
-    """List JOB's backfills: id, status, fires, launched, range and creation time."""
+    """List JOB's backfills, newest first: id, status, fires, launched, range, creation time."""
     found = list(paging.walk(state.client(), f"{_base(job)}/backfills", PAGE_SIZE))
     rows = [
         (
@@ -184,6 +186,18 @@ def show_backfill(state: State, job: str, backfill_id: str) -> None:
     )
 
 
+def _report(state: State, job: str, backfill_id: str, answer: Any, path: str, done: str) -> None:
+    status = answer.get("status") if isinstance(answer, dict) else None
+    state.done(
+        f"backfill {backfill_id} of job {job} {done}"
+        + (f" (status {cell(status)})" if status else ""),
+        action=f"backfill-{path}",
+        jobName=job,
+        backfillId=backfill_id,
+        status=status,
+    )
+
+
 def _action(command: str, path: str, done: str, help_text: str) -> click.Command:
     @click.argument("job")
     @click.argument("backfill_id", metavar="ID")
@@ -193,18 +207,29 @@ def _action(command: str, path: str, done: str, help_text: str) -> click.Command
         answer = state.client().call(
             "POST", f"{_base(job)}/backfills/{segment(backfill_id)}/{path}"
         )
-        status = answer.get("status") if isinstance(answer, dict) else None
-        state.done(
-            f"backfill {backfill_id} of job {job} {done}"
-            + (f" (status {cell(status)})" if status else ""),
-            action=f"backfill-{path}",
-            jobName=job,
-            backfillId=backfill_id,
-            status=status,
-        )
+        _report(state, job, backfill_id, answer, path, done)
 
     action.__doc__ = help_text
     return click.command(command)(action)
+
+
+@click.command("backfill-cancel")
+@click.argument("job")
+@click.argument("backfill_id", metavar="ID")
+@click.option(
+    "--kill-running", is_flag=True, help="Also kill the tasks of its fires still running."
+)
+@json_option
+@click.pass_obj
+def cancel_backfill(state: State, job: str, backfill_id: str, kill_running: bool) -> None:
+    """Cancel a backfill: none of its fires launch any more; the runs of those launched end as
+    they do (or are killed, with --kill-running)."""
+    answer = state.client().call(
+        "POST",
+        f"{_base(job)}/backfills/{segment(backfill_id)}/cancel",
+        body={"killRunning": True} if kill_running else None,
+    )
+    _report(state, job, backfill_id, answer, "cancel", "cancelled")
 
 
 BACKFILL_COMMANDS = (
@@ -223,11 +248,6 @@ BACKFILL_COMMANDS = (
         "resumed",
         "Resume a paused backfill: its fires launch again from the next one.",
     ),
-    _action(
-        "backfill-cancel",
-        "cancel",
-        "cancelled",
-        "Cancel a backfill: none of its fires launch any more (runs going on end as they do).",
-    ),
+    cancel_backfill,
 )
 """The commands `jobs.job_group` adds."""
