@@ -1,7 +1,7 @@
 // Reading runs, tasks and states from the API, whichever endpoints this leader serves.
 
 import { segment } from "./api.js";
-import { badge, toDate } from "./dom.js";
+import { badge, fireTimeEl, h, timeEl, toDate } from "./dom.js";
 
 export const RUNS_PATH = "/api/job/{jobName}/runs";
 export const LOG_PATH = "/api/job/{jobName}/runs/{taskId}/log";
@@ -10,6 +10,13 @@ export const CRON_PATH = "/api/cron/next-fire-times";
 export const KILL_PATH = "/api/job/{jobName}/kill";
 export const TASK_KILL_PATH = "/api/job/tasks/{taskId}/kill";
 export const TRACE_WINDOW = 1000;
+// Issue 28: calendars, pools and backfills (the console shows them when the leader serves them).
+export const CALENDARS_PATH = "/api/calendars";
+export const POOLS_PATH = "/api/pools";
+export const BACKFILLS_PATH = "/api/job/{jobName}/backfills";
+// Event-trace states of fires that ran nothing (misfire off, the queue full, over the cluster's
+// fire rate, or in a period one of the job's calendars excludes).
+export const FIRE_EVENT_STATES = ["FIRE_EXCLUDED", "FIRE_SKIPPED", "FIRE_CAPPED", "FIRE_DELAYED"];
 
 const SUCCESS = new Set(["TASK_FINISHED", "FINISHED", "SUCCESS", "SUCCEEDED", "OK"]);
 const KILLED = new Set(["TASK_KILLED", "TASK_KILLING", "KILLED"]);
@@ -23,9 +30,10 @@ const RUNNING = new Set([
   "LAUNCHED",
 ]);
 
-// success | failure | killed | running | unknown
+// success | failure | killed | running | unknown, or a fire event's own name (fire_excluded, ...)
 export function resultOf(state) {
   const s = String(state || "").toUpperCase();
+  if (FIRE_EVENT_STATES.includes(s)) return s.toLowerCase();
   if (SUCCESS.has(s)) return "success";
   if (KILLED.has(s)) return "killed";
   if (RUNNING.has(s)) return "running";
@@ -33,7 +41,17 @@ export function resultOf(state) {
   return "unknown";
 }
 
-const KINDS = { success: "ok", failure: "bad", killed: "warn", running: "info", unknown: "muted" };
+const KINDS = {
+  success: "ok",
+  failure: "bad",
+  killed: "warn",
+  running: "info",
+  unknown: "muted",
+  fire_excluded: "muted",
+  fire_skipped: "warn",
+  fire_capped: "warn",
+  fire_delayed: "info",
+};
 
 export function stateBadge(state) {
   const result = resultOf(state);
@@ -42,6 +60,19 @@ export function stateBadge(state) {
 
 export function resultBadge(result) {
   return badge(result, KINDS[result] || "muted");
+}
+
+// A run's logical fire time, marked when it is a backfill's (issue 28).
+export function fireCell(run) {
+  const time = run.fireTimeText ? fireTimeEl(run.fireTimeText) : run.fireTime ? timeEl(run.fireTime) : h("span", { class: "muted" }, "—");
+  if (!run.backfillId) return time;
+  return [time, " ", h("span", { "data-backfill-run": run.backfillId, title: `backfill ${run.backfillId}` }, badge("backfill", "info"))];
+}
+
+// A run's result; a fire that ran nothing (fire_excluded, ...) has no task state to show.
+export function resultCell(run) {
+  if (String(run.result).startsWith("fire_")) return resultBadge(run.result);
+  return [resultBadge(run.result), " ", stateBadge(run.state)];
 }
 
 // Job name and shard from a task id `{job}@-@{item}@-@{type}@-@{agent}@-@{uuid}`.
@@ -70,13 +101,19 @@ export function runsFromEndpoint(data, jobName) {
       const state = first(item, ["state", "status", "result"]);
       let reason = first(item, ["reason", "message", "failureCause"]);
       if (reason && typeof reason === "object") reason = reason.plainText || JSON.stringify(reason);
+      // A fire that ran nothing (issue 28's fire_excluded, ...) says so in its result.
+      const said = typeof item.result === "string" ? item.result.toLowerCase() : "";
+      const result = said.startsWith("fire_") ? said : resultOf(state);
+      const backfillId = first(item, ["backfillId"]);
       return {
         taskId,
         jobName: item.jobName || jobName || parseTaskId(taskId).jobName,
         shard: first(item, ["shardingItem", "shard"]) ?? parseTaskId(taskId).shard,
         fireTime: toDate(first(item, ["fireTime"])),
+        fireTimeText: typeof item.fireTime === "string" ? item.fireTime : null,
         state,
-        result: resultOf(state),
+        result,
+        backfillId: typeof backfillId === "string" && backfillId ? backfillId : null,
         start: toDate(first(item, ["startTime", "start"])),
         end: toDate(first(item, ["endTime", "end", "completeTime"])),
         reason: reason || "",

@@ -6,9 +6,11 @@ import { APP_ADMIN } from "./rights.js";
 import * as access from "./views/access.js";
 import * as apps from "./views/apps.js";
 import * as audit from "./views/audit.js";
+import * as calendars from "./views/calendars.js";
 import * as jobs from "./views/jobs.js";
 import * as jobForm from "./views/jobform.js";
 import * as overview from "./views/overview.js";
+import * as pools from "./views/pools.js";
 import * as runs from "./views/runs.js";
 import * as stats from "./views/stats.js";
 import * as workflows from "./views/workflows.js";
@@ -37,6 +39,12 @@ const ROUTES = [
   ["workflows", workflows.list],
   ["workflows/:workflow", workflows.detail],
   ["workflows/:workflow/runs/:run", workflows.run],
+  ["calendars", calendars.listView],
+  ["calendars/new", calendars.form],
+  ["calendars/:calendar", calendars.detail],
+  ["calendars/:calendar/edit", calendars.form],
+  ["pools", pools.listView],
+  ["pools/:pool", pools.detail],
   ["access", access.view],
   ["audit", audit.view],
 ];

@@ -3,7 +3,7 @@
 // the app list offers only the apps the caller edits (the API checks anyway).
 
 import { segment } from "../api.js";
-import { CRON_PATH } from "../data.js";
+import { CALENDARS_PATH, CRON_PATH, POOLS_PATH } from "../data.js";
 import {
   checkboxField,
   debounce,
@@ -19,11 +19,15 @@ import {
   toast,
 } from "../dom.js";
 import { EDITOR } from "../rights.js";
+import { allCalendars } from "./calendars.js";
+import { allPools } from "./pools.js";
 
 const PREVIEW_COUNT = 5;
 // Fields beyond the original's, shown only when this leader's API documents them.
 const OPTIONAL_FIELDS = ["timeoutSeconds", "maxRetries", "overlapPolicy", "notifyWebhookUrl"];
 const PROPERTY_KEYS = ["job_exception_handler", "executor_service_handler"];
+// Issue 28's fields, shown when this leader documents them or serves their lists.
+const SCHEDULING_FIELDS = ["excludeCalendars", "pool", "poolSlots"];
 
 function input(name, attrs) {
   return h("input", { name, autocomplete: "off", ...(attrs || {}) });
@@ -59,11 +63,18 @@ export function form(ctx) {
     overlapPolicy: choice("overlapPolicy", [["", "default (FORBID)"], ["FORBID", "FORBID"], ["ALLOW", "ALLOW"], ["REPLACE", "REPLACE"]]),
     notifyWebhookUrl: input("notifyWebhookUrl", { placeholder: "https://hooks.example/ejcloud" }),
   };
+  // Not in `inputs`: filled from the lists of calendars and pools, read and sent apart.
+  const scheduling = {
+    excludeCalendars: h("select", { name: "excludeCalendars", multiple: true, size: 5 }),
+    pool: choice("pool", [["", "no pool"]]),
+    poolSlots: input("poolSlots", { inputmode: "numeric", placeholder: "1" }),
+  };
   const props = Object.fromEntries(PROPERTY_KEYS.map((k) => [k, input(`jobProperties.${k}`)]));
   const general = h("p", { class: "error", role: "alert", hidden: true });
   const preview = h("div", { class: "preview", "data-preview": "cron", "aria-live": "polite" });
   const submit = h("button", { type: "submit", class: "primary" }, editing ? "Save" : "Add job");
   const optionalBox = h("details", { class: "optional", hidden: true }, h("summary", {}, "Timeouts, retries, overlap, webhook"));
+  const schedulingBox = h("details", { class: "optional", hidden: true, "data-box": "scheduling" }, h("summary", {}, "Calendars and concurrency pool"));
   const boxes = {};
   const place = (label, control, help) => {
     const box = control.type === "checkbox" ? checkboxField(label, control, help) : field(label, control, help);
@@ -103,6 +114,7 @@ export function form(ctx) {
       place("Executor service handler", props.executor_service_handler),
     ),
     optionalBox,
+    schedulingBox,
     h(
       "div",
       { class: "actions" },
@@ -118,6 +130,19 @@ export function form(ctx) {
       place("Max retries", inputs.maxRetries, "Relaunches of a failed shard per fire; empty: unlimited."),
       place("Overlap policy", inputs.overlapPolicy, "A fire while the job runs: wait or skip (FORBID), run beside (ALLOW), replace (REPLACE)."),
       place("Failure webhook URL", inputs.notifyWebhookUrl, "POSTed a JSON event when a run fails for good."),
+    ),
+  );
+  schedulingBox.append(
+    h(
+      "div",
+      { class: "grid" },
+      place("Excluded by calendars", scheduling.excludeCalendars, "Fires in the periods these calendars exclude are skipped (and recorded). Ctrl/Cmd-click picks several."),
+      h(
+        "div",
+        { class: "field-stack" },
+        place("Pool", scheduling.pool, "At most the pool's size of slots run at once across its jobs; the rest wait in the queue."),
+        place("Pool slots per shard", scheduling.poolSlots, "Slots one shard (task) takes while it runs; empty: 1."),
+      ),
     ),
   );
   const el = h(
@@ -140,6 +165,7 @@ export function form(ctx) {
 
   let stored = null;
   let optional = [];
+  let schedulingShown = [];
   let cronPreview = null;
 
   // --- the live preview of the cron being typed ---------------------------------------------
@@ -182,6 +208,8 @@ export function form(ctx) {
   const ready = (async () => {
     const [appList, docs] = await Promise.all([api.get("/api/app/list"), api.docs()]);
     if (!ctx.alive) return;
+    await loadScheduling(docs);
+    if (!ctx.alive) return;
     const apps = Array.isArray(appList) ? appList : (appList && appList.items) || [];
     for (const app of apps) {
       if (ctx.may(EDITOR, app.appName)) inputs.appName.append(h("option", { value: app.appName }, app.appName));
@@ -207,10 +235,67 @@ export function form(ctx) {
       }
       for (const key of PROPERTY_KEYS) props[key].value = (stored.jobProperties && stored.jobProperties[key]) || "";
       if (optional.some((name) => stored[name] !== undefined && stored[name] !== null)) optionalBox.open = true;
+      fillScheduling(stored);
       showFor();
     }
     updatePreview();
   })().catch((error) => showFieldErrors(formEl, {}, general, error.message));
+
+  // --- calendars and pool (issue 28) --------------------------------------------------------
+  const addOption = (select, value, text) => {
+    if (![...select.options].some((o) => o.value === value)) select.append(h("option", { value }, text || value));
+  };
+  async function loadScheduling(docs) {
+    const calendarsServed = docs.paths.has(`GET ${CALENDARS_PATH}`);
+    const poolsServed = docs.paths.has(`GET ${POOLS_PATH}`);
+    const [calendars, pools] = await Promise.all([
+      calendarsServed ? allCalendars(api).catch(() => ({ items: [] })) : { items: [] },
+      poolsServed ? allPools(api).catch(() => ({ items: [] })) : { items: [] },
+    ]);
+    for (const c of calendars.items) addOption(scheduling.excludeCalendars, c.calendarName, `${c.calendarName} (${c.timeZone || "?"})`);
+    for (const p of pools.items) addOption(scheduling.pool, p.poolName, `${p.poolName} (size ${p.size ?? "?"})`);
+    schedulingShown = SCHEDULING_FIELDS.filter(
+      (name) => docs.jobFields.has(name) || (name === "excludeCalendars" ? calendarsServed : poolsServed),
+    );
+    for (const name of SCHEDULING_FIELDS) boxes[name].hidden = !schedulingShown.includes(name);
+    schedulingBox.hidden = schedulingShown.length === 0;
+  }
+  // A stored job's values; a name no longer listed stays chosen, so a save does not drop it.
+  function fillScheduling(job) {
+    const names = Array.isArray(job.excludeCalendars) ? job.excludeCalendars.map(String) : [];
+    for (const name of names) addOption(scheduling.excludeCalendars, name);
+    for (const option of scheduling.excludeCalendars.options) option.selected = names.includes(option.value);
+    if (typeof job.pool === "string" && job.pool) {
+      addOption(scheduling.pool, job.pool);
+      scheduling.pool.value = job.pool;
+    }
+    if (job.poolSlots !== undefined && job.poolSlots !== null) scheduling.poolSlots.value = String(job.poolSlots);
+    if (names.length || job.pool) schedulingBox.open = true;
+  }
+  function schedulingBody(out) {
+    const was = (name) => Boolean(stored) && stored[name] !== undefined && stored[name] !== null;
+    if (schedulingShown.includes("excludeCalendars")) {
+      const chosen = [...scheduling.excludeCalendars.selectedOptions].map((o) => o.value);
+      if (chosen.length) out.excludeCalendars = chosen;
+      else if (was("excludeCalendars")) out.excludeCalendars = null;
+    }
+    if (schedulingShown.includes("pool")) {
+      const pool = scheduling.pool.value;
+      const slots = scheduling.poolSlots.value.trim();
+      if (pool) {
+        out.pool = pool;
+        if (slots) out.poolSlots = numberOrText(slots);
+        else if (was("poolSlots")) out.poolSlots = null;
+      } else {
+        // Out of its pool: both go (poolSlots alone is refused); a slots value typed without a
+        // pool is sent, so the API says why it means nothing.
+        if (was("pool")) out.pool = null;
+        if (slots) out.poolSlots = numberOrText(slots);
+        else if (was("poolSlots")) out.poolSlots = null;
+      }
+    }
+    return out;
+  }
 
   // --- submit -------------------------------------------------------------------------------
   const text = (name) => inputs[name].value.trim();
@@ -249,7 +334,7 @@ export function form(ctx) {
       if (raw) out[name] = name === "timeoutSeconds" || name === "maxRetries" ? numberOrText(raw) : raw;
       else if (wasSet) out[name] = null; // the API's update drops a field sent as null
     }
-    return out;
+    return schedulingBody(out);
   };
   formEl.addEventListener("submit", async (event) => {
     event.preventDefault();

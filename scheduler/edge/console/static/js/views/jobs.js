@@ -8,11 +8,13 @@ import {
   NEXT_PATH,
   TASK_KILL_PATH,
   fetchRuns,
+  fireCell,
   jobOfTask,
   lastRun,
   mapLimit,
   readyCounts,
   resultBadge,
+  resultCell,
   shardsOfTask,
   stateBadge,
 } from "../data.js";
@@ -34,6 +36,8 @@ import {
   toast,
 } from "../dom.js";
 import { EDITOR, OPERATOR } from "../rights.js";
+import { backfillSection, skippedFiresSection } from "./backfills.js";
+import { calendarLinks } from "./calendars.js";
 import { jobWorkflowsSection } from "./workflows.js";
 
 const NOT_AVAILABLE = "Not available on this server (its API has no such endpoint yet).";
@@ -270,11 +274,16 @@ const FIELD_LABELS = {
   maxRetries: "Max retries",
   overlapPolicy: "Overlap policy",
   notifyWebhookUrl: "Failure webhook",
+  excludeCalendars: "Excluded by calendars",
+  pool: "Pool",
+  poolSlots: "Pool slots per shard",
 };
 
 function fieldValue(key, value) {
   if (key === "jobProperties") return describeProperties(value);
   if (key === "appName") return link(["apps", value], value);
+  if (key === "excludeCalendars") return calendarLinks(value);
+  if (key === "pool" && typeof value === "string" && value) return link(["pools", value], value, null, { "data-field": "pool" });
   if (key === "cron" || key === "scriptCommandLine" || key === "jobClass") return h("code", { class: "wrap" }, String(value));
   // A reader is given only scheme://host[:port]/... of a webhook (its path may hold a token).
   if (key === "notifyWebhookUrl" && typeof value === "string" && value.endsWith("/...")) {
@@ -296,6 +305,7 @@ export function detail(ctx) {
   const running = h("div");
   const queue = h("div");
   const runsBox = h("div");
+  const backfills = backfillSection(ctx, name);
   const el = h(
     "div",
     { class: "view" },
@@ -309,6 +319,8 @@ export function detail(ctx) {
     ),
     section("Running tasks", running),
     section("Recent runs", runsBox, h("p", {}, link(["runs"], "All runs of this job", { job: name }))),
+    backfills.el,
+    skippedFiresSection(ctx, name),
     jobWorkflowsSection(ctx, name),
     section("Definition", fields),
   );
@@ -350,6 +362,7 @@ export function detail(ctx) {
     const queued = readyCounts(ready).get(name) || 0;
     const failovers = failover.filter((f) => f.taskInfo && f.taskInfo.jobName === name).length;
     latest = { job, disabled, running: own.length, queued, killKnown };
+    backfills.update(job);
     fill(state, enabledBadge(disabled));
     fill(
       fields,
@@ -412,11 +425,12 @@ export function detail(ctx) {
       table(
         [
           { label: "Started", cell: (r) => timeEl(r.start) },
+          { label: "Fire", cell: (r) => fireCell(r) },
           { label: "Shard", cell: (r) => String(r.shard) },
-          { label: "Result", cell: (r) => [resultBadge(r.result), " ", stateBadge(r.state)] },
+          { label: "Result", cell: (r) => resultCell(r) },
           { label: "Duration", cell: (r) => (r.start && r.end ? duration(r.end - r.start) : "—") },
           { label: "Reason", cell: (r) => h("span", { class: "reason" }, r.reason || "") },
-          { label: "", cell: (r) => link(["runs", name, r.taskId], "details") },
+          { label: "", cell: (r) => (r.taskId ? link(["runs", name, r.taskId], "details") : "") },
         ],
         recent.runs.slice(0, 10),
         "No run recorded yet.",

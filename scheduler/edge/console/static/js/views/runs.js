@@ -4,8 +4,10 @@ import { segment } from "../api.js";
 import {
   LOG_PATH,
   fetchRuns,
+  fireCell,
   parseTaskId,
   resultBadge,
+  resultCell,
   resultOf,
   stateBadge,
   traceOrder,
@@ -26,6 +28,7 @@ const RESULTS = [
   ["failure", "failure"],
   ["killed", "killed"],
   ["running", "running"],
+  ["fire_excluded", "fire excluded by a calendar"],
 ];
 const RUNS_SHOWN = 200;
 const LOG_CHUNK = 64 * 1024;
@@ -78,11 +81,12 @@ export function list(ctx) {
         [
           { label: "Started", cell: (r) => timeEl(r.start) },
           { label: "Job", cell: (r) => link(["jobs", r.jobName], r.jobName) },
+          { label: "Fire", cell: (r) => fireCell(r) },
           { label: "Shard", cell: (r) => String(r.shard) },
-          { label: "Result", cell: (r) => [resultBadge(r.result), " ", stateBadge(r.state)] },
+          { label: "Result", cell: (r) => resultCell(r) },
           { label: "Duration", cell: (r) => (r.start && r.end ? duration(r.end - r.start) : r.result === "running" ? "running" : "—") },
           { label: "Reason", cell: (r) => h("span", { class: "reason" }, r.reason || "") },
-          { label: "", cell: (r) => link(["runs", r.jobName, r.taskId], "details", null, { "data-task": r.taskId }) },
+          { label: "", cell: (r) => (r.taskId ? link(["runs", r.jobName, r.taskId], "details", null, { "data-task": r.taskId }) : "") },
         ],
         runs,
         "No run matches.",
