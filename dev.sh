@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The project's one entry point for people and CI.
-#   ./dev.sh run [options]   set everything up, then start the local system (see README)
+#   ./dev.sh run [options]   set up what running needs, then start the local system (see README)
 #   ./dev.sh test [args]     set everything up, then lint, type-check and run the test suite
 #   ./dev.sh bench [name]    set everything up, then run the benchmarks and print their figures
 #   ./dev.sh setup           only set up (.venv from requirements.lock, ZooKeeper, PostgreSQL, chromium)
-#   ./dev.sh lock            refresh requirements.lock from pyproject.toml's ranges (uv)
+#   ./dev.sh setup-run       only set up what running needs (.venv from requirements-run.lock, ZooKeeper)
+#   ./dev.sh lock            refresh requirements.lock and requirements-run.lock from pyproject.toml (uv)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -49,6 +50,9 @@ ensure_postgresql() {
 
 # The lock: every distribution the set-up installs, pinned with hashes (see `./dev.sh lock`).
 LOCK="$ROOT/requirements.lock"
+# What running needs (the runtime dependencies alone, at the lock's versions and hashes):
+# `./dev.sh run` installs only these, `./dev.sh test` the whole lock.
+RUN_LOCK="$ROOT/requirements-run.lock"
 BUILD_LOCK="$ROOT/requirements-build.lock"
 UV_VERSION=0.13.9
 HTTP_PARSER_SHA256=441d3a57c6227230f98aa97539da006fda0f8f4880bc4c5cd895ff2138a52621
@@ -80,10 +84,10 @@ ensure_http_parser() {
 }
 
 remove_unlocked() {
-  # Uninstall what the lock does not name (left over from an older lock), so the environment
-  # is exactly the lock plus http-parser and this project.
+  # Uninstall what the lock $1 does not name (left over from an older lock), so the environment
+  # is exactly that lock plus http-parser and this project.
   local extra
-  extra=$("$PY" - "$LOCK" <<'PYEOF'
+  extra=$("$PY" - "$1" <<'PYEOF'
 import re, sys
 from importlib.metadata import distributions
 norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
@@ -99,29 +103,49 @@ PYEOF
   fi
 }
 
-setup() {
-  ensure_zookeeper
-  ensure_postgresql
-  ensure_chromium
+install_python() {
+  # The virtual environment holding exactly one lock ($1: full, the whole lock; run, the runtime
+  # dependencies alone), this project (editable) and http-parser; redone when the lock changes.
+  # An environment set up in full stays full (`./dev.sh run` after `./dev.sh test`).
+  local mode=$1 lock stamp="$VENV/.ejcloud-installed" want
   if [ ! -x "$PY" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"
   fi
-  local stamp="$VENV/.ejcloud-installed"
-  local want
-  want=$(cat "$LOCK" "$BUILD_LOCK" pyproject.toml | sha256sum | cut -d' ' -f1)
+  if [ "$mode" = run ] && [ -f "$stamp" ] && grep -q '^full:' "$stamp"; then mode=full; fi
+  lock=$LOCK
+  if [ "$mode" = run ]; then lock=$RUN_LOCK; fi
+  want="$mode:$(cat "$lock" "$BUILD_LOCK" pyproject.toml | sha256sum | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing the locked dependencies (requirements.lock) into $VENV"
+    log "installing the locked dependencies ($(basename "$lock")) into $VENV"
     # Exactly the lock: every file checked against its hash, no resolver (--no-deps).
-    "$VENV/bin/pip" install -q --require-hashes --no-deps -r "$LOCK"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps -r "$lock"
     ensure_http_parser
-    remove_unlocked
+    remove_unlocked "$lock"
     log "installing ejcloud (editable) into $VENV"
-    "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e .
+    # setuptools' notice that an editable install imports from the checkout (which it is for)
+    # is the only warning this prints; any other still shows.
+    PYTHONWARNINGS="ignore:Editable installation" \
+      "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
     "$VENV/bin/pip" check >/dev/null || { "$VENV/bin/pip" check; exit 1; }
     echo "$want" > "$stamp"
   fi
   ensure_http_parser
+}
+
+setup() {
+  # Everything: running, the tests (PostgreSQL, chromium, the dev tools) and the benchmarks.
+  ensure_zookeeper
+  ensure_postgresql
+  ensure_chromium
+  install_python full
+}
+
+setup_run() {
+  # What `./dev.sh run` needs: ZooKeeper and the runtime dependencies; no PostgreSQL, no
+  # chromium, no test or lint tools.
+  ensure_zookeeper
+  install_python run
 }
 
 lock() {
@@ -137,18 +161,23 @@ lock() {
   printf 'pip\nsetuptools\n' | "$uv" pip compile pyproject.toml - --extra dev --extra postgresql \
     --python-version 3.11 --generate-hashes --no-emit-package http-parser --upgrade \
     --custom-compile-command './dev.sh lock' -o "$LOCK" -q
+  # The runtime part, pinned at the versions (and hashes) just locked: what `./dev.sh run` needs.
+  printf 'pip\nsetuptools\n' | "$uv" pip compile pyproject.toml - -c "$LOCK" \
+    --python-version 3.11 --generate-hashes --no-emit-package http-parser \
+    --custom-compile-command './dev.sh lock' -o "$RUN_LOCK" -q
   printf 'cython<3\nwheel\nsetuptools\n' | "$uv" pip compile - --python-version 3.11 \
     --generate-hashes --upgrade --custom-compile-command './dev.sh lock' -o "$BUILD_LOCK" -q
-  log "wrote $LOCK and $BUILD_LOCK; ./dev.sh setup installs them"
+  log "wrote $LOCK, $RUN_LOCK and $BUILD_LOCK; ./dev.sh setup installs them"
 }
 
 cmd=${1:-help}
 shift || true
 case "$cmd" in
   setup) setup ;;
+  setup-run) setup_run ;;
   lock) lock ;;
   run)
-    setup
+    setup_run
     exec "$PY" -m deploy.cluster "$@"
     ;;
   test)

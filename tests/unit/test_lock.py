@@ -64,3 +64,33 @@ def test_lock_names_every_declared_dependency() -> None:
     for requirement in declared:
         name = _norm(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])
         assert name in pins, f"{requirement} is declared in pyproject.toml but not locked"
+
+
+RUN_LOCK = ROOT / "requirements-run.lock"
+# The tools only the tests, lint and benchmarks use: `./dev.sh run` must not install them.
+DEV_ONLY = {"pytest", "pytest-xdist", "pytest-timeout", "mypy", "ruff", "playwright", "hypothesis"}
+
+
+def _blocks(path: Path) -> dict[str, str]:
+    """name -> its pin with every hash line (comments dropped), as one normalised text."""
+    out = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", path.read_text()):
+        match = re.match(r"([A-Za-z0-9][\w.-]*)==", block)
+        if match:
+            lines = [
+                line.strip() for line in block.splitlines() if not line.strip().startswith("#")
+            ]
+            out[_norm(match[1])] = " ".join(lines)
+    return out
+
+
+def test_the_run_lock_is_the_runtime_part_of_the_lock_at_its_versions_and_hashes() -> None:
+    full, run = _blocks(LOCK), _blocks(RUN_LOCK)
+    differ = {name: pin for name, pin in run.items() if full.get(name) != pin}
+    assert differ == {}, "requirements-run.lock pins these unlike requirements.lock: ./dev.sh lock"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = _norm(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])
+        assert name in run, f"{requirement} is a runtime dependency missing from the run lock"
+    assert DEV_ONLY & set(run) == set(), "the run lock holds test tools"
+    assert DEV_ONLY <= set(full)
