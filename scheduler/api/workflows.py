@@ -50,6 +50,9 @@ class WorkflowAccess:
     engine: WorkflowEngine
     max_workflows: int
     max_list_items: int
+    calendar_exists: Callable[[str], bool] = lambda _name: False
+    """Whether a calendar exists (the term's calendar store): `excludeCalendars` names only
+    existing calendars (issue 28), as a job's must."""
 
 
 def workflow_access(
@@ -71,8 +74,16 @@ def workflow_access(
             ctx.term,
             WorkflowQueue(),
             kill=lambda _task_id: False,
+            calendars=stores.calendars,
         )
-    return WorkflowAccess(engine.store, engine, settings.max_jobs, settings.max_list_items)
+    calendars = stores.calendars
+    return WorkflowAccess(
+        engine.store,
+        engine,
+        settings.max_jobs,
+        settings.max_list_items,
+        calendar_exists=lambda name: calendars.get(name) is not None,
+    )
 
 
 def install(app: Flask, access: WorkflowAccess) -> None:
@@ -110,7 +121,8 @@ def _view(config: WorkflowConfig, disabled: bool) -> dict[str, object]:
 
 def _read_body(*, create: bool) -> WorkflowConfig:
     """The body checked whole: the workflow's fields and graph, its app (the caller must be an
-    editor there) and its jobs (each must exist in an app the caller sees)."""
+    editor there), its jobs (each must exist in an app the caller sees) and its calendars (each
+    must exist)."""
     access = _access()
     data = require_object(json_body(), "a workflow")
     app_name = data.get("appName")
@@ -127,6 +139,7 @@ def _read_body(*, create: bool) -> WorkflowConfig:
         max_nodes=access.store.max_nodes,
         default_time_zone=access.store.default_time_zone,
         job_exists=job_visible,
+        calendar_exists=access.calendar_exists,
     )
     if not config_store.app_exists(config.app_name):
         raise InvalidRequest(
