@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions, Throttle
+from scheduler.storage.calendar_store import CalendarStore
 from scheduler.storage.config_store import ConfigStore
 from scheduler.storage.job_apps import JobApps
 from scheduler.storage.state import DisableStore, FailoverQueue, ReadyQueue, RunningStore
@@ -49,6 +50,8 @@ class TermAccess:
     statistics: TraceSource | None = None
     # What the term's known Mesos agents could ever offer (None: no launcher in this term).
     capacity: AgentCapacity | None = None
+    # The term's calendars (issue 28): the next fire times skip what a job's exclude.
+    calendars: CalendarStore | None = None
 
     @property
     def trace_engine(self) -> Engine | None:
@@ -73,6 +76,7 @@ class TermAccess:
             actions=actions,
             statistics=statistics,
             capacity=capacity,
+            calendars=stores.calendars,
         )
 
 
