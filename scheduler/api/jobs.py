@@ -17,6 +17,7 @@ from scheduler.api.access_control import (
 )
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
+from scheduler.api.calendars import refuse_unknown_references
 from scheduler.api.job_views import job_json, refuse_internal_webhook
 from scheduler.api.paging import keyed_list, named_list
 from scheduler.api.placement import refuse_unplaceable
@@ -48,6 +49,7 @@ def register_job() -> Response:
     )
     require_app(Role.EDITOR, job.app_name)  # the body's appName decides
     refuse_internal_webhook(job)  # 400 for a webhook the leader may not POST to
+    refuse_unknown_references(job)  # 400 for a calendar or pool that does not exist (issue 28)
     if access.config.job(job.job_name) is not None:
         raise Conflict(f"job '{job.job_name}' already exists")
     if access.disabled.is_app_disabled(job.app_name):
@@ -71,6 +73,7 @@ def update_job() -> Response:
     if updated.app_name != existing.app_name:
         require_app(Role.EDITOR, updated.app_name)  # moving a job needs both apps
     refuse_internal_webhook(updated)  # 400 for a webhook the leader may not POST to
+    refuse_unknown_references(updated)  # 400 for a calendar or pool that does not exist
     refuse_unplaceable(updated)
     quotas().check_job(updated)  # max_job_bytes, min_fire_interval_seconds
     access.config.update_job(updated)

@@ -18,18 +18,34 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from scheduler.model.calendar import Calendar
 from scheduler.model.config._wire import STORED_MAX_BYTES
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded, TooLarge
 from scheduler.storage.config_store import ConfigStore
-from scheduler.storage.layout import CALENDARS, calendar_path
+from scheduler.storage.layout import CALENDARS, WORKFLOWS, calendar_path, workflow_path
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter
 
-__all__ = ["CalendarStore"]
+__all__ = ["CalendarStore", "CalendarUsers"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CalendarUsers:
+    """Who lists a calendar in `excludeCalendars`, each sorted by name."""
+
+    jobs: tuple[str, ...] = ()
+    workflows: tuple[str, ...] = ()
+
+    def labels(self) -> list[str]:
+        """`job 'a'`, ..., `workflow 'w'`, ...: how a refusal names them."""
+        return [f"job '{j}'" for j in self.jobs] + [f"workflow '{w}'" for w in self.workflows]
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs or self.workflows)
 
 
 class CalendarStore:
@@ -106,19 +122,25 @@ class CalendarStore:
                     out.append(found)
             return out
 
-    def users(self, name: str) -> list[str]:
-        """Who lists calendar `name` in `excludeCalendars`, as `job 'a'` labels sorted by name
-        (every job's config read in bulk: for the API's delete, not for a hot path). Empty
-        when the store was built without the configuration."""
-        if self._config is None:
-            return []
-        config = self._config
-        jobs = config.jobs_named(config.job_names())
-        return [
-            f"job '{j.job_name}'"
-            for j in sorted(jobs, key=lambda j: j.job_name)
-            if name in j.exclude_calendars
+    def users(self, name: str) -> CalendarUsers:
+        """The jobs and workflows that list calendar `name` in `excludeCalendars`. Every job's
+        config and every workflow's definition is read in bulk (100 to a multiRead): for the
+        API's delete and read, not for a hot path. Jobs are not looked at when the store was
+        built without the configuration. RegistryError when ZooKeeper fails."""
+        jobs: list[str] = []
+        if self._config is not None:
+            config = self._config
+            found = config.jobs_named(sorted(config.job_names()))
+            jobs = [job.job_name for job in found if name in job.exclude_calendars]
+        names = sorted(self._registry.children(WORKFLOWS))
+        got = self._registry.get_many([workflow_path(n) for n in names])
+        workflows = [
+            workflow
+            for workflow in names
+            if (data := got.get(workflow_path(workflow))) is not None
+            and name in _listed_calendars(data[0])
         ]
+        return CalendarUsers(tuple(jobs), tuple(workflows))
 
     # -- writes (fenced) ---------------------------------------------------------------------
 
@@ -202,3 +224,17 @@ class CalendarStore:
             )
             return None
         return calendar
+
+
+def _listed_calendars(data: bytes) -> list[str]:
+    """The `excludeCalendars` names of a stored workflow's JSON (read alone: the whole
+    definition's checks are the workflow store's, and a delete must not depend on them); empty
+    for what cannot be read."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return []
+    listed = doc.get("excludeCalendars") if isinstance(doc, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [item for item in listed if isinstance(item, str)]
