@@ -7,6 +7,8 @@ from flask import Flask
 from scheduler.api import (
     access,
     apps,
+    backfills,
+    calendars,
     fire_times,
     history,
     jobs,
@@ -14,6 +16,7 @@ from scheduler.api import (
     openapi,
     operate,
     placement,
+    pools,
     runs,
     workflows,
 )
@@ -21,11 +24,13 @@ from scheduler.api.access_control import install_access_control
 from scheduler.api.audit import install_audit
 from scheduler.api.audit_list import bp as audit_bp
 from scheduler.api.auth import install_auth
+from scheduler.api.backfills import backfill_access
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.inputs import install_input_checks
 from scheduler.api.quotas import Quotas
 from scheduler.api.term_access import TermAccess, TraceSource
 from scheduler.api.workflows import workflow_access
+from scheduler.leader.backfill import BackfillEngine
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
 from scheduler.leader.statistics.audit_log import AuditLog
@@ -44,6 +49,7 @@ def create_app(
     capacity: AgentCapacity | None = None,
     audit: AuditLog | None = None,
     workflow_engine: WorkflowEngine | None = None,
+    backfill_engine: BackfillEngine | None = None,
 ) -> Flask:
     """The `/api` application of the leader of `ctx.term`; writes are fenced by that term."""
     app = Flask("scheduler.api")
@@ -66,6 +72,7 @@ def create_app(
             resolve_time_zone(ctx.settings.time_zone),
             ctx.settings.job_state_queue_size,
             max_pools=ctx.settings.max_pools,
+            max_calendars=ctx.settings.max_calendars,
         )
     app.extensions["ejc_term_access"] = TermAccess.build(stores, actions, statistics, capacity)
     app.extensions["ejc_quotas"] = Quotas.from_settings(ctx.settings)
@@ -75,5 +82,8 @@ def create_app(
         app.register_blueprint(module.bp)
     access.install(app, ctx)  # /api/access: users, grants, tokens (their store, fenced)
     workflows.install(app, workflow_access(ctx, stores, workflow_engine))  # issue 27
+    backfills.install(app, backfill_access(ctx, stores, backfill_engine))  # issue 28
+    calendars.install(app, stores, ctx.settings.max_list_items)  # issue 28
+    pools.install(app, stores.pools, ctx.settings.max_list_items)  # issue 28
     app.register_blueprint(audit_bp)
     return app
