@@ -40,6 +40,7 @@ _FIELD_ORDER = (
     "lastLaunchedAt",
     "endedAt",
 )
+_NOT_FIELDS = ("fireTimes", "nextIndex")
 _OVERLAP = click.Choice(["FORBID", "ALLOW", "REPLACE"], case_sensitive=False)
 
 
@@ -179,7 +180,8 @@ def show_backfill(state: State, job: str, backfill_id: str) -> None:
     """Show one backfill of JOB: its status, progress, range and its first 100 fire times."""
     answer = state.client().call("GET", f"{_base(job)}/backfills/{segment(backfill_id)}")
     found = _answer_object(answer, "the backfill")
-    fields = [(k, v) for k, v in ordered_fields(found, _FIELD_ORDER) if k != "fireTimes"]
+    # nextIndex is `launched` again; the fire times are listed below the fields.
+    fields = [(k, v) for k, v in ordered_fields(found, _FIELD_ORDER) if k not in _NOT_FIELDS]
     state.show(
         found,
         lambda: render_fields(fields) + "\n\nfire times:\n" + "\n".join(_fire_lines(found)),
