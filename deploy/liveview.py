@@ -2,7 +2,8 @@
 
 Each followed log is read from where it stood when the cluster started it, so the view shows
 this run's events only, and only whole lines. Replica logs give leadership, task ends,
-failures, failovers and job changes; the Mesos stand-in's log gives launches, one line per
+failures, timeouts, failovers, fires that queued no run (skipped, capped, delayed, excluded),
+replicas joining and job changes; the Mesos stand-in's log gives launches, one line per
 ACCEPT, so that a launch round shows as one event naming its jobs.
 """
 
@@ -47,6 +48,31 @@ _REPLICA: tuple[tuple[re.Pattern[str], Shape], ...] = (
         lambda m: f"{m[2]} shard {m[1]} {m[3]}",
     ),
     (re.compile(r"^producer: job (\S+) (missed its fire.*)"), lambda m: f"{m[1]} {m[2]}"),
+    # A run stopped at its timeoutSeconds (`status: <task> timed out after N s (<state>)`).
+    (
+        re.compile(rf"^status: {_TASK} (timed out(?: after \d+ s)?)"),
+        lambda m: f"{m[3]}: {m[1]} shard {m[2]}",
+    ),
+    # Fires that queued no run: skipped, capped, excluded by a calendar (one line per job and
+    # accounting, `producer: job <job>: fire at <time> skipped: <why>` or `<n> fires from ...`).
+    (
+        re.compile(r"^producer: job (\S+): ((?:fire at|\d+ fires from) .*)"),
+        lambda m: f"{m[1]}: {m[2]}",
+    ),
+    (
+        re.compile(r"^producer: (\d+ fire\(s\) delayed over max_fires_per_second=\S+)"),
+        lambda m: m[1],
+    ),
+    # A replica that joined (or rejoined) the cluster, as each replica sees it, and one that
+    # cannot be trusted.
+    (
+        re.compile(r"^vouching: replica (\S+) proved it belongs to this cluster"),
+        lambda m: f"replica {m[1]} joined",
+    ),
+    (
+        re.compile(r"^vouching: election member '([^']*)' is not vouched for: (.*?); it gets"),
+        lambda m: f"election member {m[1]} NOT vouched for: {m[2]}",
+    ),
     (re.compile(r"^api: job (\S+) registered"), lambda m: f"registered {m[1]}"),
     (re.compile(r"^config-listener: job (\S+) changed"), lambda m: f"updated {m[1]}"),
     (re.compile(r"^config-listener: job (\S+) disabled"), lambda m: f"disabled {m[1]}"),

@@ -49,6 +49,43 @@ TID = "demo_job@-@2@-@READY@-@m-S0@-@5f0c"
         ),
         ("INFO", "scheduler.api.apps: api: app demo_app disabled", "app demo_app disabled"),
         (
+            "WARNING",
+            f"scheduler.mesos.status: status: {TID} timed out after 3 s (TASK_KILLED)",
+            "timed out after 3 s: demo_job shard 2",
+        ),
+        (
+            "WARNING",
+            "scheduler.leader.producer: producer: job demo_job: fire at 2026-01-02T10:11:10Z "
+            "skipped: the job is still running (overlapPolicy FORBID)",
+            "demo_job: fire at 2026-01-02T10:11:10Z skipped: the job is still running "
+            "(overlapPolicy FORBID)",
+        ),
+        (
+            "INFO",
+            "scheduler.leader.producer: producer: job demo_job: 3 fires from 2026-01-02T10:11:00Z "
+            "to 2026-01-02T10:11:10Z excluded: calendar 'maint' range 10:00-11:00",
+            "demo_job: 3 fires from 2026-01-02T10:11:00Z to 2026-01-02T10:11:10Z excluded: "
+            "calendar 'maint' range 10:00-11:00",
+        ),
+        (
+            "WARNING",
+            "scheduler.leader.producer: producer: 40 fire(s) delayed over "
+            "max_fires_per_second=10 (job a...); 40 jobs wait; they still run, later",
+            "40 fire(s) delayed over max_fires_per_second=10",
+        ),
+        (
+            "INFO",
+            "scheduler.replica.vouching: vouching: replica 127.0.0.1:8901 proved it belongs to "
+            "this cluster",
+            "replica 127.0.0.1:8901 joined",
+        ),
+        (
+            "WARNING",
+            "scheduler.replica.vouching: vouching: election member '10.0.0.9:80' is not vouched "
+            "for: no proof; it gets no redirects, CORS or listing (checked again in 5 s)",
+            "election member 10.0.0.9:80 NOT vouched for: no proof",
+        ),
+        (
             "ERROR",
             "scheduler.mesos.driver: mesos: error from the master: gone",
             "error: mesos: error from the master: gone",
