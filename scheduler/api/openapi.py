@@ -224,7 +224,16 @@ SCHEMAS: dict[str, Schema] = {
     "App": _APP,
     "Job": _JOB,
     "TaskContext": _TASK_CONTEXT,
-    "NextFireTimes": _object({"nextFireTimes": _FIRE_TIMES}),
+    "NextFireTimes": _object(
+        {
+            "nextFireTimes": _FIRE_TIMES,
+            # Issue 28: only for a job with excludeCalendars (the times then skip what they
+            # exclude).
+            "excludeCalendars": _array(_STRING, "the job's calendars that applied"),
+            "excludedFires": _schema("integer", "excluded times passed over"),
+            "gaveUp": _schema("boolean", "over 20,000 excluded times in a row: more unknown"),
+        }
+    ),
     "Killed": _object({"taskIds": _array(_STRING, "the tasks a kill was sent to")}),
     "Placement": _PLACEMENT,
     "Run": _RUN,
@@ -407,6 +416,17 @@ _SESSION = _object({"user": _STRING, "role": _STRING, "expiresAt": _EXPIRES})
 _LOGIN_BODY = {"required": True, **_json(_object({"user": _STRING, "password": _STRING}))}
 
 _WORKFLOW_BODY = {"required": True, **_json(_OBJECT)}
+# Concurrency pools (issue 28).
+_POOL = _object(
+    {
+        "poolName": _NAME,
+        "size": _schema("integer", "slots", minimum=1, maximum=100000),
+        "inUse": _schema("integer", "slots held by running tasks (the launcher's last count)"),
+        "waiting": _schema("integer", "units waiting for the pool's slots"),
+        "jobs": _array(_STRING, "GET /api/pool/{name}: its jobs in the apps the caller sees"),
+    }
+)
+_POOL_BODY = {"required": True, **_json(_object({"poolName": _NAME, "size": _INTEGER}))}
 _WORKFLOW_ADDED = Reply("201", "registered", _OBJECT)
 _WORKFLOW_UPDATE = "update a workflow (runs in flight keep their snapshot)"
 _WORKFLOW_LIST = "list workflows (?job=NAME: those with a node running the job)"
@@ -565,6 +585,18 @@ ROUTES: tuple[Route, ...] = (
     Route("POST /api/workflow/{name}/runs/{run_id}/cancel", "cancel a run", _OBJECT),
     Route("POST /api/workflow/{name}/runs/{run_id}/retry", _WORKFLOW_RETRY, _OBJECT),
     Route("POST /api/workflow/{name}/runs/{run_id}/nodes/{node}/mark-success", _MARK, _OBJECT),
+    # Concurrency pools (issue 28): scheduler/api/pools.py, docs/pools.md.
+    Route(
+        "POST /api/pool",
+        "create a pool {poolName, size}",
+        Reply("201", "created", _POOL),
+        body=_POOL_BODY,
+    ),
+    Route("PUT /api/pool", "resize a pool {poolName, size}", _POOL, body=_POOL_BODY),
+    Route("PUT /api/pool/{name}", "resize a pool {size}", _POOL, body=_POOL_BODY),
+    Route("GET /api/pool/{name}", "a pool with inUse, waiting and its jobs the caller sees", _POOL),
+    Route("GET /api/pools", "every pool with inUse and waiting", _listed(_POOL), _LIST_QUERIES),
+    Route("DELETE /api/pool/{name}", "delete a pool (409 while a job names it)"),
     Route("GET /api/audit", _AUDIT, _AUDIT_PAGE, _AUDIT_QUERIES),
     # Access management (issue 26): scheduler/api/access.py, docs/access.md.
     Route(
