@@ -5,6 +5,13 @@ second with the offset of the job's zone (its `timeZone`, else the `time_zone` s
 than asked when the cron's schedule ends, none for a job without a cron (it fires only when
 triggered or in a workflow). `count` is 1-100 (default 5). A disabled job still
 answers with its cron's times (it does not fire while disabled: `GET /api/job/{job}/disable`).
+
+A job with `excludeCalendars` (issue 28) answers the fires that will really run: its cron's
+times that none of its calendars excludes, as the producer judges them, and three more keys:
+`excludeCalendars` (the calendars that applied: those of the job's that exist),
+`excludedFires` (the excluded times passed over before the last one shown) and `gaveUp` (true
+when more than MAX_SKIPPED_SHOWN times in a row were excluded: the times found so far are
+shown, and whether more follow is not known). A job without calendars answers as before.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from flask import Blueprint, Response, jsonify, request
 from scheduler.api.access_control import require_job, requires
 from scheduler.api.term_access import term_access
 from scheduler.model.access.roles import Role
+from scheduler.model.calendar import Calendar, cron_candidates, next_allowed
 from scheduler.model.config import CRON_MAX_BYTES, CronSpec, parse_cron, shown
 from scheduler.model.errors import Conflict, InvalidRequest
 
@@ -26,6 +34,9 @@ DEFAULT_COUNT = 5
 MAX_COUNT = 100
 _ZONE_MAX_LENGTH = 255
 _COUNT = re.compile(r"[0-9]{1,6}")
+MAX_SKIPPED_SHOWN = 20_000
+"""Excluded times the preview passes over at most (about half a second of work): an every-
+second cron through an excluded weekend is beyond it, and the answer says so (`gaveUp`)."""
 
 
 def _count() -> int:
@@ -43,6 +54,22 @@ def _answer(spec: CronSpec, count: int) -> Response:
     return jsonify({"nextFireTimes": [t.isoformat(timespec="seconds") for t in times]})
 
 
+def allowed_fire_times(
+    spec: CronSpec, calendars: list[Calendar], count: int, after: datetime
+) -> dict[str, object]:
+    """The answer for a job with calendars: the first `count` fire times after `after` that no
+    calendar of `calendars` excludes (see the module docstring)."""
+    found = next_allowed(
+        cron_candidates(spec, after), calendars, count, max_skipped=MAX_SKIPPED_SHOWN
+    )
+    return {
+        "nextFireTimes": [t.isoformat(timespec="seconds") for t in found.fire_times],
+        "excludeCalendars": [c.calendar_name for c in calendars],
+        "excludedFires": found.skipped,
+        "gaveUp": found.gave_up,
+    }
+
+
 @bp.get("/job/<job_name>/next-fire-times")
 @requires(Role.VIEWER, scope="app")
 def job_next_fire_times(job_name: str) -> Response:
@@ -57,6 +84,10 @@ def job_next_fire_times(job_name: str) -> Response:
         raise Conflict(
             f"job '{job_name}' has a cron that cannot be scheduled: {exc.message}"
         ) from exc
+    store = term_access().calendars
+    if job.exclude_calendars and store is not None:
+        calendars = store.calendars(job.exclude_calendars)
+        return jsonify(allowed_fire_times(spec, calendars, count, datetime.now(UTC)))
     return _answer(spec, count)
 
 
