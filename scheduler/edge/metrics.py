@@ -116,6 +116,9 @@ class TermFigures:
     audit_dropped: int = 0
     """Audit records lost this term (the buffer was full, or left at the stop)."""
     audit_backlog: int = 0
+    pools: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Concurrency pools (issue 28): pool -> (size, slots in use, waiting units), as the
+    launcher's last round counted them."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +295,29 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "ejc_audit_backlog", "Audit records waiting to be written.", value=t.audit_backlog
     )
+    yield from _pool_families(t.pools)
+
+
+def _pool_families(pools: Mapping[str, tuple[int, int, int]]) -> Iterator[Metric]:
+    """The concurrency pools' gauges (issue 28), one series per pool."""
+    families = (
+        GaugeMetricFamily("ejc_pool_size", "A concurrency pool's size (slots).", labels=["pool"]),
+        GaugeMetricFamily(
+            "ejc_pool_in_use",
+            "Slots of a concurrency pool held by running tasks (the launcher's last round).",
+            labels=["pool"],
+        ),
+        GaugeMetricFamily(
+            "ejc_pool_waiting",
+            "Runs and failover shards waiting for a concurrency pool's slots (or never "
+            "placeable in it).",
+            labels=["pool"],
+        ),
+    )
+    for name, figures in sorted(pools.items()):
+        for family, value in zip(families, figures, strict=True):
+            family.add_metric([name], value)
+    yield from families
 
 
 class SchedulerMetrics:
