@@ -157,8 +157,12 @@ class PoolStore:
         return PoolCounts(name, pool.size if pool is not None else 0, 0, 0)
 
     def all_counts(self) -> dict[str, PoolCounts]:
-        """Every pool's counts (zeros for a pool the launcher has not counted yet)."""
+        """Every pool's counts (zeros for a pool the launcher has not counted yet). Never reads
+        ZooKeeper (a scrape calls it): before the pools are read, only the noted counts."""
         noted = self._counts
+        with self._lock:
+            if self._pools is None:
+                return dict(noted)
         return {
             pool.pool_name: noted.get(pool.pool_name) or PoolCounts(pool.pool_name, pool.size, 0, 0)
             for pool in self.all()
