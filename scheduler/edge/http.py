@@ -251,6 +251,7 @@ def public_health(body: dict[str, Any]) -> dict[str, Any]:
 
 
 _DETAIL = re.compile(r"\s*\([^)]*\)")
+_COMMENT_UNSAFE = re.compile(r"[^\w.:\[\]-]")
 
 
 def _adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> StartResponse:
@@ -410,9 +411,11 @@ class ReplicaHttp:
     def _serve_metrics(
         self, environ: WSGIEnvironment, start_response: StartResponse
     ) -> Iterable[bytes]:
-        """`/metrics`: every series, or (`metrics_access`) what the caller may see."""
+        """`/metrics`: every series, or (`metrics_access`) what the caller may see; a standby's
+        answer starts by saying so (issue 30)."""
         if self._metrics_access is None:
-            return _reply(start_response, 200, render_metrics(self._metrics), CONTENT_TYPE_LATEST)
+            text = self._standby_note() + render_metrics(self._metrics)
+            return _reply(start_response, 200, text, CONTENT_TYPE_LATEST)
         access = self._metrics_access(environ)
         if access.refusal is not None:
             status, body, headers = access.refusal
@@ -424,7 +427,20 @@ class ReplicaHttp:
             return _json(start_response, 503, {"error": exc.message, "type": "RegistryError"})
         # Per-caller content: no shared cache may keep it.
         start_response = _adding(start_response, [("Cache-Control", "no-store")])
-        return _reply(start_response, 200, text, CONTENT_TYPE_LATEST)
+        return _reply(start_response, 200, self._standby_note() + text, CONTENT_TYPE_LATEST)
+
+    def _standby_note(self) -> bytes:
+        """On a standby, a comment line (Prometheus ignores it) saying that the job, fire and
+        launch series are the leader's, and which replica leads (public in `/health` too)."""
+        health = self._health()
+        if health.get("role") != "standby":
+            return b""
+        leader = health.get("leader")
+        where = _COMMENT_UNSAFE.sub("?", str(leader)[:80]) if leader else "unknown"
+        return (
+            f"# ejcloud: this replica is a standby: the job, fire and launch series are "
+            f"the leader's; the leader is {where}\n"
+        ).encode()
 
     def _proof(self, environ: WSGIEnvironment) -> str | None:
         """This replica's proof for a `/health?challenge=` (see `scheduler.replica.vouching`), or

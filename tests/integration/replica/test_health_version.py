@@ -1,5 +1,6 @@
-"""`/health` names the replica's version to authenticated callers (issue 30: a rolling upgrade
-is followed replica by replica, docs/upgrading.md), never to anonymous ones."""
+"""What a replica says of itself (issue 30): `/health` names its version to authenticated
+callers (a rolling upgrade is followed replica by replica, docs/upgrading.md), never to
+anonymous ones; a standby's `/metrics` says it is a standby and which replica leads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
 from scheduler.model.settings import load_settings
@@ -19,8 +21,7 @@ from tests.support.replicas import http_get
 from tests.support.waiting import wait_for
 
 
-@pytest.fixture
-def replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Replica]:
+def _make(zk: ZooKeeperEnsemble, zk_namespace: str) -> Replica:
     settings = load_settings(
         {},
         {},
@@ -35,6 +36,12 @@ def replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Replica]:
     )
     made = build_replica(settings, lambda ctx: BuiltTerm([]))
     made.start()
+    return made
+
+
+@pytest.fixture
+def replica(zk: ZooKeeperEnsemble, zk_namespace: str) -> Iterator[Replica]:
+    made = _make(zk, zk_namespace)
     try:
         wait_for(made.is_acting_leader, 10, message="the replica leads")
         yield made
@@ -55,3 +62,30 @@ def test_health_names_the_installed_version_to_authenticated_callers_only(
     public = json.loads(body)
     assert public["role"] == "leader"
     assert "version" not in public
+
+
+def test_a_standby_says_in_its_metrics_that_it_is_one_and_names_the_leader(
+    replica: Replica, zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    standby = _make(zk, zk_namespace)
+    try:
+        wait_for(
+            lambda: standby.health().get("leader") == replica.settings.identity,
+            15,
+            message="the standby sees the leader",
+        )
+        status, _, body = http_get(f"http://{standby.settings.identity}/metrics")
+        assert status == 200
+        text = body.decode()
+        first = text.splitlines()[0]
+        assert first == (
+            "# ejcloud: this replica is a standby: the job, fire and launch series are the "
+            f"leader's; the leader is {replica.settings.identity}"
+        )
+        names = {family.name for family in text_string_to_metric_families(text)}
+        assert "ejc_replica_role" in names  # still valid Prometheus text
+        status, _, body = http_get(f"http://{replica.settings.identity}/metrics")
+        assert status == 200
+        assert "this replica is a standby" not in body.decode()
+    finally:
+        standby.stop(timeout_s=10)
