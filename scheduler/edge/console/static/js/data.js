@@ -30,6 +30,19 @@ const RUNNING = new Set([
   "LAUNCHED",
 ]);
 
+// Whether the leader serves `GET template` (issue 28's lists): its OpenAPI document says so, or
+// else asking `path` does not answer 404 (a route added before its line in the document).
+export async function serves(api, template, path, query) {
+  if (await api.has("GET", template)) return true;
+  try {
+    await api.get(path, query);
+    return true;
+  } catch (error) {
+    if (error.status === 404) return false;
+    throw error;
+  }
+}
+
 // success | failure | killed | running | unknown, or a fire event's own name (fire_excluded, ...)
 export function resultOf(state) {
   const s = String(state || "").toUpperCase();

@@ -9,7 +9,7 @@
 // and FIRE_DELAYED rows of the job, newest first.
 
 import { segment } from "../api.js";
-import { BACKFILLS_PATH, FIRE_EVENT_STATES, resultBadge } from "../data.js";
+import { BACKFILLS_PATH, FIRE_EVENT_STATES, resultBadge, serves } from "../data.js";
 import {
   actionButton,
   badge,
@@ -86,7 +86,7 @@ export function backfillSection(ctx, name) {
   let drawnFor = null; // the app the form was drawn for
 
   const refresh = ctx.every(5000, async () => {
-    if (available === null) available = await api.has("GET", BACKFILLS_PATH);
+    if (available === null) available = await serves(api, BACKFILLS_PATH, `${pathOf(name)}/backfills`);
     if (!available) {
       fill(listBox, note(NOT_AVAILABLE));
       fill(formBox);

@@ -7,7 +7,7 @@
 // app (a cluster-admin, or an editor grant on `*`), so the controls show only for such a role.
 
 import { segment } from "../api.js";
-import { CALENDARS_PATH } from "../data.js";
+import { CALENDARS_PATH, serves } from "../data.js";
 import {
   actionButton,
   confirmDialog,
@@ -107,7 +107,7 @@ function partList(name, items, text, empty) {
 // The parts of `calendar` in readable form, each list marked by its part's name.
 export function partsView(calendar) {
   return fieldList([
-    ["Time zone", h("span", { "data-field": "timeZone" }, String(calendar.timeZone || "—"))],
+    ["Time zone", h("span", { "data-value": "timeZone" }, String(calendar.timeZone || "—"))],
     ["Excluded dates (whole days)", partList("excludeDates", list(calendar.excludeDates), (d) => h("code", {}, String(d)), "none")],
     ["Excluded ranges (from, to exclusive)", partList("excludeRanges", list(calendar.excludeRanges), rangeText, "none")],
     ["Weekly windows", partList("weekly", list(calendar.weekly), weeklyText, "none")],
@@ -132,7 +132,7 @@ export function listView(ctx) {
     body,
   );
   ctx.every(10000, async () => {
-    if (!(await api.has("GET", CALENDARS_PATH))) {
+    if (!(await serves(api, CALENDARS_PATH, CALENDARS_PATH, { limit: 1 }))) {
       fill(body, note(NOT_AVAILABLE));
       return;
     }
@@ -358,5 +358,5 @@ export function form(ctx) {
 export function calendarLinks(names) {
   const all = list(names).map(String);
   if (!all.length) return h("span", { class: "muted" }, "none");
-  return h("span", { "data-field": "excludeCalendars" }, all.map((n, i) => [i ? ", " : "", link(["calendars", n], n)]));
+  return h("span", { "data-value": "excludeCalendars" }, all.map((n, i) => [i ? ", " : "", link(["calendars", n], n)]));
 }

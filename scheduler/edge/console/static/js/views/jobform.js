@@ -3,7 +3,7 @@
 // the app list offers only the apps the caller edits (the API checks anyway).
 
 import { segment } from "../api.js";
-import { CALENDARS_PATH, CRON_PATH, POOLS_PATH } from "../data.js";
+import { CALENDARS_PATH, CRON_PATH, POOLS_PATH, serves } from "../data.js";
 import {
   checkboxField,
   debounce,
@@ -246,8 +246,10 @@ export function form(ctx) {
     if (![...select.options].some((o) => o.value === value)) select.append(h("option", { value }, text || value));
   };
   async function loadScheduling(docs) {
-    const calendarsServed = docs.paths.has(`GET ${CALENDARS_PATH}`);
-    const poolsServed = docs.paths.has(`GET ${POOLS_PATH}`);
+    const [calendarsServed, poolsServed] = await Promise.all([
+      serves(api, CALENDARS_PATH, CALENDARS_PATH, { limit: 1 }).catch(() => false),
+      serves(api, POOLS_PATH, POOLS_PATH, { limit: 1 }).catch(() => false),
+    ]);
     const [calendars, pools] = await Promise.all([
       calendarsServed ? allCalendars(api).catch(() => ({ items: [] })) : { items: [] },
       poolsServed ? allPools(api).catch(() => ({ items: [] })) : { items: [] },

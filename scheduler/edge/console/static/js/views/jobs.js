@@ -283,7 +283,7 @@ function fieldValue(key, value) {
   if (key === "jobProperties") return describeProperties(value);
   if (key === "appName") return link(["apps", value], value);
   if (key === "excludeCalendars") return calendarLinks(value);
-  if (key === "pool" && typeof value === "string" && value) return link(["pools", value], value, null, { "data-field": "pool" });
+  if (key === "pool" && typeof value === "string" && value) return link(["pools", value], value, null, { "data-value": "pool" });
   if (key === "cron" || key === "scriptCommandLine" || key === "jobClass") return h("code", { class: "wrap" }, String(value));
   // A reader is given only scheme://host[:port]/... of a webhook (its path may hold a token).
   if (key === "notifyWebhookUrl" && typeof value === "string" && value.endsWith("/...")) {
@@ -391,7 +391,12 @@ export function detail(ctx) {
         ["Queued runs", String(queued)],
         ["Failover entries", String(failovers)],
         ["Running tasks", String(own.length)],
-      ]),
+        // Issue 28: what may hold its runs back or skip its fires.
+        job.pool ? ["Pool", [link(["pools", job.pool], job.pool), ` (${job.poolSlots ?? 1} slot${(job.poolSlots ?? 1) === 1 ? "" : "s"} a shard)`]] : null,
+        Array.isArray(job.excludeCalendars) && job.excludeCalendars.length
+          ? ["Skips fires in", job.excludeCalendars.map((n, i) => [i ? ", " : "", link(["calendars", n], n)])]
+          : null,
+      ].filter(Boolean)),
     );
     fill(
       running,

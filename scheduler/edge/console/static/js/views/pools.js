@@ -8,7 +8,7 @@
 // app, so the controls show only for such a role (the API checks anyway).
 
 import { segment } from "../api.js";
-import { POOLS_PATH, mapLimit } from "../data.js";
+import { POOLS_PATH, mapLimit, serves } from "../data.js";
 import {
   actionButton,
   badge,
@@ -81,7 +81,7 @@ export function listView(ctx) {
     adder,
   );
   const poll = ctx.every(5000, async () => {
-    if (!(await api.has("GET", POOLS_PATH))) {
+    if (!(await serves(api, POOLS_PATH, POOLS_PATH, { limit: 1 }))) {
       fill(body, note(NOT_AVAILABLE));
       if (adder) adder.hidden = true;
       return;
@@ -196,7 +196,7 @@ export function detail(ctx) {
     fill(
       body,
       fieldList([
-        ["Size (slots)", h("span", { "data-field": "size" }, String(pool.size ?? "?"))],
+        ["Size (slots)", h("span", { "data-value": "size" }, String(pool.size ?? "?"))],
         ["In use (slots)", useCell(pool)],
         ["Waiting runs", waitingCell(pool)],
       ]),
