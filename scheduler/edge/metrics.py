@@ -350,7 +350,7 @@ class SchedulerMetrics:
         self.fires_skipped = Counter(
             "ejc_job_fires_skipped",
             "Cron fires that added no run, by job and outcome (skipped: misfire off; capped: "
-            "job_state_queue_size runs pending).",
+            "job_state_queue_size runs pending; excluded: by one of its excludeCalendars).",
             ["job_name", "outcome"],
             registry=registry,
         )
@@ -412,7 +412,7 @@ class SchedulerMetrics:
             self._jobs.discard(job_name)
         for result in RESULTS:
             _remove(self.runs, job_name, result)
-        for outcome in ("skipped", "capped"):
+        for outcome in ("skipped", "capped", "excluded"):
             _remove(self.fires_skipped, job_name, outcome)
         _remove(self.run_duration, job_name)
 
@@ -442,11 +442,14 @@ class SchedulerMetrics:
         self.fire_to_launch.observe(max(0.0, latency_s))
 
     def on_job_event(self, event: JobEvent) -> None:
-        """Producer and status handler listener: skipped and capped fires."""
+        """Producer, workflow engine and status handler listener: skipped, capped and excluded
+        fires."""
         if event.kind is JobEventKind.FIRE_SKIPPED:
             outcome = "skipped"
         elif event.kind is JobEventKind.FIRE_CAPPED:
             outcome = "capped"
+        elif event.kind is JobEventKind.FIRE_EXCLUDED:
+            outcome = "excluded"  # issue 28: a calendar excluded the fire
         else:
             return
         self.fires_skipped.labels(self._job(event.job_name), outcome).inc(max(1, event.fires))
