@@ -144,6 +144,10 @@ _JOB = _refusing(
         "maxRetries": _bounded("integer", 0, 1000, _RETRIES),
         "overlapPolicy": _schema("string", _OVERLAP, enum=["FORBID", "ALLOW", "REPLACE"]),
         "notifyWebhookUrl": _schema("string", _WEBHOOK, maxLength=2048),
+        # Issue 28: docs/calendars.md, docs/pools.md.
+        "excludeCalendars": _array(_NAME, "calendars whose excluded periods the cron skips"),
+        "pool": _schema("string", "the concurrency pool of the job's tasks", nullable=True),
+        "poolSlots": _bounded("integer", 1, 1000, "pool slots one shard takes (default 1)"),
     },
 )
 _KILL_REASON = (
@@ -416,6 +420,26 @@ _SESSION = _object({"user": _STRING, "role": _STRING, "expiresAt": _EXPIRES})
 _LOGIN_BODY = {"required": True, **_json(_object({"user": _STRING, "password": _STRING}))}
 
 _WORKFLOW_BODY = {"required": True, **_json(_OBJECT)}
+# Backfills (issue 28): scheduler/api/backfills.py, docs/backfill.md.
+_BACKFILL_BODY = {
+    "required": True,
+    **_json(
+        _object(
+            {
+                "from": _schema("string", "ISO 8601 with an offset, included"),
+                "to": _schema("string", "ISO 8601 with an offset, included; not after now"),
+                "firesPerMinute": _schema("number", "0.01-600; none: as fast as allowed"),
+                "dryRun": _schema("boolean", "list the fires, write nothing"),
+                "overlapPolicy": _schema("string", enum=["FORBID", "ALLOW", "REPLACE"]),
+            }
+        )
+    ),
+}
+_BACKFILL_MADE = Reply("201", "recorded (a dry run: 200, the preview)", _OBJECT)
+_BACKFILL_CANCEL = (
+    "cancel a backfill (a queued fire is withdrawn; body {killRunning: true} kills its tasks)"
+)
+_BACKFILL_PAGE = _object({"items": _OBJECTS, "nextCursor": _NEXT_PAGE})
 # Concurrency pools (issue 28).
 _POOL = _object(
     {
@@ -427,6 +451,25 @@ _POOL = _object(
     }
 )
 _POOL_BODY = {"required": True, **_json(_object({"poolName": _NAME, "size": _INTEGER}))}
+# Calendars (issue 28).
+_CALENDAR = _object(
+    {
+        "calendarName": _NAME,
+        "timeZone": _schema("string", "IANA zone of the dates and wall times (default: settings)"),
+        "excludeDates": _array(_schema("string", format="date"), "whole local days"),
+        "excludeRanges": _array(
+            _object({"from": _STRING, "to": _STRING}), "[from, to): ISO 8601 date-times"
+        ),
+        "weekly": _array(
+            _object({"days": _array(_STRING), "from": _STRING, "to": _STRING}),
+            'wall-time windows on days MON..SUN ("HH:MM", to up to "24:00")',
+        ),
+        "yearly": _array(_STRING, '"MM-DD" every year'),
+        "ics": _schema("string", "write only: an iCalendar text, converted to the parts above"),
+        "usedBy": _array(_STRING, "GET /api/calendar/{name}: its jobs in the apps the caller sees"),
+    }
+)
+_CALENDAR_BODY = {"required": True, **_json(_CALENDAR)}
 _WORKFLOW_ADDED = Reply("201", "registered", _OBJECT)
 _WORKFLOW_UPDATE = "update a workflow (runs in flight keep their snapshot)"
 _WORKFLOW_LIST = "list workflows (?job=NAME: those with a node running the job)"
@@ -571,6 +614,18 @@ ROUTES: tuple[Route, ...] = (
         "GET /api/session", "who the credentials (Basic or cookie) are; role null: none", _SESSION
     ),
     Route("DELETE /api/session", "log out: revoke the cookie's session on every replica"),
+    # Backfills (issue 28): scheduler/api/backfills.py, docs/backfill.md.
+    Route(
+        "POST /api/job/{jobName}/backfill",
+        "run the job's fires of a past range {from, to, firesPerMinute?, dryRun?}",
+        _BACKFILL_MADE,
+        body=_BACKFILL_BODY,
+    ),
+    Route("GET /api/job/{jobName}/backfills", "the job's backfills, newest first", _BACKFILL_PAGE),
+    Route("GET /api/job/{jobName}/backfills/{backfill_id}", "one backfill", _OBJECT),
+    Route("POST /api/job/{jobName}/backfills/{backfill_id}/pause", "pause a backfill", _OBJECT),
+    Route("POST /api/job/{jobName}/backfills/{backfill_id}/resume", "resume a backfill", _OBJECT),
+    Route("POST /api/job/{jobName}/backfills/{backfill_id}/cancel", _BACKFILL_CANCEL, _OBJECT),
     # Workflows (issue 27): scheduler/api/workflows.py, docs/workflows.md.
     Route("POST /api/workflow", "register a workflow", _WORKFLOW_ADDED, body=_WORKFLOW_BODY),
     Route("PUT /api/workflow", _WORKFLOW_UPDATE, _OBJECT, body=_WORKFLOW_BODY),
@@ -597,6 +652,20 @@ ROUTES: tuple[Route, ...] = (
     Route("GET /api/pool/{name}", "a pool with inUse, waiting and its jobs the caller sees", _POOL),
     Route("GET /api/pools", "every pool with inUse and waiting", _listed(_POOL), _LIST_QUERIES),
     Route("DELETE /api/pool/{name}", "delete a pool (409 while a job names it)"),
+    # Calendars (issue 28): scheduler/api/calendars.py, docs/calendars.md.
+    Route(
+        "POST /api/calendar",
+        "register a calendar (ics: an iCalendar text converted to its parts)",
+        Reply("201", "registered", _CALENDAR),
+        body=_CALENDAR_BODY,
+    ),
+    Route(
+        "PUT /api/calendar", "update a calendar (the body names it)", _CALENDAR, body=_CALENDAR_BODY
+    ),
+    Route("PUT /api/calendar/{name}", "update a calendar", _CALENDAR, body=_CALENDAR_BODY),
+    Route("GET /api/calendar/{name}", "a calendar with usedBy", _CALENDAR),
+    Route("GET /api/calendars", "every calendar", _listed(_CALENDAR), _LIST_QUERIES),
+    Route("DELETE /api/calendar/{name}", "delete a calendar (409 naming the jobs that list it)"),
     Route("GET /api/audit", _AUDIT, _AUDIT_PAGE, _AUDIT_QUERIES),
     # Access management (issue 26): scheduler/api/access.py, docs/access.md.
     Route(
