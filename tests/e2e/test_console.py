@@ -394,6 +394,13 @@ def test_admin_works_the_whole_cycle_on_the_leader(
 
         tab.open("stats")
         expect(page.locator("[data-chart=results] canvas")).to_have_count(1)
+        # Issue 30: the totals say which period each count covers, and "Registered now" is the
+        # jobs registered now, not the latest daily sample (0 on a young cluster).
+        fields = page.locator("main")
+        expect(fields).to_contain_text("Last 60 minutes")
+        expect(fields).to_contain_text(re.compile(r"Last whole hour \(\d\d:00-\d\d:00 UTC\)"))
+        registered = len(cluster.api("GET", "/api/job/jobs")[1])
+        expect(fields).to_contain_text(re.compile(rf"Registered now\s*{registered} jobs"))
         tab.shot("09-statistics")
 
         # Edit the job and the app: the forms come filled in, and save what changed.

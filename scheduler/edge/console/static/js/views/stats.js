@@ -199,11 +199,23 @@ export function view(ctx) {
     }
 
     const latestRegistered = Array.isArray(registered) && registered.length ? registered[registered.length - 1].registeredCount : null;
+    // The API's lastMinute and lastHour are the latest *whole* clock minute and hour (its
+    // statistics rows); the last 60 minutes, as the chart shows them, are summed here from the
+    // per-minute results, so the two never disagree (issue 30).
+    const [, recentOk, recentFailed] = buckets(minutes || [], ["successCount", "failedCount"], now - 3600e3, now, 3600e3);
+    const hourStart = new Date(Math.floor(now / 3600e3) * 3600e3 - 3600e3);
+    const clock = (d) => d.toISOString().slice(11, 16);
+    const registeredNow =
+      (Number(types.simpleJobCount) || 0) + (Number(types.dataflowJobCount) || 0) + (Number(types.scriptJobCount) || 0);
     fill(
       totals,
       fieldList([
-        ["Last minute", `${lastMinute.successCount} successes, ${lastMinute.failedCount} failures`],
-        ["Last hour", `${lastHour.successCount} successes, ${lastHour.failedCount} failures`],
+        ["Last 60 minutes", `${recentOk[0]} successes, ${recentFailed[0]} failures`],
+        ["Last whole minute", `${lastMinute.successCount} successes, ${lastMinute.failedCount} failures`],
+        [
+          `Last whole hour (${clock(hourStart)}-${clock(new Date(hourStart.getTime() + 3600e3))} UTC)`,
+          `${lastHour.successCount} successes, ${lastHour.failedCount} failures`,
+        ],
         ["Last 7 days", `${lastWeek.successCount} successes, ${lastWeek.failedCount} failures`],
         ["Since the first record", `${online.successCount} successes, ${online.failedCount} failures`],
       ]),
@@ -213,7 +225,8 @@ export function view(ctx) {
       fieldList([
         ["By type", `${types.simpleJobCount} SIMPLE, ${types.dataflowJobCount} DATAFLOW, ${types.scriptJobCount} SCRIPT`],
         ["By execution", `${execTypes.transientJobCount} TRANSIENT, ${execTypes.daemonJobCount} DAEMON`],
-        ["Registered (latest daily sample)", latestRegistered === null ? "no sample yet" : String(latestRegistered)],
+        ["Registered now", `${registeredNow} jobs`],
+        ["Registered at the latest daily sample", latestRegistered === null ? "no sample yet" : String(latestRegistered)],
       ]),
     );
   });
