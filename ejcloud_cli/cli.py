@@ -17,6 +17,7 @@ from ejcloud_cli.context import State, json_option
 from ejcloud_cli.errors import EXIT_CONNECT, EXIT_ERROR, EXIT_OK, ConnectFailed, UsageProblem
 from ejcloud_cli.jobs import job_group
 from ejcloud_cli.output import clean, render_fields, render_table, to_json_text
+from ejcloud_cli.pools import pool_group
 from ejcloud_cli.runs import logs_command, runs_command
 from ejcloud_cli.settings import Flags, config_file_path, parse_servers
 from ejcloud_cli.workflows import workflow_group
@@ -89,6 +90,7 @@ cli.add_command(runs_command)
 cli.add_command(logs_command)
 cli.add_command(audit_command)
 cli.add_command(workflow_group)
+cli.add_command(pool_group)  # issue 28
 cli.add_command(user_group)
 cli.add_command(grant_group)
 cli.add_command(token_group)
@@ -154,9 +156,12 @@ def _origin(base: str) -> str:
     return f"{scheme}://{rest.split('/')[0]}"
 
 
-def _probe(client: ApiClient, base: str, discovered: bool = False) -> Probe:
+def _probe(client: ApiClient, base: str, named_by: str | None = None) -> Probe:
+    """`base`'s /health, with the credentials where they may go (`ApiClient.health`): the
+    term and other details are shown to authenticated callers only."""
+    discovered = named_by is not None
     try:
-        answer = client.get_direct(f"{base}/health")
+        answer = client.health(base, named_by)
     except ConnectFailed as exc:
         reason = exc.message.removeprefix(f"{_origin(base)}: ")
         return Probe(base, None, None, reason, discovered)
@@ -178,8 +183,9 @@ def status_command(state: State) -> int:
     """Show each replica's role, the leader, and the ZooKeeper and Mesos state.
 
     Reads /health of every --server (and of the leader they name, when it is not one of
-    them). Exit code 0 when every replica is healthy and they agree on one leader, 1 when not,
-    3 when none answers.
+    them), with the credentials, so that the leader's TERM is shown (/health shows it only to
+    an authenticated caller). Exit code 0 when every replica is healthy and they agree on one
+    leader, 1 when not, 3 when none answers.
     """
     settings = state.settings(prompt=False)
     client = ApiClient(settings)
@@ -189,12 +195,13 @@ def status_command(state: State) -> int:
     for leader in leaders:
         if leader in known or not _HOST_PORT.match(leader):
             continue
-        scheme = next(p.server.split("://")[0] for p in probes if p.leader == leader)
+        named_by = next(p.server for p in probes if p.leader == leader)
+        scheme = named_by.split("://")[0]
         try:
             (base,) = parse_servers([f"{scheme}://{leader}"], "leader")
         except UsageProblem:
             continue
-        probes.append(_probe(client, base, discovered=True))
+        probes.append(_probe(client, base, named_by=named_by))
     answered = [p for p in probes if p.status is not None]
     ok = bool(answered) and all(p.healthy() for p in probes) and len(leaders) == 1
     if state.json_output:
