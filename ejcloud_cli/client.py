@@ -284,6 +284,25 @@ class ApiClient:
         except (_NotSent, _NoAnswer) as exc:
             raise ConnectFailed(str(exc)) from exc
 
+    def health(self, base: str, named_by: str | None = None) -> Answer:
+        """GET `base/health` on that server only (no redirects), with the credentials when it
+        may have them: a configured server, or the leader that the configured server
+        `named_by` vouches for over an authenticated `/health` (the rule of redirects). An
+        authenticated caller gets the full body (its `term` among others); without
+        credentials, or for a server they may not go to, the public part.
+
+        Raises ConnectFailed when it does not answer.
+        """
+        url = f"{base}/health"
+        trusted = _origin(url) in self._trusted or (
+            named_by is not None and self._may_follow(named_by, url)
+        )
+        has_credentials = self.settings.token is not None or self.settings.user is not None
+        try:
+            return self._once("GET", url, None, credentials=trusted and has_credentials)
+        except (_NotSent, _NoAnswer) as exc:
+            raise ConnectFailed(str(exc)) from exc
+
     def _once(
         self, method: str, url: str, data: bytes | None, *, credentials: bool = True
     ) -> Answer:

@@ -9,6 +9,7 @@
 | 4 | not found: unknown app, job or task (404) |
 | 5 | not allowed: missing or wrong credentials (401), or a read-only user writing (403) |
 | 6 | conflict: already exists, disabled, or otherwise in the wrong state (409) |
+| 7 | nothing to act on: `job kill` of a job with no running task (no kill was sent) |
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ EXIT_CONNECT = 3
 EXIT_NOT_FOUND = 4
 EXIT_AUTH = 5
 EXIT_CONFLICT = 6
+EXIT_NOTHING_RUNNING = 7
 
 _EXIT_BY_STATUS = {401: EXIT_AUTH, 403: EXIT_AUTH, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT}
 
@@ -56,6 +58,12 @@ class ConnectFailed(CliError):
     exit_code = EXIT_CONNECT
 
 
+class NothingRunning(CliError):
+    """The request was accepted but found nothing to act on (a kill with no task running)."""
+
+    exit_code = EXIT_NOTHING_RUNNING
+
+
 class ApiError(CliError):
     """An error answer of the REST API: its status, and the `error`, `type` and `fields` of
     its JSON body (`fields` maps a request field to its problem)."""
@@ -70,7 +78,15 @@ class ApiError(CliError):
         self.exit_code = _EXIT_BY_STATUS.get(status, EXIT_ERROR)
 
     def details(self) -> list[str]:
-        return [f"{name}: {problem}" for name, problem in self.fields.items()]
+        """A line for each bad field that the message does not already name with its problem
+        (the API's message of a field check lists every field it found, `invalid job: cron:
+        ...; shardingTotalCount: ...`, or names the one, `invalid cron 'x': ...`), so that no
+        problem is printed twice."""
+        return [
+            f"{name}: {problem}"
+            for name, problem in self.fields.items()
+            if not (name in self.message and problem in self.message)
+        ]
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {

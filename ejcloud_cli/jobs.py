@@ -9,7 +9,7 @@ import click
 from ejcloud_cli import paging
 from ejcloud_cli.backfills import BACKFILL_COMMANDS
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
-from ejcloud_cli.errors import ApiError, UsageProblem
+from ejcloud_cli.errors import ApiError, NothingRunning, UsageProblem
 from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
 from ejcloud_cli.paging import PAGE_SIZE
 from ejcloud_cli.specs import build_body, load_spec, parse_sets
@@ -198,7 +198,27 @@ _simple_action(
     "disabled",
     "Disable a job: it no longer fires, its pending runs are dropped and its tasks killed.",
 )
-_simple_action("kill", "POST", "/api/job/{name}/kill", "killed", "Kill the running tasks of a job.")
+
+
+@job_group.command("kill")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def kill_job(state: State, name: str) -> None:
+    """Kill the running tasks of a job; exit code 7 when none was running (nothing killed)."""
+    data = state.client().call("POST", f"/api/job/{segment(name)}/kill")
+    task_ids = data.get("taskIds") if isinstance(data, dict) else None
+    if not isinstance(task_ids, list):
+        raise ApiError(202, "the answer holds no list of taskIds", "UnexpectedAnswer")
+    if not task_ids:
+        raise NothingRunning(f"job {name} has no running task; nothing was killed")
+    count = len(task_ids)
+    state.done(
+        f"job {name}: kill sent to {count} running task{'' if count == 1 else 's'}",
+        action="killed",
+        jobName=name,
+        taskIds=task_ids,
+    )
 
 
 @job_group.command("trigger")

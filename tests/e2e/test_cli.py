@@ -240,10 +240,13 @@ def test_bad_input_prints_the_servers_fields_and_writes_nothing(
         "--cpu", "0.1", "--memory", "32",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    lines = done.stderr.splitlines()
-    assert lines[0].startswith("ejcloud: error: ")
-    fields = {line.split(":")[0].strip() for line in lines[1:]}
-    assert {"cron", "shardingTotalCount"} <= fields
+    assert done.stderr.startswith("ejcloud: error: invalid job")
+    # Each bad field named once, with its problem: the server's message lists them all (the
+    # field lines under it, which repeated them, are left out).
+    fields = json.loads(cli_admin("--json", *done.args[3:]).stderr)["fields"]
+    assert {"cron", "shardingTotalCount"} <= set(fields)
+    for name, problem in fields.items():
+        assert done.stderr.count(f"{name}: {problem}") == 1, (name, done.stderr)
     assert api(leader, "/api/job/jobs")[1] == []
 
     as_json = cli_admin("--json", "app", "add", "a1", "--url", "file:///x", "--bootstrap", "b")
@@ -254,6 +257,28 @@ def test_bad_input_prints_the_servers_fields_and_writes_nothing(
     # Caught here, before anything is sent.
     usage = cli_admin("job", "add", "x", "--set", "novalue")
     assert usage.returncode == 2 and "--set takes FIELD=VALUE" in usage.stderr
+
+
+def test_kill_with_nothing_running_says_so_and_exits_7(cli_admin: Cli) -> None:
+    cli_admin.ok("app", "add", "k1", "--url", "file:///tmp/k1.tar.gz", "--bootstrap", "bin/x")
+    cli_admin.ok(
+        "job", "add", "idle", "--app", "k1", "--type", "SIMPLE", "--class", "m:f",
+        "--execution", "TRANSIENT", "--cron", "0 0 0 1 1 ?", "--shards", "1",
+        "--cpu", "0.1", "--memory", "32",
+    )  # fmt: skip
+    done = cli_admin("job", "kill", "idle")
+    assert done.returncode == 7, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr.strip() == "ejcloud: error: job idle has no running task; nothing was killed"
+    as_json = cli_admin("--json", "job", "kill", "idle")
+    assert as_json.returncode == 7
+    assert json.loads(as_json.stderr) == {
+        "error": "job idle has no running task; nothing was killed",
+        "type": "NothingRunning",
+        "exitCode": 7,
+    }
+    # An unknown job is still a 404 (exit 4), not "nothing running".
+    assert cli_admin("job", "kill", "nosuch").returncode == 4
 
 
 def test_wrong_password_and_read_only_user_get_the_servers_message(
@@ -304,6 +329,18 @@ def test_status_shows_roles_leader_and_states_and_finds_a_leader_not_given(
     assert rows[f"http://{leader.identity}"][1:4] == ["leader", leader.identity, "CONNECTED"]
     assert rows[f"http://{standby.identity}"][1:4] == ["standby", leader.identity, "CONNECTED"]
     assert lines[-1] == f"leader: {leader.identity}"
+    # Without credentials /health hides the term; with them the leader's TERM is filled.
+    assert rows[f"http://{leader.identity}"][5] == "-"
+    term = api(leader, "/health")[1]["term"]["number"]
+    authed = Cli(tmp_path / "home", EJCLOUD_USER=ADMIN[0], EJCLOUD_PASSWORD=ADMIN[1])
+    lines = authed.ok("--server", both, "status").splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:3]}
+    assert rows[f"http://{leader.identity}"][5] == str(term), lines
+    assert rows[f"http://{standby.identity}"][5] == "-"
+    # ... and of a leader found through a standby that vouches for it.
+    found_authed = json.loads(authed.ok("--json", "--server", standby.identity, "status"))
+    assert found_authed["servers"][1]["discovered"] is True
+    assert found_authed["servers"][1]["health"]["term"]["number"] == term
 
     # Only the standby given: the leader it names is read too.
     found = cli("--json", "--server", standby.identity, "status")

@@ -264,7 +264,7 @@ def test_kill_is_not_a_failure_and_next_fire_times_through_api_and_cli(
         EJCLOUD_USER="root",
         EJCLOUD_PASSWORD="root",
     )
-    assert cli.ok("job", "kill", "long").strip() == "job long killed"
+    assert cli.ok("job", "kill", "long").strip() == "job long: kill sent to 2 running tasks"
     wait_for(lambda: running_of(system, "long") == [], 20, message="all killed")
     assert set(mesos_states(system, "long").values()) == {"TASK_KILLED"}
     # Killed by a user: no failover relaunch, no failure reported.
@@ -274,6 +274,7 @@ def test_kill_is_not_a_failure_and_next_fire_times_through_api_and_cli(
         "nothing relaunched",
     )
     assert not traces(system, "long", "RUN_FAILED")
+    assert cli("job", "kill", "long").returncode == 7  # nothing is running any more
     assert cli("job", "kill", "nope").returncode == 4
 
     # Next fire times: the job's (its daily cron at midnight), a preview, and the CLI's view.

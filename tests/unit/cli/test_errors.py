@@ -42,6 +42,29 @@ def test_the_servers_error_type_and_fields_are_kept() -> None:
     }
 
 
+def test_fields_the_message_already_names_are_not_listed_again() -> None:
+    error = error_of(
+        _answer(
+            400,
+            {
+                "error": "invalid job: cron: does not parse; shardingTotalCount: must be > 0",
+                "type": "InvalidRequest",
+                "fields": {
+                    "cron": "does not parse",
+                    "shardingTotalCount": "must be > 0",
+                    "memoryMB": "must be > 0",
+                },
+            },
+        )
+    )
+    assert error.details() == ["memoryMB: must be > 0"]
+    one = error_of(
+        _answer(400, {"error": "invalid cron 'x': got 1 field", "fields": {"cron": "got 1 field"}})
+    )
+    assert one.details() == []
+    assert one.to_json()["fields"] == {"cron": "got 1 field"}
+
+
 def test_an_answer_that_is_not_the_apis_json_shows_status_and_text() -> None:
     error = error_of(_answer(502, b"<html>Bad Gateway</html>"))
     assert error.message == "HTTP 502 Bad Gateway: <html>Bad Gateway</html>"
