@@ -348,6 +348,29 @@ def test_pause_holds_every_fire_resume_goes_on_and_cancel_ends_it_through_the_cl
     assert [(b["backfillId"], b["status"]) for b in listed] == [(backfill_id, "CANCELLED")]
 
 
+def test_cancel_with_kill_running_kills_the_fire_that_runs_and_launches_no_other(
+    bed: Bed,
+) -> None:
+    bed.job("bf_killed", sleep_s=60)
+    backfill_id = bed.backfill("bf_killed", overlapPolicy="FORBID")["backfillId"]
+    wait_for(lambda: len(bed.lines("bf_killed")) == 1, 30, message="the first fire started")
+
+    def running() -> list[dict[str, Any]]:
+        return [t for t in bed.system.running() if t["metaInfo"]["jobName"] == "bf_killed"]
+
+    assert len(running()) == 1
+    done = bed.cli.json("job", "backfill-cancel", "bf_killed", backfill_id, "--kill-running")
+    assert done["status"] == "CANCELLED", done
+    wait_for(lambda: not running(), 20, message="the running fire killed")
+    state = bed.state("bf_killed", backfill_id)
+    assert state["status"] == "CANCELLED" and state["launched"] == 1
+    holds_for(
+        lambda: len(bed.lines("bf_killed")) == 1 and not bed.lines("bf_killed", "end"),
+        2,
+        "a fire ran on, or another launched, after the cancel with killRunning",
+    )
+
+
 def test_a_backfill_runs_each_fire_once_in_order_across_a_leader_kill(
     bed: Bed, zk: ZooKeeperEnsemble
 ) -> None:
