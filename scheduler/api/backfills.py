@@ -1,0 +1,251 @@
+"""`/api/job/{job}/backfill` and `/api/job/{job}/backfills` (issue 28): run a job's past fires.
+
+- `POST /api/job/{job}/backfill` `{"from", "to", "firesPerMinute"?, "dryRun"?, "overlapPolicy"?}`
+  (checked by `BackfillRequest.from_json`): the job's cron fires in `[from, to]` in its zone, the
+  fires its calendars (`excludeCalendars`) exclude left out and counted, at most
+  `max_backfill_fires` (a 400 naming the count and the cap). A dry run writes nothing and
+  answers the preview (200); otherwise the backfill is recorded RUNNING (201) and the term's
+  backfill engine (`leader/backfill`) launches its fires: `{"backfillId", "fires": N,
+  "fireTimes": [the first 100], ...}` (the backfill's summary).
+- `GET /api/job/{job}/backfills`: the job's backfills, newest first, each its summary with its
+  outcome (`succeeded`, `failed`: fires that ended); `GET /api/job/{job}/backfills/{id}`: one.
+- `POST /api/job/{job}/backfills/{id}/pause|resume|cancel`: the transitions of
+  `model/backfill/state.py` (409 for an impossible one, such as resuming a cancelled backfill);
+  cancel withdraws a fire queued and not launched yet, and with the body `{"killRunning": true}`
+  kills the tasks of its fires still running.
+
+Roles: creating, pausing, resuming and cancelling need `operator` on the job's app, reads
+`viewer` there (`require_job`: a job of an app the caller cannot see is a 404). A job without a
+cron (fired only by triggers or workflows) and a DAEMON job (its cron runs in the executor) have
+no fires to replay: 400 naming why. Every change is audited.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+
+from scheduler.api.access_control import require_job, requires
+from scheduler.api.audit_hooks import note_change, note_resource
+from scheduler.api.bodies import json_body
+from scheduler.api.inputs import reference_name
+from scheduler.leader.backfill import BackfillEngine
+from scheduler.model.access.roles import Role
+from scheduler.model.backfill import (
+    Backfill,
+    BackfillRequest,
+    FireList,
+    backfill_fires,
+    backfill_id_problem,
+    preview_json,
+)
+from scheduler.model.calendar import excluded_by
+from scheduler.model.config._wire import require_object
+from scheduler.model.config.job import JobConfig, JobExecutionType
+from scheduler.model.errors import InvalidRequest, NotFound
+from scheduler.replica.term import LeaderContext
+from scheduler.storage.backfill_store import BackfillStore, Outcome
+from scheduler.storage.calendar_store import CalendarStore
+from scheduler.storage.term_stores import TermStores
+from scheduler.storage.workflow_store import WorkflowQueue
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("backfills", __name__, url_prefix="/api")
+
+_EXTENSION = "ejc_backfills"
+
+
+@dataclass(frozen=True)
+class BackfillAccess:
+    """What the handlers use: the term's backfill engine, its calendars (a job's exclusions)
+    and the cap on one backfill's fires."""
+
+    engine: BackfillEngine
+    calendars: CalendarStore
+    max_fires: int
+
+
+def backfill_access(
+    ctx: LeaderContext, stores: TermStores, engine: BackfillEngine | None
+) -> BackfillAccess:
+    """The handlers' access for the term of `ctx`: its engine (None, as in API tests: one built
+    here over the term's stores, never started, so that the operations work and no fire
+    launches)."""
+    settings = ctx.settings
+    if engine is None:
+        engine = BackfillEngine(
+            BackfillStore(stores.registry, stores.fence, settings.max_active_backfills),
+            stores,
+            ctx.term,
+            WorkflowQueue(),
+            kill=lambda _task_id: False,
+        )
+    return BackfillAccess(engine, stores.calendars, settings.max_backfill_fires)
+
+
+def install(app: Flask, access: BackfillAccess) -> None:
+    """Register the routes on `app`, serving `access`."""
+    app.extensions[_EXTENSION] = access
+    app.register_blueprint(bp)
+
+
+def _access() -> BackfillAccess:
+    found: BackfillAccess = current_app.extensions[_EXTENSION]
+    return found
+
+
+def _job(role: Role, job_name: str) -> JobConfig:
+    job = require_job(role, reference_name(job_name, "jobName"))
+    note_resource(f"job/{job.job_name}", job.app_name)
+    return job
+
+
+def _backfill_id(text: str) -> str:
+    problem = backfill_id_problem(text)
+    if problem is not None:
+        raise InvalidRequest(f"backfillId {problem}", {"backfillId": problem})
+    return text
+
+
+def _view(backfill: Backfill, outcome: Outcome) -> dict[str, object]:
+    return {**backfill.summary_json(), "succeeded": outcome.succeeded, "failed": outcome.failed}
+
+
+def _fires_of(job: JobConfig, checked: BackfillRequest, access: BackfillAccess) -> FireList:
+    """The fires of `job`'s cron in the request's range, its calendars' exclusions applied."""
+    if job.execution_type is JobExecutionType.DAEMON:
+        why = "a DAEMON job runs its cron inside the executor: it has no fires to backfill"
+        raise InvalidRequest(f"job '{job.job_name}': {why}", {"jobName": why})
+    if not job.has_cron:
+        why = "the job has no cron (it runs when triggered or in a workflow): no fires to backfill"
+        raise InvalidRequest(f"job '{job.job_name}': {why}", {"jobName": why})
+    calendars = access.calendars.calendars(job.exclude_calendars)
+
+    def excluded(fire: datetime) -> bool:
+        return excluded_by(calendars, fire) is not None
+
+    return backfill_fires(
+        job.cron_spec, checked.start, checked.end, excluded=excluded, max_fires=access.max_fires
+    )
+
+
+@bp.post("/job/<job_name>/backfill")
+@requires(Role.OPERATOR, scope="app")
+def create(job_name: str) -> tuple[Response, int]:
+    access = _access()
+    job = _job(Role.OPERATOR, job_name)
+    checked = BackfillRequest.from_json(json_body(), now=datetime.now(UTC))
+    fires = _fires_of(job, checked, access)
+    if checked.dry_run:
+        return jsonify(preview_json(fires)), 200
+    backfill = access.engine.create(job, checked, fires)
+    note_change(
+        f"job/{job.job_name}/backfill/{backfill.backfill_id}",
+        None,
+        {
+            "from": backfill.start.isoformat(),
+            "to": backfill.end.isoformat(),
+            "fires": backfill.fires,
+            "firesPerMinute": backfill.fires_per_minute,
+            "overlapPolicy": (
+                None if backfill.overlap_policy is None else backfill.overlap_policy.value
+            ),
+        },
+        job.app_name,
+    )
+    return jsonify(_view(backfill, Outcome())), 201
+
+
+@bp.get("/job/<job_name>/backfills")
+@requires(Role.VIEWER, scope="app")
+def listing(job_name: str) -> Response:
+    """The job's backfills, newest first (at most `ENDED_KEPT` ended ones are kept)."""
+    job = _job(Role.VIEWER, job_name)
+    store = _access().engine.store
+    ids = store.ids(job.job_name)
+    outcomes = store.outcomes(job.job_name, ids)
+    items = [_view(b, outcomes[b.backfill_id]) for b in store.backfills(job.job_name, ids)]
+    return jsonify({"items": items, "nextCursor": None})
+
+
+@bp.get("/job/<job_name>/backfills/<backfill_id>")
+@requires(Role.VIEWER, scope="app")
+def show(job_name: str, backfill_id: str) -> Response:
+    job = _job(Role.VIEWER, job_name)
+    checked = _backfill_id(backfill_id)
+    store = _access().engine.store
+    got = store.get(job.job_name, checked)
+    if got is None:
+        raise NotFound(f"job '{job.job_name}' has no backfill '{checked}'")
+    return jsonify(_view(got[0], store.outcome(job.job_name, checked)))
+
+
+def _operate(job_name: str, backfill_id: str, what: str) -> Response:
+    access = _access()
+    job = _job(Role.OPERATOR, job_name)
+    checked = _backfill_id(backfill_id)
+    kill_running = _kill_running() if what == "cancel" else False
+    store = access.engine.store
+    before = store.get(job.job_name, checked)
+    if before is None:
+        raise NotFound(f"job '{job.job_name}' has no backfill '{checked}'")
+    engine = access.engine
+    if what == "pause":
+        after = engine.pause_backfill(job.job_name, checked)
+    elif what == "resume":
+        after = engine.resume_backfill(job.job_name, checked)
+    else:
+        after = engine.cancel_backfill(job.job_name, checked, kill_running=kill_running)
+    note_change(
+        f"job/{job.job_name}/backfill/{checked}",
+        {"status": before[0].status.value},
+        {
+            "status": after.status.value,
+            "operation": what,
+            **({"killRunning": True} if kill_running else {}),
+        },
+        job.app_name,
+    )
+    log.info("api: backfill %s of %s: %s", checked, job.job_name, what)
+    return jsonify(_view(after, store.outcome(job.job_name, checked)))
+
+
+def _kill_running() -> bool:
+    """The cancel's optional body `{"killRunning": bool}` (none: false)."""
+    if not request.get_data(cache=True).strip():
+        return False
+    data = require_object(json_body(), "a cancel")
+    unknown = [str(key)[:40] for key in data if key != "killRunning"][:5]
+    if unknown:
+        raise InvalidRequest(
+            "unknown field(s) of a cancel: " + ", ".join(repr(k) for k in unknown),
+            dict.fromkeys(unknown, "is not a field of a cancel"),
+        )
+    value = data.get("killRunning", False)
+    if not isinstance(value, bool):
+        raise InvalidRequest(
+            "killRunning must be true or false", {"killRunning": "must be a boolean"}
+        )
+    return value
+
+
+@bp.post("/job/<job_name>/backfills/<backfill_id>/pause")
+@requires(Role.OPERATOR, scope="app")
+def pause(job_name: str, backfill_id: str) -> Response:
+    return _operate(job_name, backfill_id, "pause")
+
+
+@bp.post("/job/<job_name>/backfills/<backfill_id>/resume")
+@requires(Role.OPERATOR, scope="app")
+def resume(job_name: str, backfill_id: str) -> Response:
+    return _operate(job_name, backfill_id, "resume")
+
+
+@bp.post("/job/<job_name>/backfills/<backfill_id>/cancel")
+@requires(Role.OPERATOR, scope="app")
+def cancel(job_name: str, backfill_id: str) -> Response:
+    return _operate(job_name, backfill_id, "cancel")
