@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.api.app import create_app
 from scheduler.api.auth import warn_about_defaults
+from scheduler.leader.backfill import BackfillEngine
 from scheduler.leader.lifecycle import LeaderComponent
 from scheduler.leader.mesos.capacity import AgentCapacity
 from scheduler.leader.mesos.operator_actions import OperatorActions
@@ -26,8 +27,10 @@ class RestApi(LeaderComponent):
         statistics: Statistics | None = None,
         capacity: AgentCapacity | None = None,
         workflow_engine: WorkflowEngine | None = None,
+        backfill_engine: BackfillEngine | None = None,
     ) -> None:
         self._workflow_engine = workflow_engine
+        self._backfill_engine = backfill_engine
         self._ctx = ctx
         self._stores = stores
         self._actions = actions
@@ -45,6 +48,7 @@ class RestApi(LeaderComponent):
             self._capacity,
             audit=None if statistics is None else statistics.audit,
             workflow_engine=self._workflow_engine,
+            backfill_engine=self._backfill_engine,
         )
         self._ctx.mount_api(app)
 
