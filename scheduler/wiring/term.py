@@ -1,7 +1,7 @@
 """The leader's components for one term, in start order (stopped in the reverse order).
 
-term record, framework id, producer, statistics, webhooks, config listener, workflows, task
-launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
+term record, framework id, producer, statistics, webhooks, config listener, workflows, backfills,
+task launcher, REST API, Mesos driver, reconcile. Components are built fresh for every term.
 
 The Mesos driver is built first, without handlers: the launcher, the status handler, the config
 listener and reconciliation are given it (or its `kill`) as they are built, and the driver is
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from scheduler.api.component import RestApi
 from scheduler.edge.metrics import SchedulerMetrics, TermFigures
+from scheduler.leader.backfill import BackfillEngine
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.leader.lifecycle import LeaderComponent, WakeSignal
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
@@ -37,6 +38,7 @@ from scheduler.model.job_events import JobEvent, JobEventCounts
 from scheduler.model.workflow import WorkflowRun, ended_event
 from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
 from scheduler.replica.terms_log import TermRecorder
+from scheduler.storage.backfill_store import BackfillStore
 from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
@@ -61,6 +63,7 @@ class _TermParts:
     status: StatusHandler
     reconciler: Reconciler
     workflows: WorkflowEngine
+    backfills: BackfillEngine
 
 
 def build_components(ctx: LeaderContext) -> BuiltTerm:
@@ -73,6 +76,7 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
         _wire_metrics(ctx.metrics, parts)
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
     parts.status.listeners.append(parts.workflows.on_status)  # a task's end may end a node
+    parts.status.listeners.append(parts.backfills.on_status)  # ... or a backfill's fire
     _bind_driver(parts)
     actions = MesosActions(parts.driver, parts.reconciler, lambda: parts.framework_ids.framework_id)
     readout = TermReadout(
@@ -89,6 +93,7 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
         parts.webhooks,
         parts.listener,
         parts.workflows,
+        parts.backfills,  # after the workflows, which load the node fires' queue it adds to
         parts.launcher,
         RestApi(
             ctx,
@@ -97,6 +102,7 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
             parts.statistics,
             parts.launcher.capacity,
             workflow_engine=parts.workflows,
+            backfill_engine=parts.backfills,
         ),
         parts.driver,
         parts.reconciler,
@@ -179,6 +185,14 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
         workflows=WorkflowEngine(
             workflow_store, stores, ctx.term, node_fires, driver.kill, calendars=stores.calendars
+        ),
+        # Backfills (issue 28): their past fires queued as node fires, launched by the launcher.
+        backfills=BackfillEngine(
+            BackfillStore(ctx.registry, ctx.term.fence, settings.max_active_backfills),
+            stores,
+            ctx.term,
+            node_fires,
+            driver.kill,
         ),
     )
 
@@ -297,6 +311,10 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
             audit_write_failures=audit["failures"],
             audit_dropped=audit["dropped"],
             audit_backlog=audit["pending"],
+            pools={
+                name: (c.size, c.in_use, c.waiting)
+                for name, c in parts.stores.pools.all_counts().items()
+            },
         )
 
     return figures
