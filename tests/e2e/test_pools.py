@@ -6,6 +6,7 @@ launches)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.task_id import TaskId
 from tests.e2e.pipeline_support import System, running_system, strike_leader
+from tests.e2e.test_cli import Cli
 from tests.support.waiting import wait_for
 
 JOBS = [f"pooled{i}" for i in range(6)]
@@ -71,7 +73,7 @@ def system(zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path) -> Iterator
 
 
 def test_a_pool_of_three_never_runs_more_than_three_tasks_while_all_six_jobs_progress(
-    system: System, zk: ZooKeeperEnsemble, zk_namespace: str
+    system: System, zk: ZooKeeperEnsemble, zk_namespace: str, tmp_path: Path
 ) -> None:
     status, body = system.api("POST", "/api/pool", {"poolName": "db", "size": POOL_SIZE})
     assert status == 201, body
@@ -115,3 +117,30 @@ def test_a_pool_of_three_never_runs_more_than_three_tasks_while_all_six_jobs_pro
     assert sampler.most <= POOL_SIZE, f"{sampler.most} tasks of the pool live at once"
     # The pool was used, not idle: a run (2 slots) was seen live.
     assert sampler.most >= 2
+    _the_cli_manages_pools(system, tmp_path)
+
+
+def _the_cli_manages_pools(system: System, tmp_path: Path) -> None:
+    """`ejcloud pool ...` against the new leader: list, get, add, resize, delete, refusals."""
+    leader = system.leader()
+    assert leader is not None
+    cli = Cli(
+        tmp_path / "home",
+        EJCLOUD_SERVER=leader.identity,
+        EJCLOUD_USER="root",
+        EJCLOUD_PASSWORD="root",
+    )
+    listed = json.loads(cli.ok("pool", "list", "--json"))
+    assert [(p["poolName"], p["size"]) for p in listed] == [("db", POOL_SIZE)]
+    shown = cli.ok("pool", "get", "db")
+    assert "poolName: db" in shown and "pooled0, pooled1" in shown
+    assert cli.ok("pool", "add", "web", "--size", "2").strip() == "pool web created (2 slots)"
+    assert "resized to 5" in cli.ok("pool", "resize", "web", "--size", "5")
+    table = cli.ok("pool", "list")
+    assert "NAME" in table and "web" in table and " 5 " in table
+    # Refused: db is used by the six jobs (409, naming them); one run of 2 slots needs 2.
+    in_use = cli("pool", "delete", "db", "--yes")  # EXIT_CONFLICT
+    assert in_use.returncode == 6 and "pooled0" in in_use.stderr, in_use.stderr
+    too_small = cli("pool", "resize", "db", "--size", "1")
+    assert too_small.returncode == 1 and "too small" in too_small.stderr, too_small.stderr
+    assert cli.ok("pool", "delete", "web", "--yes").strip() == "pool web deleted"
