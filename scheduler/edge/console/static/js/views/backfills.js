@@ -85,7 +85,8 @@ export function backfillSection(ctx, name) {
   let available = null;
   let drawnFor = null; // the app the form was drawn for
 
-  const refresh = ctx.every(5000, async () => {
+  // Polled once the job is known (a job the caller may not see is never asked about).
+  const poll = async () => {
     if (available === null) available = await serves(api, BACKFILLS_PATH, `${pathOf(name)}/backfills`);
     if (!available) {
       fill(listBox, note(NOT_AVAILABLE));
@@ -114,7 +115,8 @@ export function backfillSection(ctx, name) {
         { "data-table": "backfills" },
       ),
     );
-  });
+  };
+  let refresh = null;
 
   const act = (b, verb, text) =>
     actionButton(
@@ -247,7 +249,8 @@ export function backfillSection(ctx, name) {
     drawnFor = job.appName;
     const can = available !== false && ctx.may(OPERATOR, job.appName) && Boolean(job.cron) && job.jobExecutionType !== "DAEMON";
     fill(formBox, can ? startForm() : null);
-    refresh.now();
+    if (refresh) refresh.now();
+    else refresh = ctx.every(5000, poll);
   };
   return { el, update };
 }
