@@ -39,6 +39,7 @@ pytestmark = pytest.mark.slow
 
 APP = "sched_app"
 JOB = "sched_job"
+EXCLUDED = "blackout_job"
 CALENDAR = "holidays"
 POOL = "db"
 FIRES = 5
@@ -75,6 +76,10 @@ def _local(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _zulu(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def _fill_parts(page: Page, parts: str) -> None:
     page.locator("form[data-form=calendar] [name=parts]").fill(parts)
 
@@ -93,6 +98,16 @@ def test_calendars_pools_and_backfills_through_the_console(
     hour_start: datetime,
 ) -> None:
     cluster.add_app(APP)
+    # A job every 2 s in a calendar's blackout: its fires are recorded as excluded meanwhile.
+    now = datetime.now(UTC).replace(microsecond=0)
+    blackout = {
+        "calendarName": "blackout",
+        "excludeRanges": [
+            {"from": _zulu(now - timedelta(minutes=1)), "to": _zulu(now + timedelta(hours=1))}
+        ],
+    }
+    assert cluster.api("POST", "/api/calendar", blackout)[0] == 201
+    cluster.add_job(EXCLUDED, APP, cron="0/2 * * * * ?", excludeCalendars=["blackout"])
     cluster.add_job(JOB, APP, cron=f"0 0-{FIRES - 1} {hour_start.hour} * * ?", timeZone="UTC")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tab = new_tab(browser, f"http://{cluster.leader.identity}", SCREENSHOTS, timezone_id="UTC")
@@ -232,6 +247,15 @@ def test_calendars_pools_and_backfills_through_the_console(
     expect(refused).to_contain_text(JOB)
     assert cluster.api("GET", f"/api/calendar/{CALENDAR}")[0] == 200  # still there
     tab.shot("scheduling-04-calendar-in-use")
+
+    # --- fires a calendar excluded: in the job's skipped fires and among its runs ----------------
+    tab.open(f"jobs/{EXCLUDED}")
+    skipped = page.locator("[data-table=skipped-fires] tbody tr", has_text="fire_excluded")
+    expect(skipped.first).to_contain_text("blackout")
+    excluded_run = page.locator("[data-table=recent-runs] tbody tr", has_text="fire_excluded")
+    expect(excluded_run.first).to_contain_text("blackout")
+    expect(excluded_run.first.get_by_role("link", name="details")).to_have_count(0)
+    tab.shot("scheduling-05-excluded-fires")
     tab.assert_clean(
         {
             ("/api/session", 401),

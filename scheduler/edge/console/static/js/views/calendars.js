@@ -146,11 +146,9 @@ export function listView(ctx) {
           { label: "Calendar", cell: (c) => link(["calendars", c.calendarName], c.calendarName) },
           { label: "Time zone", cell: (c) => String(c.timeZone || "—") },
           { label: "Excludes", cell: (c) => partsSummary(c) },
-          {
-            label: "Used by",
-            cell: (c) => (Array.isArray(c.usedBy) ? String(c.usedBy.length) : h("span", { class: "muted" }, "see the calendar")),
-          },
-        ],
+          // Only when the list says it (one calendar's page always does).
+          items.some((c) => Array.isArray(c.usedBy)) ? { label: "Used by", cell: (c) => String(list(c.usedBy).length) } : null,
+        ].filter(Boolean),
         items,
         "No calendar yet.",
         { "data-table": "calendars" },
