@@ -235,6 +235,10 @@ def test_calendars_pools_and_backfills_through_the_console(
     expect(row).to_contain_text("cancelled")
     expect(row.locator("[data-action^=backfill-]")).to_have_count(0)
     assert cluster.api("GET", f"/api/job/{JOB}/backfills/{backfill_id}")[1]["status"] == "CANCELLED"
+    # The run's own page names its fire and its backfill.
+    run_row.get_by_role("link", name="details").click()
+    expect(page.locator(f"[data-backfill-run='{backfill_id}']")).to_be_visible()
+    expect(page.locator("dl.fields")).to_contain_text(f"{first} UTC")
 
     # --- where the calendar and the pool are used ------------------------------------------------
     tab.open(f"pools/{POOL}")

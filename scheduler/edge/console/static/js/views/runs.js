@@ -13,7 +13,7 @@ import {
   traceOrder,
   traceRows,
 } from "../data.js";
-import { duration, fieldList, fill, h, link, note, section, table, timeEl, toDate } from "../dom.js";
+import { duration, fieldList, fill, fireTimeEl, h, link, note, section, table, timeEl, toDate } from "../dom.js";
 
 const SINCE = [
   ["", "any time"],
@@ -143,12 +143,20 @@ export function detail(ctx) {
     const end = finished ? toDate(last.creationTime) : null;
     const failure = execs.map((e) => e.failureCause && e.failureCause.plainText).filter(Boolean);
     const reason = result === "success" || result === "running" ? "" : (last && last.message) || "";
+    // The launch row names the fire it runs for and, for a backfill's run, the backfill (issue 28):
+    // "launched; backfill <id>; fired at <time>".
+    const launch = rows.find((r) => r.state === "TASK_STAGING");
+    const launchText = String((launch && launch.message) || "");
+    const fired = /fired at (\S+)/.exec(launchText);
+    const backfill = /backfill ([A-Za-z0-9_.:-]+)/.exec(launchText);
     fill(
       summary,
       fieldList([
         ["Job", link(["jobs", job], job)],
         ["Shard", String(parseTaskId(taskId).shard)],
         ["Result", last ? [resultBadge(result), " ", stateBadge(last.state)] : h("span", { class: "muted" }, "no status recorded (yet)")],
+        ["Fire", fired ? fireTimeEl(fired[1]) : h("span", { class: "muted" }, "—")],
+        ["Backfill", backfill ? h("code", { "data-backfill-run": backfill[1] }, backfill[1]) : h("span", { class: "muted" }, "no")],
         ["Started", timeEl(start)],
         ["Ended", finished ? timeEl(end) : h("span", { class: "muted" }, last ? "still running" : "—")],
         ["Duration", start && end ? duration(end - start) : "—"],
