@@ -14,9 +14,11 @@ __all__ = ["JobEvent", "JobEventCounts", "JobEventKind"]
 
 class JobEventKind(StrEnum):
     RUN_FAILED = "run_failed"
-    """A shard failed and will not be relaunched (failover off, or maxRetries used up)."""
+    """A shard failed and will not be relaunched (failover off, or maxRetries used up); a
+    run stopped for its timeout is a `run_timed_out` instead (one event a run)."""
     RUN_TIMED_OUT = "run_timed_out"
-    """A run was stopped after `timeoutSeconds` (it then fails over like any failure)."""
+    """A run was stopped after `timeoutSeconds` (it then fails over like any failure; the
+    reason says when it is not relaunched)."""
     FIRE_SKIPPED = "fire_skipped"
     """A cron fire that adds no run (misfire off: missed, or the job running or pending)."""
     FIRE_CAPPED = "fire_capped"
@@ -72,6 +74,9 @@ class JobEvent:
     """The job's own `notifyWebhookUrl` (None: the `notify_webhook_url` setting)."""
     run_id: str | None = None
     """A workflow run's id (workflow events: `job_name` is then the workflow's name)."""
+    given_up: bool = False
+    """A `run_timed_out` whose shard is not relaunched: the run's one event, counted as a
+    failed run too (`ejc_runs_failed`), as a `run_failed` would be (issue 30)."""
 
     def webhook_body(self) -> dict[str, object]:
         """The JSON the leader POSTs: event, jobName, shardingItem, taskId, time, reason; a
@@ -105,6 +110,8 @@ class JobEventCounts:
     def add(self, event: JobEvent) -> None:
         with self._lock:
             self._counts[event.kind] += event.fires
+            if event.kind is JobEventKind.RUN_TIMED_OUT and event.given_up:
+                self._counts[JobEventKind.RUN_FAILED] += event.fires
 
     def get(self, kind: JobEventKind) -> int:
         with self._lock:

@@ -6,7 +6,9 @@ runs. Terminal failures go to the failover queue when the job has `failover` (da
 always), at most `maxRetries` times in a row per shard; a shard not relaunched is reported as a
 `run_failed` event. A run stopped for the job's `timeoutSeconds` (our executor reports TASK_FAILED
 "timed out after N s"; Mesos ends a command task with REASON_MAX_COMPLETION_TIME_REACHED) is a
-failure with that reason, reported as `run_timed_out`, whatever its state. A task the scheduler
+failure with that reason, reported as `run_timed_out`, whatever its state: its one event (one
+trace row, one webhook POST), which says when the shard is not relaunched (`given_up`, counted
+in `ejc_runs_failed` too), never a `run_failed` beside it (issue 30). A task the scheduler
 killed on purpose (`killReason` on its running node: a user, or overlapPolicy REPLACE) is no
 failure, whatever its state: it is not relaunched. TASK_UNKNOWN (Mesos does not know the task:
 with PARTITION_AWARE that is what reconciliation answers for a task that is gone) counts as lost;
@@ -289,12 +291,9 @@ class StatusHandler:
                 "status: %s %s (%s) %s", update.task_id, update.state, reason, update.message
             )
         if update.task is not None:  # else already handled (a resent update) or never ours
-            if timed_out:
-                self._emit(
-                    JobEventKind.RUN_TIMED_OUT, update.parsed, update.task_id, update.job, timed_out
-                )
             why = timed_out or update.message or update.state
-            if not self._failed(update.parsed, update.task_id, update.job, why):
+            kind = JobEventKind.RUN_TIMED_OUT if timed_out else JobEventKind.RUN_FAILED
+            if not self._failed(update.parsed, update.task_id, update.job, why, kind):
                 self._shard_failed(update, why)
         self._wake()
 
@@ -340,18 +339,31 @@ class StatusHandler:
         except (Conflict, NotFound):
             log.info("status: fire %s changed meanwhile; end not recorded", task.workflow_fire)
 
-    def _failed(self, parsed: TaskId, task_id: str, job: JobConfig | None, why: str) -> bool:
+    def _failed(
+        self,
+        parsed: TaskId,
+        task_id: str,
+        job: JobConfig | None,
+        why: str,
+        kind: JobEventKind = JobEventKind.RUN_FAILED,
+    ) -> bool:
         """A run of shard `parsed.item` failed: relaunch it (failover) or report it failed.
-        True when it is relaunched."""
+        True when it is relaunched. `kind` RUN_TIMED_OUT: the run timed out, reported as that
+        whether relaunched or not (a RUN_FAILED is reported only when it is not)."""
         stores = self._stores
+        timed_out = kind is JobEventKind.RUN_TIMED_OUT
         if job is None or stores.is_disabled(job):
+            if timed_out:
+                self._emit(kind, parsed, task_id, job, why)
             return False  # deleted or disabled: nothing is relaunched, nothing more expected
         if not (job.failover or job.execution_type is JobExecutionType.DAEMON):
-            self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"{why}; failover is off")
+            self._emit(kind, parsed, task_id, job, f"{why}; failover is off", given_up=True)
             return False
         outcome, failures = stores.failover.retry(task_id, job.max_retries)
         if outcome is Retry.QUEUED:
             log.info("status: shard %s of %s queued for failover", parsed.item, parsed.job_name)
+            if timed_out:
+                self._emit(kind, parsed, task_id, job, f"{why}; relaunched (failover)")
             return True
         if outcome is Retry.EXHAUSTED:
             log.warning(
@@ -364,18 +376,28 @@ class StatusHandler:
             why += f"; not relaunched: failed {failures} times, maxRetries is {job.max_retries}"
         else:
             why += "; not relaunched: the failover queue is full (job_state_queue_size)"
-        self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, why)
+        self._emit(kind, parsed, task_id, job, why, given_up=True)
         return False
 
     def _daemon_run_failed(self, update: TaskUpdate, cause: str) -> None:
-        """A daemon run failed (it is not run again: the next comes on the cron)."""
+        """A daemon run failed (it is not run again: the next comes on the cron); one event,
+        `run_timed_out` when it was stopped for its timeout."""
         parsed, task_id, job = update.parsed, update.task_id, update.job
         if cause.startswith(TIMED_OUT_PREFIX):
-            self._emit(JobEventKind.RUN_TIMED_OUT, parsed, task_id, job, cause)
+            reason = f"daemon run {cause}"
+            self._emit(JobEventKind.RUN_TIMED_OUT, parsed, task_id, job, reason, given_up=True)
+            return
         self._emit(JobEventKind.RUN_FAILED, parsed, task_id, job, f"daemon run failed: {cause}")
 
     def _emit(
-        self, kind: JobEventKind, parsed: TaskId, task_id: str, job: JobConfig | None, reason: str
+        self,
+        kind: JobEventKind,
+        parsed: TaskId,
+        task_id: str,
+        job: JobConfig | None,
+        reason: str,
+        *,
+        given_up: bool = False,
     ) -> None:
         event = JobEvent(
             kind,
@@ -386,6 +408,7 @@ class StatusHandler:
             task_id=task_id,
             execution_type=parsed.type.value,
             webhook_url=None if job is None else job.notify_webhook_url,
+            given_up=given_up,
         )
         self.event_listeners.emit(event)
 

@@ -12,7 +12,7 @@ import pytest
 from executor.records import ExecutionRecord, encode_status_data
 from scheduler.leader.mesos import status as status_module
 from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKind
-from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
@@ -215,7 +215,14 @@ def test_daemon_begin_and_complete_set_the_idle_flag_and_a_failed_run_is_reporte
     assert handler.handle(_update(task_id, "TASK_RUNNING", "BEGIN"))
     slow = _daemon_record(task_id, "timed out after 5 s")
     assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE", data=slow))
-    assert seen.kinds()[1:] == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
+    # A timed-out run is one event, the timeout, counted as a failed run too (issue 30).
+    assert seen.kinds()[1:] == [JobEventKind.RUN_TIMED_OUT]
+    assert seen.events[1].reason == "daemon run timed out after 5 s"
+    assert seen.events[1].given_up is True
+    counts = JobEventCounts()
+    for event in seen.events:
+        counts.add(event)
+    assert counts.get(JobEventKind.RUN_FAILED) == 2 and counts.get(JobEventKind.RUN_TIMED_OUT) == 1
     assert _running(stores, "d")[task_id].idle is True
     assert stores.failover.entries() == []  # the next run comes on the cron
 
@@ -389,10 +396,24 @@ def test_a_run_stopped_for_its_timeout_is_a_failure_even_when_killed_on_purpose(
     update = _update(task_id, state, **({"message": ""} | extra))
     assert handler.handle(update)
     assert update["message"] == said  # what the event trace and the runs show
-    assert seen.kinds() == [JobEventKind.RUN_TIMED_OUT, JobEventKind.RUN_FAILED]
-    assert seen.events[0].reason == said
-    assert seen.events[1].reason == f"{said}; failover is off"
+    # One event for the run (one trace row, one webhook POST): the timeout, which says the
+    # shard is not relaunched and counts as a failed run too (issue 30).
+    assert seen.kinds() == [JobEventKind.RUN_TIMED_OUT]
+    assert seen.events[0].reason == f"{said}; failover is off"
+    assert seen.events[0].given_up is True
     assert stores.running.tasks("job") == []
+
+
+def test_a_timed_out_run_relaunched_by_failover_is_one_timeout_event_not_given_up(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
+) -> None:
+    _job(stores, "job", failover=True, maxRetries=1, timeoutSeconds=3)
+    first = _task(stores, "job")
+    assert handler.handle(_update(first, "TASK_FAILED", "timed out after 3 s"))
+    assert seen.kinds() == [JobEventKind.RUN_TIMED_OUT]
+    assert seen.events[0].reason == "timed out after 3 s; relaunched (failover)"
+    assert seen.events[0].given_up is False
+    assert len(stores.failover.entries()) == 1
 
 
 # -- not the leader -------------------------------------------------------------------------
