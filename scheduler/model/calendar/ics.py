@@ -175,9 +175,18 @@ def _end(event: icalendar.Event, start: date | datetime) -> date | datetime:
         delta = getattr(duration, "dt", None)
         if not isinstance(delta, timedelta):
             raise _Refused("DURATION must be a duration")
-        if not isinstance(start, datetime) and delta % timedelta(days=1):
-            raise _Refused("an all-day event's DURATION must be whole days")
-        return start + delta
+        if not isinstance(start, datetime):
+            if delta % timedelta(days=1):
+                raise _Refused("an all-day event's DURATION must be whole days")
+            return start + delta
+        # RFC 5545 3.3.6: days are nominal (wall-clock days), hours and less are exact time,
+        # so PT3H from 00:30 on a fall-back night ends at 02:30, not 03:30 (Python's aware
+        # arithmetic adds to the wall time).
+        wall = start + timedelta(days=delta.days)
+        exact = timedelta(seconds=delta.seconds, microseconds=delta.microseconds)
+        if wall.tzinfo is None:
+            return wall + exact
+        return wall.astimezone(UTC) + exact
     if isinstance(start, datetime):
         raise _Refused("a timed event needs a DTEND or a DURATION (it would exclude nothing)")
     return start + timedelta(days=1)
