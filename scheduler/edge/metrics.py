@@ -331,6 +331,10 @@ class SchedulerMetrics:
         self._max_jobs = max_jobs
         self._lock = threading.Lock()
         self._jobs: set[str] = set()
+        # Deleted jobs (issue 30): the end of a task their deletion killed comes after
+        # `forget_job` and must not bring their series back; a launch of the name again (it
+        # was registered anew) takes it off.
+        self._gone: OrderedDict[str, None] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._daemon_tasks: OrderedDict[str, None] = OrderedDict()
         self._commands = CommandRuns()
@@ -407,9 +411,11 @@ class SchedulerMetrics:
             return job_name
 
     def forget_job(self, job_name: str) -> None:
-        """Drop the job's series (it was deleted)."""
+        """Drop the job's series (it was deleted), and keep them dropped: the ends of its
+        tasks still to come are not counted until a task of that name is launched again."""
         with self._lock:
             self._jobs.discard(job_name)
+            _remember(self._gone, job_name)
         for result in RESULTS:
             _remove(self.runs, job_name, result)
         for outcome in ("skipped", "capped", "excluded"):
@@ -433,10 +439,12 @@ class SchedulerMetrics:
     def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
         """Launcher listener (sched-launcher)."""
         try:
-            kind = TaskId.parse(task_id).type.value
+            parsed = TaskId.parse(task_id)
         except InvalidTaskId:
             return
-        self.launches.labels(kind).inc()
+        with self._lock:
+            self._gone.pop(parsed.job_name, None)  # registered anew
+        self.launches.labels(parsed.type.value).inc()
 
     def on_fire_launched(self, latency_s: float) -> None:
         self.fire_to_launch.observe(max(0.0, latency_s))
@@ -455,7 +463,11 @@ class SchedulerMetrics:
         self.fires_skipped.labels(self._job(event.job_name), outcome).inc(max(1, event.fires))
 
     def on_status(self, status: Mapping[str, Any], parsed: TaskId) -> None:
-        """Status handler listener (sched-mesos-events): count the run an update ends."""
+        """Status handler listener (sched-mesos-events): count the run an update ends (not
+        for a deleted job: its killed tasks end after its series were dropped)."""
+        with self._lock:
+            if parsed.job_name in self._gone:
+                return
         task_id = str(parsed)
         state = str(status.get("state", ""))
         message = str(status.get("message", ""))
