@@ -157,6 +157,27 @@ def test_a_deleted_jobs_series_go_and_job_labels_are_bounded(
     assert not [key for key in _samples(registry) if ("job_name", "b") in key[1]]
 
 
+def test_a_deleted_jobs_series_stay_gone_when_its_killed_tasks_end_until_it_runs_again(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = SchedulerMetrics(registry)
+    done, running = _task("a", 0), _task("a", 1)
+    metrics.on_launched(str(done), "S0", str(done))
+    metrics.on_status(_status(done, "TASK_FINISHED"), done)
+    metrics.on_launched(str(running), "S0", str(running))
+    assert _runs(registry, "a", "success") == 1
+    # Deleting the job drops its series and kills its running task, whose end comes later.
+    metrics.forget_job("a")
+    metrics.on_status(_status(running, "TASK_KILLED"), running)
+    assert not [key for key in _samples(registry) if ("job_name", "a") in key[1]]
+    assert "a" not in metrics.job_names()
+    # Registered again under the same name: its new runs count.
+    again = _task("a", 0)
+    metrics.on_launched(str(again), "S0", str(again))
+    metrics.on_status(_status(again, "TASK_FAILED"), again)
+    assert _runs(registry, "a", "failure") == 1 and _runs(registry, "a", "success") == 0
+
+
 def test_fire_times_go_to_the_runs_that_run_them_and_time_the_launch(
     registry: CollectorRegistry,
 ) -> None:
