@@ -12,6 +12,7 @@ import click
 from ejcloud_cli.access import grant_group, token_group, user_group
 from ejcloud_cli.apps import app_group
 from ejcloud_cli.audit import audit_command
+from ejcloud_cli.calendars import calendar_group
 from ejcloud_cli.client import ApiClient
 from ejcloud_cli.context import State, json_option
 from ejcloud_cli.errors import EXIT_CONNECT, EXIT_ERROR, EXIT_OK, ConnectFailed, UsageProblem
@@ -91,6 +92,7 @@ cli.add_command(logs_command)
 cli.add_command(audit_command)
 cli.add_command(workflow_group)
 cli.add_command(pool_group)  # issue 28
+cli.add_command(calendar_group)  # issue 28
 cli.add_command(user_group)
 cli.add_command(grant_group)
 cli.add_command(token_group)
