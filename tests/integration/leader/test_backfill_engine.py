@@ -254,13 +254,18 @@ def test_pause_holds_resume_continues_and_cancel_withdraws_the_queued_fire(
 def test_cancel_with_kill_running_kills_the_fires_tasks(stores: TermStores) -> None:
     job = _job(stores)
     killed: list[str] = []
+
+    def kill(task_id: str) -> bool:
+        killed.append(task_id)
+        return True
+
     queue = WorkflowQueue()
     engine = BackfillEngine(
         BackfillStore(stores.registry, stores.fence, 10),
         stores,
         Acting(),
         queue,
-        lambda task: killed.append(task) is None,
+        kill,
         clock=Clock(),
     )
     backfill_id = _create(engine, job, hours=2)
