@@ -1,10 +1,13 @@
 """A job's runs and each run's output.
 
 `GET /api/job/{jobName}/runs?limit=&before=`: the job's runs from the event trace, newest launch
-first: `{"runs": [...], "next": <before of the next page> | null}`. `limit` is 1-1000 (default
-20); `before` is the `next` of the previous page (a task id of the job) or a time (ISO 8601, or
-`yyyy-MM-dd HH:mm:ss` in UTC): only runs launched before it. With the trace off
-(`event_trace_rdb_url=none`) or not ready yet, the runs are the job's running tasks.
+first: `{"runs": [...], "next": <before of the next page> | null}`. Cron fires a calendar
+excluded (issue 28) are listed among them with result `fire_excluded`, the reason naming the
+calendar, and no task (`taskId` null; `launchTime` when the fire was accounted). `limit` is
+1-1000 (default 20); `before` is the `next` of the previous page (a task id of the job, or a
+time when the page ended on an excluded fire) or a time (ISO 8601, or `yyyy-MM-dd HH:mm:ss` in
+UTC): only runs launched before it. With the trace off (`event_trace_rdb_url=none`) or not
+ready yet, the runs are the job's running tasks.
 
 `GET /api/job/{jobName}/runs/{taskId}/log?stream=stdout|stderr&offset=&length=`: the run's
 output, read from the file its executor named (for a command task, its sandbox's `stdout` or
@@ -159,9 +162,9 @@ def job_runs(job_name: str) -> Response:
     if engine is None:
         return jsonify({"runs": _running(access, job_name)[:limit], "next": None})
     found, cursor = trace_runs.runs(engine, job_name, limit, before)
-    return jsonify(
-        {"runs": [run.to_json() for run in found], "next": cursor[1] if cursor else None}
-    )
+    # A page ending on an excluded fire (no task) goes on from its time, to the microsecond.
+    after = None if cursor is None else cursor[1] or cursor[0].isoformat(timespec="microseconds")
+    return jsonify({"runs": [run.to_json() for run in found], "next": after})
 
 
 def _running(access: TermAccess, job_name: str) -> list[dict[str, Any]]:

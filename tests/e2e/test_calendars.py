@@ -182,3 +182,33 @@ def test_fires_in_excluded_periods_run_nothing_are_recorded_and_an_edit_applies_
     assert metrics['ejc_job_fires_skipped_total{job_name="quiet",outcome="excluded"}'] == 5
     assert metrics['ejc_job_fires_skipped_total{job_name="edited",outcome="excluded"}'] == 3
     assert metrics["ejc_fires_excluded_total"] == 8
+    # The runs view lists each excluded fire among the runs, with result fire_excluded (the
+    # job disabled first, and its last run ended, so that the pages below hold still).
+    assert bed.api("POST", "/api/job/quiet/disable")[0] == 204
+    wait_for(
+        lambda: not [t for t in bed.system.running() if t["metaInfo"]["jobName"] == "quiet"],
+        10,
+        message="no run of quiet",
+    )
+
+    def all_listed() -> list[dict[str, Any]] | None:
+        """The runs view once it holds every run that started and the 5 excluded fires (the
+        trace is written behind the events)."""
+        status, listed = bed.api("GET", "/api/job/quiet/runs?limit=200")
+        assert status == 200, listed
+        entries: list[dict[str, Any]] = listed["runs"]
+        return entries if len(entries) == len(bed.fires_run("quiet")) + 5 else None
+
+    entries = wait_for(all_listed, 10, message="the runs view complete")
+    excluded = [r for r in entries if r["result"] == "fire_excluded"]
+    assert len(excluded) == 5 and all(r["taskId"] is None for r in excluded)
+    fired = sorted(datetime.fromisoformat(r["fireTime"]).timestamp() for r in excluded)
+    assert fired == [start + 2 * k for k in range(5)]
+    assert all("calendar maint" in r["reason"] for r in excluded)
+    # A page that ends on an excluded fire goes on from its time.
+    cut = entries.index(excluded[0]) + 1
+    status, page = bed.api("GET", f"/api/job/quiet/runs?limit={cut}")
+    assert status == 200 and page["runs"] == entries[:cut] and page["next"]
+    status, rest = bed.api("GET", f"/api/job/quiet/runs?limit=200&before={page['next']}")
+    assert status == 200, rest
+    assert rest["runs"] == entries[cut:]
