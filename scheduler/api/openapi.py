@@ -191,22 +191,26 @@ _PLACEMENT = _object(
 )
 _RUN = _object(
     {
-        "taskId": _STRING,
+        # Null (and type, agentId, shardingItem) for a fire a calendar excluded (issue 28).
+        "taskId": _schema("string", nullable=True),
         "jobName": _STRING,
-        "shardingItem": _INTEGER,
-        "type": _TASK_TYPE,
-        "agentId": _STRING,
+        "shardingItem": _schema("integer", nullable=True),
+        "type": {**_TASK_TYPE, "nullable": True},
+        "agentId": _schema("string", nullable=True),
         "launchTime": _TIME,
         "fireTime": {**_TIME, "description": "the cron fire it runs for, when known"},
         "startTime": _TIME,
         "endTime": _TIME,
-        "state": _schema("string", "the latest Mesos task state"),
-        "result": _schema("string", enum=["running", "success", "failure", "killed"]),
+        "state": _schema("string", "the latest Mesos task state; FIRE_EXCLUDED: no task"),
+        "result": _schema(
+            "string", enum=["running", "success", "failure", "killed", "fire_excluded"]
+        ),
         "reason": _schema("string", "why it did not succeed", nullable=True),
         "message": _schema("string", "the last status message"),
         "exitStatus": _schema("integer", nullable=True),
     },
-    description="one task: a shard of a fire (a daemon job's task is one run of many)",
+    description="one task: a shard of a fire (a daemon job's task is one run of many), or a "
+    "cron fire a calendar excluded (result fire_excluded: no task ran)",
 )
 _RUN_LOG = _object(
     {
