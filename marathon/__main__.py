@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"build the artifact here and let agents fetch it as file://PATH, so PATH must be "
         f"visible on every agent (default {_DEFAULT_OUT})",
     )
+    source.add_argument(
+        "--container-image",
+        metavar="IMAGE",
+        help="the container form: run the scheduler's own image (./dev.sh image builds it; "
+        "push it where the agents pull from) with the Docker containerizer on the agents' "
+        "network; nothing is built or fetched",
+    )
     p.add_argument("--app-id", default="/ejcloud-scheduler", help="Marathon app id")
     p.add_argument(
         "--env",
@@ -56,7 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="another setting or variable for every instance (repeatable), e.g. zk_namespace=ejc",
     )
-    p.add_argument("--image", help="run in this Docker image with the Mesos containerizer")
+    p.add_argument(
+        "--image",
+        help="run the artifact in this Docker image (one with Python 3.11) with the Mesos "
+        "containerizer",
+    )
     for account in ACCOUNTS:
         p.add_argument(
             account.secret_option,
@@ -242,7 +253,10 @@ def _check_logins(
 def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
     """Do what `args` ask; raises DeployError on any failure the user must fix."""
     out: Path = args.artifact_out or _DEFAULT_OUT
-    artifact_url: str = args.artifact_url or out.resolve().as_uri()
+    builds_artifact = not args.artifact_url and not args.container_image
+    artifact_url: str = (
+        "" if args.container_image else (args.artifact_url or out.resolve().as_uri())
+    )
     env = _env(args.env)
     secrets = _secrets(args)
     _checked_hashes(args, env, secrets, os.environ if environ is None else environ)
@@ -256,6 +270,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         mem_mb=args.mem,
         env=env,
         image=args.image,
+        container_image=args.container_image,
         secrets=secrets,
         insecure=args.insecure,
         insecure_zk=args.insecure_zk,
@@ -269,7 +284,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
     if args.dry_run:
         print(json.dumps(app, indent=2))
         return 0
-    if not args.artifact_url:
+    if builds_artifact:
         try:
             print(f"artifact {build_artifact(out)}")
         except OSError as exc:

@@ -27,6 +27,18 @@ _SET_BY_CMD = frozenset({"hostname", "http_port"})
 # Given by the template on the command line (true; --insecure-zk without a digest: false).
 _SET_BY_TEMPLATE = frozenset({"require_zk_digest"})
 _LOCAL_HOSTS = re.compile(r"(^|[/@,:])(localhost|127\.\d+\.\d+\.\d+)([:/,]|$)")
+# What `cmd` starts: the artifact's script (fetched into the sandbox), or the scheduler's
+# entry point on the PATH of the container image (the Containerfile's `scheduler` target).
+ARTIFACT_START = "./ejcloud/bin/run-scheduler"
+IMAGE_START = "ejcloud-scheduler"
+# A Docker image reference: [registry[:port]/]name[:tag][@digest], no spaces or shell syntax.
+_IMAGE_REF = re.compile(
+    r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+# Nothing to install when a replica in the image starts (the artifact's first start installs
+# the lock into the sandbox: 300 s).
+_IMAGE_GRACE_SECONDS = 60
 
 
 def _plain_password(where: str, setting: str) -> str:
@@ -49,7 +61,11 @@ class AppSpec:
     cpus: float = 0.5
     mem_mb: float = 512.0
     env: Mapping[str, str] = field(default_factory=dict)
+    # the artifact path in this image, with the Mesos containerizer (`cmd` runs the artifact)
     image: str | None = None
+    # the container form: the scheduler's own image (Containerfile), Docker containerizer,
+    # host networking, no artifact (`artifact_url` empty)
+    container_image: str | None = None
     # scheduler setting -> its source in the cluster's secret store (Marathon `secrets`)
     secrets: Mapping[str, str] = field(default_factory=dict)
     # allow default passwords, secrets in the plain env, auth turned off and an http:// artifact
@@ -166,9 +182,26 @@ class AppSpec:
                 )
         return found
 
+    def _source_problems(self) -> list[str]:
+        """Where the code comes from: an artifact, or the container image (not both)."""
+        if self.container_image is None:
+            return [] if self.artifact_url.strip() else ["no artifact URL and no container image"]
+        found: list[str] = []
+        if not _IMAGE_REF.match(self.container_image) or len(self.container_image) > 255:
+            found.append(
+                f"--container-image {self.container_image!r} is not an image reference "
+                "([registry/]name[:tag][@sha256:digest])"
+            )
+        if self.artifact_url.strip():
+            found.append("--container-image runs the code of the image: give no artifact too")
+        if self.image is not None:
+            found.append("--image and --container-image: the app runs in one image, give one")
+        return found
+
     def problems(self) -> list[str]:
         """Every problem with the spec, empty when it is fine."""
         found: list[str] = []
+        found += self._source_problems()
         if not _APP_ID.match(self.app_id):
             found.append(f"app id {self.app_id!r} is not /lower-case-name(/...)")
         if self.instances < 2:
@@ -256,6 +289,7 @@ def render(spec: AppSpec, template_path: Path = TEMPLATE_PATH) -> dict[str, Any]
         "env": env,
         "secrets": secrets,
         "artifact_url": spec.artifact_url,
+        "start_command": IMAGE_START if spec.container_image else ARTIFACT_START,
         # The replicas refuse to start without a digest, unless the user asked for none.
         "require_zk_digest": "false" if spec.insecure_zk and not spec.has_zk_digest() else "true",
     }
@@ -269,8 +303,26 @@ def render(spec: AppSpec, template_path: Path = TEMPLATE_PATH) -> dict[str, Any]
         tls = {"MESOS_HTTP": "MESOS_HTTPS", "HTTP": "HTTPS"}
         for check in app.get("healthChecks") or []:
             check["protocol"] = tls.get(check.get("protocol"), check.get("protocol"))
-    if spec.image:
+    if spec.container_image:
+        _container_form(app, spec.container_image)
+    elif spec.image:
         # The Mesos containerizer runs `cmd` in the image with the sandbox (fetched artifact)
         # as working directory and the agent's network, so $HOST:$PORT0 stays reachable.
         app["container"] = {"type": "MESOS", "docker": {"image": spec.image}}
     return app
+
+
+def _container_form(app: dict[str, Any], image: str) -> None:
+    """Turn the artifact app into the container form (Marathon 1.5+): the scheduler's image
+    run by the Docker containerizer on the agent's network (`networks` host mode, so `$HOST`
+    and `$PORT0` are the replica's address as in the artifact form, and the port definitions
+    stay), `cmd` run by `/bin/sh -c` in the image, nothing fetched."""
+    app.pop("fetch", None)
+    app["container"] = {
+        "type": "DOCKER",
+        "docker": {"image": image, "forcePullImage": False},
+        "volumes": [],
+    }
+    app["networks"] = [{"mode": "host"}]
+    for check in app.get("healthChecks") or []:
+        check["gracePeriodSeconds"] = min(check.get("gracePeriodSeconds", 0), _IMAGE_GRACE_SECONDS)

@@ -1,6 +1,7 @@
 """A fake of Marathon's REST API (the request and response shapes of Marathon 1.x) for tests.
 
-It validates what Marathon validates about secrets: a non-empty `secrets` field and `env` entries
+It checks each app it is given against Marathon's app definition rules (`app_schema`), and
+validates what Marathon validates about secrets: a non-empty `secrets` field and `env` entries
 of the form `{"secret": NAME}` need the `secrets` feature (`--enable_features secrets`), and each
 reference must name a secret of the app. Errors are Marathon's 422 body (`message`, `details`
 with `path` and `errors`). Like Marathon without a secrets plugin, it never resolves a secret.
@@ -15,6 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.integration.marathon import app_schema
 
 
 @dataclass
@@ -38,8 +41,9 @@ _SECRETS_DISABLED = "Feature secrets is not enabled. Enable with --enable_featur
 
 
 def _violations(app: dict[str, Any], features: frozenset[str]) -> list[dict[str, Any]]:
-    """Marathon's validation of `secrets` and of `env` values, as 422 `details`."""
-    found: list[dict[str, Any]] = []
+    """Marathon's validation of the app's fields (`app_schema`), of `secrets` and of `env`
+    values, as 422 `details`."""
+    found: list[dict[str, Any]] = app_schema.problems(app)
     secrets = app.get("secrets") or {}
     env = app.get("env") or {}
     if not isinstance(secrets, dict) or not isinstance(env, dict):
