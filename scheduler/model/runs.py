@@ -30,6 +30,7 @@ __all__ = [
     "RESULTS",
     "TIMEOUT_REASON",
     "CommandRuns",
+    "backfill_of_message",
     "exit_status",
     "fire_time_of",
     "is_command_update",
@@ -45,7 +46,10 @@ COMMAND_EXECUTION_SOURCE = "CLOUD_SCHEDULER"
 _RUN_ID_NAMESPACE = uuid.UUID("5b0c1e2a-6f1d-4b8e-9a51-2f3c8d7e4a10")
 _EXIT_STATUS = re.compile(r"exited with status (-?\d{1,10})\b")
 _LAUNCHED = "launched"
-_FIRED = re.compile(r"^launched; fired at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?Z)$")
+_FIRED = re.compile(
+    r"^launched(?:; backfill ([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}))?"
+    r"; fired at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?Z)$"
+)
 
 
 def run_result(state: str, reason: str | None, record: ExecutionRecord | None) -> str:
@@ -72,12 +76,14 @@ def exit_status(message: str | None) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def launch_message(fire_time: float | None) -> str:
-    """The TASK_STAGING trace message: `launched`, with the fire it runs for when known."""
+def launch_message(fire_time: float | None, backfill_id: str = "") -> str:
+    """The TASK_STAGING trace message: `launched`, with the fire it runs for when known, and
+    the backfill it belongs to (issue 28: `launched; backfill <id>; fired at <UTC time>`)."""
     if fire_time is None:
         return _LAUNCHED
     moment = datetime.fromtimestamp(fire_time, UTC).replace(tzinfo=None)
-    return f"{_LAUNCHED}; fired at {moment.isoformat(timespec='milliseconds')}Z"
+    backfill = f"; backfill {backfill_id}" if backfill_id else ""
+    return f"{_LAUNCHED}{backfill}; fired at {moment.isoformat(timespec='milliseconds')}Z"
 
 
 def fire_time_of(message: str | None) -> datetime | None:
@@ -85,7 +91,13 @@ def fire_time_of(message: str | None) -> datetime | None:
     found = _FIRED.match(message or "")
     if found is None:
         return None
-    return datetime.fromisoformat(found.group(1).removesuffix("Z"))
+    return datetime.fromisoformat(found.group(2).removesuffix("Z"))
+
+
+def backfill_of_message(message: str | None) -> str | None:
+    """The backfill id in a `launch_message`, or None (not a backfill's run)."""
+    found = _FIRED.match(message or "")
+    return found.group(1) if found is not None else None
 
 
 class CommandRuns:

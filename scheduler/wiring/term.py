@@ -168,7 +168,9 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         workflows=node_fires,
         fire_times=fires,
     )
-    statistics = Statistics(settings, ctx.registry, ctx.term.fence, fires.fire_of)
+    statistics = Statistics(
+        settings, ctx.registry, ctx.term.fence, fires.fire_of, backfill_of=fires.backfill_of
+    )
     return _TermParts(
         stores=stores,
         fires=fires,

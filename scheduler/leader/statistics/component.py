@@ -87,10 +87,12 @@ class Statistics(ThreadedComponent):
         registry: Registry,
         fence: Fence,
         fire_of: Callable[[str], float | None] | None = None,
+        backfill_of: Callable[[str], str] | None = None,
     ) -> None:
         """`fire_of`: the fire a launched task runs for (epoch seconds; None: not known), which
         its TASK_STAGING row names; called on the launcher's thread, it must not block. None:
-        no fire is known."""
+        no fire is known. `backfill_of`: the backfill a launched task runs a fire of ("":
+        none; issue 28), named in the same row; the same rules."""
         super().__init__()
         self._settings = settings
         self._registry = registry
@@ -114,6 +116,7 @@ class Statistics(ThreadedComponent):
         self._originals: dict[str, str] = {}
         self._commands = CommandRuns()
         self._fire_of = fire_of
+        self._backfill_of = backfill_of
         # The audit log of the term's API: the file at once, the database once migrated.
         self.audit = AuditLog(
             file_path=settings.audit_file, max_records=self._max_records, database=self.database
@@ -143,14 +146,17 @@ class Statistics(ThreadedComponent):
             if len(self._originals) >= _ORIGINALS_KEPT:
                 self._originals.pop(next(iter(self._originals)))
             self._originals[task_id] = original_task_id
-        fire_of = self._fire_of
+        fire_of, backfill_of = self._fire_of, self._backfill_of
         _trace(
             writer,
             TaskId.parse(task_id),
             task_id,
             "TASK_STAGING",
             agent_id,
-            launch_message(fire_of(task_id) if fire_of is not None else None),
+            launch_message(
+                fire_of(task_id) if fire_of is not None else None,
+                backfill_of(task_id) if backfill_of is not None else "",
+            ),
             original_task_id,
         )
 

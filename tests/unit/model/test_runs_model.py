@@ -11,6 +11,7 @@ from scheduler.api.runs import _whole_characters
 from scheduler.model.runs import (
     COMMAND_EXECUTION_SOURCE,
     CommandRuns,
+    backfill_of_message,
     exit_status,
     fire_time_of,
     is_command_update,
@@ -66,6 +67,18 @@ def test_exit_status_and_fire_time_read_back_from_messages() -> None:
     assert launch_message(None) == "launched"
     assert fire_time_of("launched") is None
     assert fire_time_of("launched; fired at yesterday") is None
+    assert backfill_of_message(message) is None
+
+
+def test_a_backfill_runs_launch_message_names_the_backfill_and_its_fire() -> None:
+    message = launch_message(1_700_000_000.0, "20261126T210500Z-1f2e3d4c")
+    assert (
+        message == "launched; backfill 20261126T210500Z-1f2e3d4c; fired at 2023-11-14T22:13:20.000Z"
+    )
+    assert backfill_of_message(message) == "20261126T210500Z-1f2e3d4c"
+    assert fire_time_of(message) == datetime(2023, 11, 14, 22, 13, 20)
+    assert backfill_of_message("launched; backfill ../x; fired at 2023-11-14T22:13:20.000Z") is None
+    assert backfill_of_message(None) is None
 
 
 def _status(state: str, at: float, **extra: object) -> dict[str, object]:

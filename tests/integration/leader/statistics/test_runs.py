@@ -90,6 +90,7 @@ def test_runs_list_newest_first_with_times_results_and_output_files(engine: Engi
         "agentId": "agent-1",
         "launchTime": "2024-03-01T10:00:00.000Z",
         "fireTime": "2024-03-01T09:59:58.000Z",
+        "backfillId": None,
         "startTime": "2024-03-01T10:00:02.000Z",
         "endTime": "2024-03-01T10:00:03.000Z",
         "state": "TASK_FAILED",
@@ -149,15 +150,20 @@ def test_command_tasks_get_execution_records_from_their_updates(
     trace_url: str, registry: Registry, fence: Fence
 ) -> None:
     settings = load_settings({}, {}, {"event_trace_rdb_url": trace_url})
+    ok, bad = _task("script", 0), _task("script", 1)
+    backfill = "20240301T095000Z-0a1b2c3d"  # shard 1 runs a backfill's fire (issue 28)
     statistics = Statistics(
-        settings, registry, fence, fire_of=lambda task_id: _epoch(T0 - timedelta(seconds=1))
+        settings,
+        registry,
+        fence,
+        fire_of=lambda task_id: _epoch(T0 - timedelta(seconds=1)),
+        backfill_of=lambda task_id: backfill if task_id == bad else "",
     )
     statistics.start()
     try:
         wait_for(lambda: statistics.engine is not None, 20, message="schema migrated")
         engine = statistics.engine
         assert engine is not None
-        ok, bad = _task("script", 0), _task("script", 1)
         for task_id in (ok, bad):
             statistics.on_launched(task_id, "agent-1", task_id)
             tid = TaskId.parse(task_id)
@@ -203,5 +209,7 @@ def test_command_tasks_get_execution_records_from_their_updates(
         assert by_id[bad]["exitStatus"] == 3 and by_id[bad]["result"] == "failure"
         assert by_id[ok]["exitStatus"] == 0 and by_id[ok]["reason"] is None
         assert by_id[ok]["fireTime"] == "2024-03-01T09:59:59.000Z"
+        assert by_id[ok]["backfillId"] is None and by_id[bad]["backfillId"] == backfill
+        assert by_id[bad]["fireTime"] == "2024-03-01T09:59:59.000Z"
     finally:
         statistics.stop()
