@@ -161,7 +161,7 @@ def job_runs(job_name: str) -> Response:
     engine = access.trace_engine
     if engine is None:
         return jsonify({"runs": _running(access, job_name)[:limit], "next": None})
-    found, cursor = trace_runs.runs(engine, job_name, limit, before)
+    found, cursor = trace_runs.runs_and_exclusions(engine, job_name, limit, before)
     # A page ending on an excluded fire (no task) goes on from its time, to the microsecond.
     after = None if cursor is None else cursor[1] or cursor[0].isoformat(timespec="microseconds")
     return jsonify({"runs": [run.to_json() for run in found], "next": after})

@@ -10,11 +10,12 @@ TASK_RUNNING message naming the files).
 `before` is the (launch time, task id) of the last run of the previous page. Pure functions of
 an engine; times are naive UTC.
 
-A cron fire that a calendar excluded (issue 28) ran nothing, yet the view lists it, in time
-order among the runs, as an `ExcludedFire`: its event-trace row (`FIRE_EXCLUDED`, written when
-the producer or the workflow engine accounted it), with result `fire_excluded`, the fire time
-and the reason naming the calendar and its part; it has no task (`taskId` null, and as a
-page's last entry its cursor is its time: `before` then lists what came strictly before it).
+A cron fire that a calendar excluded (issue 28) ran nothing, yet the view
+(`runs_and_exclusions`) lists it, in time order among the runs, as an `ExcludedFire`: its
+event-trace row (`FIRE_EXCLUDED`, written when the producer or the workflow engine accounted
+it), with result `fire_excluded`, the fire time and the reason naming the calendar and its
+part; it has no task (`taskId` null, and as a page's last entry its cursor is its time:
+`before` then lists what came strictly before it).
 Other fires that ran nothing (skipped, capped) are not listed: they are in the event trace.
 """
 
@@ -36,7 +37,7 @@ from scheduler.model.runs import backfill_of_message, exit_status, fire_time_of
 from scheduler.model.task_id import InvalidTaskId, TaskId
 from scheduler.model.task_states import TERMINAL_STATES
 
-__all__ = ["ExcludedFire", "Run", "launch_of", "run_of", "runs"]
+__all__ = ["ExcludedFire", "Run", "launch_of", "run_of", "runs", "runs_and_exclusions"]
 
 # A task's states in the order they happen, for rows written within one clock tick.
 _RANK = {"TASK_STAGING": 0, "TASK_STARTING": 1, "TASK_RUNNING": 2, "TASK_KILLING": 3}
@@ -148,16 +149,37 @@ def runs(
     job_name: str,
     limit: int,
     before: tuple[datetime, str] | None = None,
+) -> tuple[list[Run], tuple[datetime, str] | None]:
+    """Up to `limit` runs of `job_name` launched before `before`, newest first, and the cursor
+    of the next page (None when there is none)."""
+    found, cursor = _page(engine, job_name, limit, before, (_STAGING,))
+    return [run for run in found if isinstance(run, Run)], cursor
+
+
+def runs_and_exclusions(
+    engine: Engine,
+    job_name: str,
+    limit: int,
+    before: tuple[datetime, str] | None = None,
 ) -> tuple[list[Run | ExcludedFire], tuple[datetime, str] | None]:
-    """Up to `limit` runs (and excluded fires) of `job_name` launched before `before`, newest
-    first, and the cursor of the next page (None when there is none; an excluded fire's task
-    id in it is "")."""
+    """As `runs`, with the fires a calendar excluded among them (the runs view): an excluded
+    fire's task id in the cursor is "" (its time is the cursor)."""
+    return _page(engine, job_name, limit, before, (_STAGING, _EXCLUDED))
+
+
+def _page(
+    engine: Engine,
+    job_name: str,
+    limit: int,
+    before: tuple[datetime, str] | None,
+    states: tuple[str, ...],
+) -> tuple[list[Run | ExcludedFire], tuple[datetime, str] | None]:
     query = select(
         StatusTraceLog.task_id,
         StatusTraceLog.creation_time,
         StatusTraceLog.state,
         StatusTraceLog.message,
-    ).where(StatusTraceLog.job_name == job_name, StatusTraceLog.state.in_([_STAGING, _EXCLUDED]))
+    ).where(StatusTraceLog.job_name == job_name, StatusTraceLog.state.in_(states))
     if before is not None:
         at, task_id = before
         query = query.where(

@@ -64,7 +64,7 @@ def test_excluded_fires_are_listed_among_the_runs_and_paged_across(engine: Engin
     t = [T0 + timedelta(seconds=s) for s in range(8)]
     runs = [(str(TaskId.new("j", 0, TaskType.READY, "agent-1")), t[i]) for i in (0, 6, 7)]
     _write(engine, runs, [t[2], t[4]])
-    everything, end = trace_runs.runs(engine, "j", 10)
+    everything, end = trace_runs.runs_and_exclusions(engine, "j", 10)
     assert end is None
     kinds = [type(r).__name__ for r in everything]
     assert kinds == ["Run", "Run", "ExcludedFire", "ExcludedFire", "Run"]
@@ -87,11 +87,14 @@ def test_excluded_fires_are_listed_among_the_runs_and_paged_across(engine: Engin
         "exitStatus": None,
     }
     # Pages of two: the third page starts after an excluded fire, from its time.
-    first, cursor = trace_runs.runs(engine, "j", 2)
+    first, cursor = trace_runs.runs_and_exclusions(engine, "j", 2)
     assert cursor is not None
-    second, cursor = trace_runs.runs(engine, "j", 2, cursor)
+    second, cursor = trace_runs.runs_and_exclusions(engine, "j", 2, cursor)
     assert cursor is not None and cursor[1] == ""  # an excluded fire ended the page
-    third, end = trace_runs.runs(engine, "j", 2, cursor)
+    third, end = trace_runs.runs_and_exclusions(engine, "j", 2, cursor)
     assert end is None
     assert [*first, *second, *third] == everything
     assert all(isinstance(r, Run) for r in third)
+    # The runs alone (as other readers ask): no excluded fire.
+    only, _end = trace_runs.runs(engine, "j", 10)
+    assert [r.task_id for r in only] == [r.task_id for r in everything if isinstance(r, Run)]
