@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 _TURNS_KEPT = 10_000
 _USE_CONFIG = None
 """A running task whose record names no pool: its job's current configuration says."""
+_NO_POOL = ("", 0)
+"""A task this term launched in no pool: it holds no slot (no configuration read for it)."""
 
 
 class PoolAdmission:
@@ -106,9 +108,11 @@ class PoolAdmission:
 
     def launched(self, tasks: Iterable[tuple[str, str | None, int]], jobs: list[str]) -> None:
         """Tasks written to the running queue this round ((task id, pool, slots)), and the
-        jobs in a pool that launched a unit, in fire order (their turn is spent)."""
+        jobs in a pool that launched a unit, in fire order (their turn is spent). A task
+        launched in no pool holds no slot for this term, even if its job joins a pool while it
+        runs (a new leader counts such a task with its job's configuration then)."""
         for task_id, pool, slots in tasks:
-            self._task_slots[task_id] = (pool, slots) if pool is not None else _USE_CONFIG
+            self._task_slots[task_id] = (pool, slots) if pool is not None else _NO_POOL
         if jobs:
             turns = self.turns.served(jobs)
             if len(turns.last) > _TURNS_KEPT:
@@ -160,7 +164,8 @@ class PoolAdmission:
                     if config is None or config.pool is None:
                         continue
                     got = (config.pool, config.pool_slots)
-                tasks.append(RunningTask(job, got[0], got[1]))
+                if got[0]:
+                    tasks.append(RunningTask(job, got[0], got[1]))
         return slots_in_use(tasks)
 
     def _read_records(self, tasks: list[tuple[str, str]]) -> None:

@@ -146,3 +146,13 @@ def test_writes_need_editor_everywhere_and_reads_show_only_visible_jobs(db: Api)
     assert db.call("GET", "/api/pools", headers=viewer).status_code == 200
     made = db.call("POST", "/api/pool", {"poolName": "x", "size": 1}, headers=everywhere)
     assert made.status_code == 201
+
+
+def test_a_job_naming_a_missing_or_too_small_pool_is_refused(db: Api) -> None:
+    assert db.call("POST", "/api/app", app_body("etl")).status_code < 300
+    missing = db.call("POST", "/api/job/register", job_body("j1", appName="etl", pool="none"))
+    assert missing.status_code == 400 and "pool" in missing.get_json().get("fields", {})
+    wide = job_body("j2", appName="etl", pool="db", poolSlots=2, shardingTotalCount=2)
+    too_small = db.call("POST", "/api/job/register", wide)
+    assert too_small.status_code == 400, too_small.get_json()
+    assert db.call("GET", "/api/pool/db").get_json()["jobs"] == []
