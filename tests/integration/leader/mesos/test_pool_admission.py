@@ -146,3 +146,46 @@ def test_a_new_launcher_counts_the_tasks_running_before_it_launches(
         launcher2.stop()
         driver2.stop()
         view.stop()
+
+
+def test_a_chatty_job_does_not_starve_the_other_job_of_its_pool(
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
+) -> None:
+    store_script_job(stores, tmp_path, "chatty", "sleep 0.5", pool="one", cpuCount=0.1)
+    _add_job(stores, "quiet", pool="one", overlapPolicy="ALLOW")
+    stores.pools.save(PoolConfig("one", 1), create=True)
+    for _ in range(5):
+        stores.ready.add_transient("chatty", misfire=True)
+    driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
+    wire_launcher(launcher, driver, stores, wake)
+    launched: list[str] = []
+    launcher.launch_listeners.append(
+        lambda task_id, _agent, _original: launched.append(TaskId.parse(task_id).job_name)
+    )
+    launcher.start()
+    driver.start()
+    try:
+        wait_for(lambda: launched, 30, message="chatty's first run")
+        stores.ready.add_transient("quiet", misfire=True)
+        most = 0
+
+        def quiet_launched() -> bool:
+            nonlocal most
+            most = max(most, len(_live(standin)))
+            return "quiet" in launched
+
+        wait_for(quiet_launched, 30, interval_s=0.05, message="quiet launched")
+        # One at a time (a pool of 1): quiet's run waited for the run it found running, then
+        # went before chatty's other pending runs.
+        assert most <= 1
+        assert 1 <= launched.index("quiet") <= 2, launched
+        assert stores.ready.counts().get("chatty", 0) >= 2
+    finally:
+        launcher.stop()
+        driver.stop()
