@@ -109,6 +109,7 @@ class ExcludedFire:
             "agentId": None,
             "launchTime": _iso(self.recorded_at),
             "fireTime": _iso(self.fire_time),
+            "backfillId": None,
             "startTime": None,
             "endTime": None,
             "state": _EXCLUDED,

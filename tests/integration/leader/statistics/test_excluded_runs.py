@@ -78,6 +78,7 @@ def test_excluded_fires_are_listed_among_the_runs_and_paged_across(engine: Engin
         "agentId": None,
         "launchTime": "2024-03-01T10:00:04.005Z",
         "fireTime": "2024-03-01T10:00:04.000Z",
+        "backfillId": None,
         "startTime": None,
         "endTime": None,
         "state": "FIRE_EXCLUDED",
