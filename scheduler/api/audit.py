@@ -82,6 +82,11 @@ ACTIONS: dict[str, str] = {
     "workflows.cancel": "workflow.cancel",
     "workflows.retry": "workflow.retry",
     "workflows.mark_success": "workflow.mark-success",
+    # Calendars (issue 28).
+    "calendars.register": "calendar.create",
+    "calendars.update": "calendar.update",
+    "calendars.update_named": "calendar.update",
+    "calendars.delete": "calendar.delete",
 }
 # Configuration changes: the stored fields before and after are read around the handler when
 # it did not tell them (`audit_hooks.note_change`).
