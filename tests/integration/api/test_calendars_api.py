@@ -7,15 +7,21 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from werkzeug.security import generate_password_hash
 
+from scheduler.leader.statistics import create_trace_engine, upgrade_to_head
+from scheduler.leader.statistics.audit_log import AuditLog
 from scheduler.model.access.records import UserRecord, encode_grant, encode_user, new_grant_id
 from scheduler.model.access.roles import Grant, Role
 from scheduler.storage import layout
 from tests.integration.api.conftest import GUEST, Api, make_api
+from tests.integration.api.test_audit_api import _api as audit_api
+from tests.integration.api.test_audit_api import _records as audit_records
 from tests.support.bodies import app_body, job_body
 
 PASSWORD = "calendar-pass-1"
@@ -314,3 +320,44 @@ def test_a_job_naming_an_unknown_or_too_small_pool_is_refused(apps: Api) -> None
     assert api.call("GET", "/api/job/jobs/j").status_code == 404
     fits = api.call("POST", "/api/job/register", job_body("j", pool="db", poolSlots=3))
     assert fits.status_code < 300, fits.get_json()
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def audit(tmp_path: Path) -> Iterator[AuditLog]:
+    """The term's audit log over a SQLite trace database of the test's."""
+    engine = create_trace_engine(f"sqlite:///{tmp_path}/trace.db")
+    upgrade_to_head(engine)
+    log = AuditLog(file_path=str(tmp_path / "audit.jsonl"), idle_wait_s=0.05)
+    log.open(engine)
+    log.start()
+    yield log
+    log.stop(5.0)
+    engine.dispose()
+
+
+def test_each_change_is_audited_with_the_calendar_before_and_after(
+    zk_client: Any, zk_namespace: str, audit: AuditLog
+) -> None:
+    api = audit_api(zk_client, zk_namespace, audit)
+    assert api.call("POST", "/api/calendar", holidays()).status_code == 201
+    assert api.call("PUT", "/api/calendar/holidays", holidays(yearly=["01-01"])).status_code == 200
+    assert api.call("DELETE", "/api/calendar/holidays").status_code == 204
+    assert api.call("DELETE", "/api/calendar/holidays").status_code == 404
+    records = audit_records(api, audit, 4)
+    assert [r["action"] for r in records[:4]] == [
+        "calendar.delete",
+        "calendar.delete",
+        "calendar.update",
+        "calendar.create",
+    ]
+    assert [r["resource"] for r in records[:4]] == ["calendar/holidays"] * 4
+    deleted, update, created = records[1], records[2], records[3]
+    assert created["changes"]["before"] is None
+    assert created["changes"]["after"]["excludeDates"] == ["2026-12-24"]
+    assert update["changes"]["before"]["yearly"] == [] and update["changes"]["after"]["yearly"] == [
+        "01-01"
+    ]
+    assert deleted["changes"]["after"] is None and records[0]["outcome"] == "error"
