@@ -6,7 +6,9 @@ goes through five steps, and nothing passes from one round to the next but the o
 the starvation guard and what is known of the agents:
 
 1. gather (read only, from the view): failover shards first, then READY runs oldest first; only
-   jobs with pending work are looked at, so a round costs nothing per idle job;
+   jobs with pending work are looked at, so a round costs nothing per idle job; then the
+   concurrency pools' admission (`pool_admission`, issue 28) leaves out the units whose pool
+   has no slots for them now (they stay queued and wait their turn);
 2. place (pure, `launch_round` and `placement`): a job's failover shards, or its READY run,
    are one unit; failover shards are placed one by one, READY runs all-or-nothing. A READY run
    that does not fit is skipped; once the oldest one has waited `STARVATION_S`, younger READY
@@ -31,7 +33,8 @@ The launcher owns the thread and the round; its parts live beside it: `offers` (
 between rounds, suppress/revive/decline, offers held around a cron fire, and the `OfferDriver`
 it asks of the term's Mesos driver), `agent_census` (what the agents could ever offer: the
 offers seen and the master's `GET_AGENTS`, read on the short-lived `sched-agents` thread; the
-jobs that can never be placed) and the pure `launch_round` and `placement`.
+jobs that can never be placed), `pool_admission` (the pools' pick over a round's units, with
+its turns) and the pure `launch_round` and `placement`.
 """
 
 from __future__ import annotations
