@@ -3,6 +3,7 @@
 #   ./dev.sh run [options]   set up what running needs, then start the local system (see README)
 #   ./dev.sh test [args]     set everything up, then lint, type-check and run the test suite
 #   ./dev.sh bench [name]    set everything up, then run the benchmarks and print their figures
+#   ./dev.sh image [args]    build the scheduler's and the executor's container images (podman)
 #   ./dev.sh setup           only set up (.venv from requirements.lock, ZooKeeper, PostgreSQL, chromium)
 #   ./dev.sh setup-run       only set up what running needs (.venv from requirements-run.lock, ZooKeeper)
 #   ./dev.sh lock            refresh requirements.lock and requirements-run.lock from pyproject.toml (uv)
@@ -45,6 +46,18 @@ ensure_postgresql() {
     log "installing the Debian postgresql package"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+}
+
+ensure_container_tools() {
+  # Debian's podman, buildah and runc build and run the container images (./dev.sh image and
+  # tests/integration/container); mmdebstrap makes a base image where no registry is reachable.
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null \
+    || ! command -v runc >/dev/null || ! command -v mmdebstrap >/dev/null; then
+    log "installing the Debian podman, buildah, runc and mmdebstrap packages"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc \
+      mmdebstrap >/dev/null
   fi
 }
 
@@ -182,6 +195,7 @@ case "$cmd" in
     ;;
   test)
     setup
+    ensure_container_tools
     log "ruff"
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
@@ -194,12 +208,18 @@ case "$cmd" in
     log "pytest (-n ${EJC_TEST_WORKERS:-6} --dist loadgroup)"
     exec "$VENV/bin/pytest" -n "${EJC_TEST_WORKERS:-6}" --dist loadgroup --no-loadscope-reorder "$@"
     ;;
+  image)
+    # ./dev.sh image [--local-base | --base IMAGE] [--target scheduler|executor]
+    setup
+    ensure_container_tools
+    exec "$PY" -m deploy.image.build "$@"
+    ;;
   bench)
     setup
     exec "$PY" -m tests.bench "$@"
     ;;
   *)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
