@@ -4,9 +4,10 @@
     .venv/bin/python -m deploy.image.build --local-base    # on a Debian base made here
 
 Every wheel is made on this host, so the image build reads no network: `fill_context` puts
-into `build/image/context` a wheel of each distribution of `requirements.lock` (downloaded
-with `pip wheel --require-hashes`, so each file is checked against the lock's hash; kept until
-the lock changes), the http-parser wheel `./dev.sh setup` builds (`build/http-parser/wheels`),
+into `build/image/context` a wheel of each distribution of `requirements-run.lock` and of the
+postgresql extra's entries of `requirements.lock` (downloaded with `pip wheel
+--require-hashes`, so each file is checked against the lock's hash; kept until the locks
+change), the http-parser wheel `./dev.sh setup` builds (`build/http-parser/wheels`),
 the list of the runtime distributions with the sha256 of each wheel (`wheels/runtime.txt`,
 what pip's resolver picks for `ejcloud[postgresql]` from those wheels alone) and this project's
 wheel (`project/`). The Containerfile installs `runtime.txt` with `--require-hashes --no-index`
@@ -24,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
 LOCK = ROOT / "requirements.lock"
+# The runtime part of the lock (`./dev.sh lock` writes it); with the postgresql extra's
+# distributions taken from the whole lock, what the image installs.
+RUN_LOCK = ROOT / "requirements-run.lock"
+_EXTRA_FROM_LOCK = ("psycopg", "psycopg-binary")
 BUILD_DIR = ROOT / "build" / "image"
 CONTEXT = BUILD_DIR / "context"
 HTTP_PARSER_WHEELS = ROOT / "build" / "http-parser" / "wheels"
@@ -48,6 +54,7 @@ _PROJECT_PARTS = ("scheduler", "executor", "ejcloud_cli", "marathon", "pyproject
 _BASE_SUITE = "bookworm"
 _BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 _BASE_MIRROR = "http://deb.debian.org/debian"
+_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==")
 _CONTAINERS_CONF = """\
 # Written by deploy/image/build.py: podman on this machine's kernel, which refuses the default
 # resource limits podman asks for.
@@ -113,21 +120,40 @@ def _http_parser_wheel() -> Path:
     return found[0]
 
 
+def _lock_entries(lock: Path, names: Sequence[str]) -> str:
+    """The entries (`name==version` and its hash lines) of `names` in `lock`."""
+    wanted = {re.sub(r"[-_.]+", "-", n).lower() for n in names}
+    picked: list[str] = []
+    keep = False
+    for line in lock.read_text().splitlines():
+        match = _ENTRY.match(line)
+        if match:
+            keep = re.sub(r"[-_.]+", "-", match.group(1)).lower() in wanted
+        elif not line.startswith(" "):
+            keep = False
+        if keep and not line.lstrip().startswith("#"):
+            picked.append(line)
+    return "\n".join(picked) + "\n"
+
+
 def _lock_wheels(python: str, wheels: Path) -> None:
-    """Every distribution of the lock as a wheel in `wheels`, kept while the lock and the
-    http-parser wheel are the same (a stamp of their digests)."""
+    """A wheel of each distribution the image may install in `wheels`, kept while the locks
+    and the http-parser wheel are the same (a stamp of their digests)."""
     parser_wheel = _http_parser_wheel()
     stamp = wheels / ".lock-sha256"
-    want = f"{_sha256(LOCK)} {_sha256(parser_wheel)}"
+    want = f"{_sha256(RUN_LOCK)} {_sha256(LOCK)} {_sha256(parser_wheel)}"
     if stamp.exists() and stamp.read_text() == want:
         return
     shutil.rmtree(wheels, ignore_errors=True)
     wheels.mkdir(parents=True)
-    _run(
-        [python, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--require-hashes",
-         "--no-deps", "-r", str(LOCK), "-w", str(wheels)],
-        "pip wheel of requirements.lock",
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ejcloud-lock-") as tmp:
+        wanted = Path(tmp) / "image.lock"
+        wanted.write_text(RUN_LOCK.read_text() + _lock_entries(LOCK, _EXTRA_FROM_LOCK))
+        _run(
+            [python, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+             "--require-hashes", "--no-deps", "-r", str(wanted), "-w", str(wheels)],
+            "pip wheel of requirements-run.lock and the postgresql extra",
+        )  # fmt: skip
     shutil.copy2(parser_wheel, wheels / parser_wheel.name)
     stamp.write_text(want)
 
