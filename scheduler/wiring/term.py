@@ -133,6 +133,8 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
     wake_launcher = WakeSignal()
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
     queues = QueueCache(stores.registry, stores.config, on_change=wake_launcher.wake)
+    # A pool created or resized may let waiting runs launch at once (issue 28).
+    stores.pools.listeners.append(wake_launcher.wake)
     # The fires this term queued, matched to the launches that run them: the statistics' launch
     # rows name them. Fed by `_wire_metrics`, so known only where the replica has metrics.
     fires = FireTimes()
