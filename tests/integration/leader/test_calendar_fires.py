@@ -215,3 +215,22 @@ def test_a_workflow_naming_an_unknown_calendar_is_refused() -> None:
     assert read.to_json()["excludeCalendars"] == ["maint", "gone"]
     again = WorkflowConfig.from_json(read.to_json(), max_nodes=10, default_time_zone="UTC")
     assert again == read
+
+
+def test_excluded_fires_are_logged_at_info_at_most_every_10_s_a_job(
+    stores: TermStores, queues: QueueCache, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = time.time()
+    stores.calendars.save(calendar("maint", now - 60, now + 600), create=True)
+    made, events = producer(stores, queues)
+    configured = job(misfire=True, excludeCalendars=["maint"])
+    trigger = configured.cron_spec.trigger()
+    caplog.set_level(logging.INFO, "scheduler.leader.producer")
+    stores.registry.put(f"{LAST_FIRE}/tick", f"{now - 5:.3f}".encode())
+    made.schedule(configured, catch_up=True)
+    # Three more accountings within the 10 s: events for each, one log line for all.
+    for ahead in (10, 20, 30):
+        made._account(configured, trigger, now + ahead, on_time_from=None)
+    assert len(events) == 4 and all(e.kind is JobEventKind.FIRE_EXCLUDED for e in events)
+    lines = [r for r in caplog.records if "excluded: calendar maint" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
