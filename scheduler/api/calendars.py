@@ -15,6 +15,8 @@ and its `pool` a pool that exists and can hold one run of the job, else 400 nami
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from flask import Blueprint, Flask, Response, current_app, jsonify
@@ -34,7 +36,7 @@ from scheduler.storage.calendar_store import CalendarStore
 from scheduler.storage.pool_store import PoolStore
 from scheduler.storage.term_stores import TermStores
 
-__all__ = ["CalendarAccess", "bp", "install", "refuse_unknown_references"]
+__all__ = ["CalendarAccess", "bp", "install", "references_held", "refuse_unknown_references"]
 
 log = logging.getLogger(__name__)
 
@@ -158,20 +160,34 @@ def delete(name: str) -> Response:
     """Delete the calendar; 409 naming the jobs that still list it (nothing deleted)."""
     access = _access()
     calendar = _calendar(name)
-    users = access.store.users(calendar.calendar_name)
-    if users:
-        labels = users.labels()
-        named = ", ".join(labels[:_USERS_NAMED])
-        more = len(labels) - _USERS_NAMED
-        raise Conflict(
-            f"calendar '{calendar.calendar_name}' is used by {named}"
-            + (f" and {more} more" if more > 0 else "")
-            + "; remove it from their excludeCalendars first"
-        )
-    access.store.delete(calendar.calendar_name)
+    with access.store.references:  # no job registered naming it between the check and delete
+        users = access.store.users(calendar.calendar_name)
+        if users:
+            labels = users.labels()
+            named = ", ".join(labels[:_USERS_NAMED])
+            more = len(labels) - _USERS_NAMED
+            raise Conflict(
+                f"calendar '{calendar.calendar_name}' is used by {named}"
+                + (f" and {more} more" if more > 0 else "")
+                + "; remove it from their excludeCalendars first"
+            )
+        access.store.delete(calendar.calendar_name)
     note_change(f"calendar/{calendar.calendar_name}", calendar.to_json(), None)
     log.info("api: calendar %s deleted", calendar.calendar_name)
     return Response(status=204)
+
+
+@contextmanager
+def references_held(job: JobConfig) -> Iterator[None]:
+    """Around the write of `job`: when it lists calendars, hold the calendar store's
+    `references` lock and check them again (`refuse_unknown_references`), so that a calendar
+    deleted since the first check is not written as one of its calendars."""
+    if not job.exclude_calendars:
+        yield
+        return
+    with _access().store.references:
+        refuse_unknown_references(job)
+        yield
 
 
 def refuse_unknown_references(job: JobConfig) -> None:

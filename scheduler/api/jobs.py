@@ -17,7 +17,7 @@ from scheduler.api.access_control import (
 )
 from scheduler.api.apps import remove_job_everywhere
 from scheduler.api.bodies import json_body, name_body
-from scheduler.api.calendars import refuse_unknown_references
+from scheduler.api.calendars import references_held, refuse_unknown_references
 from scheduler.api.job_views import job_json, refuse_internal_webhook
 from scheduler.api.paging import keyed_list, named_list
 from scheduler.api.placement import refuse_unplaceable
@@ -55,7 +55,10 @@ def register_job() -> Response:
     if access.disabled.is_app_disabled(job.app_name):
         raise Conflict(f"app '{job.app_name}' is disabled; enable it before registering jobs")
     refuse_unplaceable(job)
-    with quotas().registering_job(access.config, job):  # max_jobs, max_job_bytes, cron
+    with (
+        references_held(job),  # its calendars checked again, none deleted until it is written
+        quotas().registering_job(access.config, job),  # max_jobs, max_job_bytes, cron
+    ):
         access.disabled.enable_job(job.job_name)  # a stale disable node must not hide the job
         access.config.add_job(job)
     log.info("api: job %s registered", job.job_name)
@@ -76,7 +79,8 @@ def update_job() -> Response:
     refuse_unknown_references(updated)  # 400 for a calendar or pool that does not exist
     refuse_unplaceable(updated)
     quotas().check_job(updated)  # max_job_bytes, min_fire_interval_seconds
-    access.config.update_job(updated)
+    with references_held(updated):  # its calendars checked again, none deleted meanwhile
+        access.config.update_job(updated)
     log.info("api: job %s updated", updated.job_name)
     return _no_content()
 

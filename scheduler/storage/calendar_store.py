@@ -67,6 +67,10 @@ class CalendarStore:
         self._config = config
         self._lock = threading.RLock()
         self._calendars: dict[str, Calendar] | None = None  # None: not read yet
+        self.references = threading.Lock()
+        """Held by the API while it checks a job's `excludeCalendars` and writes the job, and
+        while it checks a calendar's users and deletes it: within a term (whose writes all go
+        through this store) no job is written naming a calendar deleted meanwhile."""
         self.listeners: list[Callable[[], None]] = []
         """Called after each change of a calendar here (save, delete), on the writer's thread,
         outside the store's lock; must not block."""

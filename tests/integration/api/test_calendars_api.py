@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -361,3 +362,44 @@ def test_each_change_is_audited_with_the_calendar_before_and_after(
         "01-01"
     ]
     assert deleted["changes"]["after"] is None and records[0]["outcome"] == "error"
+
+
+class _WatchedLock:
+    """A lock that says when someone waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = threading.Event()
+
+    def __enter__(self) -> None:
+        self.asked.set()
+        self._lock.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_calendar_deleted_while_a_job_naming_it_waits_to_be_written_refuses_the_job(
+    apps: Api,
+) -> None:
+    api = apps
+    assert api.call("POST", "/api/calendar", holidays()).status_code == 201
+    store = api.client.application.extensions["ejc_calendars"].store
+    watched = _WatchedLock()
+    store.references = watched
+    answers: list[Any] = []
+    with watched:  # as a delete holds it while it checks the users
+        watched.asked.clear()
+        register = threading.Thread(
+            target=lambda: answers.append(
+                api.call("POST", "/api/job/register", job_body("j", excludeCalendars=["holidays"]))
+            ),
+            name="test-register",
+        )
+        register.start()
+        assert watched.asked.wait(10)  # the job passed the first check and waits to be written
+        assert store.delete("holidays")
+    register.join(10)
+    assert answers[0].status_code == 400, answers[0].get_json()
+    assert "'holidays'" in answers[0].get_json()["fields"]["excludeCalendars"]
+    assert api.call("GET", "/api/job/jobs/j").status_code == 404
