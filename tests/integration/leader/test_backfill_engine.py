@@ -16,11 +16,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from scheduler.leader.backfill import BackfillEngine
+from scheduler.leader.workflows import WorkflowEngine
 from scheduler.model.backfill import BackfillRequest, backfill_fires
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import NotLeader, QuotaExceeded
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage import layout
+from scheduler.storage import backfill_store, layout
 from scheduler.storage.backfill_store import BackfillStore, backfill_of_key, key_of
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
@@ -336,3 +337,45 @@ def test_only_a_backfill_fire_key_reads_as_a_backfills() -> None:
     assert backfill_of_key("20260101T000000Z-0a0b0c0d~3~0") == ("20260101T000000Z-0a0b0c0d", 3)
     assert backfill_of_key("nightly@1790000000000~a~1") is None
     assert backfill_of_key("20260101T000000Z-0a0b0c0d~x~0") is None
+
+
+def test_ended_backfills_beyond_the_kept_number_are_pruned_oldest_first(
+    stores: TermStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backfill_store, "ENDED_KEPT", 2)
+    job = _job(stores)
+    engine, _queue = _engine(stores, Clock())
+    made = []
+    for _ in range(4):
+        made.append(_create(engine, job))
+        engine.cancel_backfill("hourly", made[-1])
+    running = _create(engine, job)
+    kept = engine.store.ids("hourly")
+    assert running in kept and len(kept) == 3
+    assert set(kept) - {running} == set(sorted(made)[-2:])  # the newest ended ones
+    assert not stores.registry.exists(layout.backfill_outcome_path("hourly", sorted(made)[0]))
+
+
+def test_the_workflow_engine_leaves_a_backfills_fires_alone(stores: TermStores) -> None:
+    """A new term's workflow engine loads a backfill's queued fire for the launcher and neither
+    settles, steps nor forgets its launched fire's record."""
+    job = _job(stores)
+    engine, queue = _engine(stores, Clock())
+    _create(engine, job, overlapPolicy="ALLOW", hours=2)
+    engine.run_pass()
+    launched = _run_fire(stores, queue, ok=True)  # fire 0 ended, not counted yet
+    queued = queue.pending()[0][0]  # fire 1 waits for its launch
+    before = stores.registry.get(layout.workflow_fire_path(launched.key))
+    loaded = WorkflowQueue()
+    workflows = WorkflowEngine(
+        WorkflowStore(stores.registry, stores.fence, "UTC", 200), stores, Acting(), loaded, bool
+    )
+    workflows.start()
+    try:
+        workflows._advance_all()
+        assert [f.key for f, _v in loaded.pending()] == [queued.key]
+        assert loaded.pending()[0][0].backfill_id == queued.backfill_id
+        assert stores.registry.get(layout.workflow_fire_path(launched.key)) == before
+        assert stores.registry.exists(layout.workflow_fire_path(queued.key))
+    finally:
+        workflows.stop()
