@@ -286,11 +286,9 @@ class BackfillEngine(ThreadedComponent):
         if backfill.status.final:
             self._forget(job_name, backfill_id)
             return None
-        if backfill.status is BackfillStatus.PAUSED:
-            return None
         at = datetime.fromtimestamp(now, UTC)
         job = self._stores.config.job(job_name)
-        if job is None:
+        if job is None:  # a PAUSED one too: it would hold its place in the quota for ever
             change = self._store.apply(job_name, backfill_id, lambda b: b.cancel(at))
             if change is not None:
                 self._after(change)
@@ -298,8 +296,8 @@ class BackfillEngine(ThreadedComponent):
                     "backfills: %s cancelled: its job %s was deleted", backfill_id, job_name
                 )
             return None
-        if self._stores.is_disabled(job):
-            return None  # waits for the job (and its app) to be enabled
+        if backfill.status is BackfillStatus.PAUSED or self._stores.is_disabled(job):
+            return None  # waits to be resumed, or for the job (and its app) to be enabled
         policy = backfill.overlap_policy or job.overlap
         for _ in range(_BURST):
             due = backfill.due_at(at)

@@ -310,10 +310,13 @@ def test_a_deleted_job_cancels_its_backfill_and_a_disabled_one_waits(stores: Ter
     engine, queue = _engine(stores, Clock())
     waits = _create(engine, job, hours=2)
     goes = _create(engine, other, hours=2)
+    paused = _create(engine, other, hours=2)
+    engine.pause_backfill("daily", paused)
     stores.disabled.disable_job("hourly")
     stores.registry.delete("/config/job/daily")
     engine.run_pass()
     assert _state(engine, goes, "daily")["status"] == "CANCELLED"
+    assert _state(engine, paused, "daily")["status"] == "CANCELLED"  # no quota held for ever
     assert _state(engine, waits)["nextIndex"] == 0 and len(queue) == 0
     stores.disabled.enable_job("hourly")
     engine.run_pass()
