@@ -15,8 +15,9 @@ merges them with the body's explicit parts and checks them as it checks those:
 Anything else is refused, never dropped: any other RRULE, an RDATE, EXDATE or RECURRENCE-ID, a
 cancelled event, a TZID that names no zone, a timed event that ends where it starts, a
 property the library could not read, more items than a part may hold (`room`), a text over
-ICS_MAX_BYTES or with more than MAX_EVENTS events. The one InvalidRequest (400) names the field
-`ics` and each refused event by its SUMMARY and UID (at most _EVENTS_NAMED of them), with why.
+ICS_MAX_BYTES, with more than MAX_COMPONENTS components or more than MAX_EVENTS events. The
+one InvalidRequest (400) names the field `ics` and each refused event by its SUMMARY and UID
+(at most _EVENTS_NAMED of them), with why.
 
 Non-event components (VTIMEZONE, VTODO, VJOURNAL, VFREEBUSY, VALARM) exclude nothing and are
 left alone; a VTIMEZONE is used by the library to read the events' TZIDs.
@@ -35,12 +36,15 @@ from scheduler.model.calendar.parts import MAX_DATES, MAX_RANGES, MAX_YEAR, MAX_
 from scheduler.model.config import _wire
 from scheduler.model.errors import InvalidRequest
 
-__all__ = ["ICS_MAX_BYTES", "MAX_EVENTS", "IcsParts", "ics_parts"]
+__all__ = ["ICS_MAX_BYTES", "MAX_COMPONENTS", "MAX_EVENTS", "IcsParts", "ics_parts"]
 
 ICS_MAX_BYTES = 256 * 1024
 """The largest `ics` text accepted (UTF-8 bytes); a year of public holidays is a few KB."""
 MAX_EVENTS = MAX_DATES + MAX_RANGES + MAX_YEARLY
 """More events than every part could hold cannot fit: refused before any is converted."""
+MAX_COMPONENTS = 4 * MAX_EVENTS
+"""BEGIN lines a text may hold (events, their alarms, time zones): counted before parsing, so
+that a text of thousands of nested components costs little."""
 _EVENTS_NAMED = 5
 _LABEL_MAX = 60
 _REFUSED_PROPERTIES = ("RDATE", "EXDATE", "RECURRENCE-ID")
@@ -74,6 +78,8 @@ def ics_parts(text: str, *, room: Mapping[str, int] | None = None) -> IcsParts:
     bounds. Raises InvalidRequest naming `ics` for anything it cannot convert."""
     if (problem := _wire.text_problem(text, ICS_MAX_BYTES)) is not None:
         raise _invalid(problem)
+    if (components := text.upper().count("BEGIN:")) > MAX_COMPONENTS:
+        raise _invalid(f"holds {components} components (BEGIN lines); at most {MAX_COMPONENTS}")
     try:
         parsed = icalendar.Calendar.from_ical(text)
     except ValueError as exc:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.model.calendar import MAX_DATES, Calendar
-from scheduler.model.calendar.ics import ICS_MAX_BYTES, ics_parts
+from scheduler.model.calendar.ics import ICS_MAX_BYTES, MAX_COMPONENTS, ics_parts
 from scheduler.model.errors import InvalidRequest
 
 
@@ -221,6 +221,7 @@ def test_every_refused_event_is_named_up_to_five_and_the_rest_counted() -> None:
         ("garbage", "not an iCalendar text"),
         (ics(), "no VEVENT"),
         ("x" * (ICS_MAX_BYTES + 1), f"at most {ICS_MAX_BYTES} bytes"),
+        ("BEGIN:X\r\n" * (MAX_COMPONENTS + 1), f"at most {MAX_COMPONENTS}"),
         ("BEGIN:VCALENDAR\r\nX:\x00\r\nEND:VCALENDAR", "NUL"),
     ],
 )
