@@ -56,7 +56,8 @@ export function form(ctx) {
     cpuCount: input("cpuCount", { inputmode: "decimal", value: "0.5" }),
     memoryMB: input("memoryMB", { inputmode: "decimal", value: "128" }),
     failover: input("failover", { type: "checkbox" }),
-    misfire: input("misfire", { type: "checkbox", checked: true }),
+    // Off by default, as the API and the CLI default it (issue 30: the form said on).
+    misfire: input("misfire", { type: "checkbox" }),
     description: h("textarea", { name: "description", rows: 2 }),
     timeoutSeconds: input("timeoutSeconds", { inputmode: "numeric" }),
     maxRetries: input("maxRetries", { inputmode: "numeric" }),

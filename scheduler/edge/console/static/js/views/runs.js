@@ -31,6 +31,8 @@ const RESULTS = [
   ["fire_excluded", "fire excluded by a calendar"],
 ];
 const RUNS_SHOWN = 200;
+// Rows a page of the runs view shows (issue 30: 200 rows made one 10,000-pixel page).
+const PAGE_SIZE = 50;
 const LOG_CHUNK = 64 * 1024;
 const LOG_KEEP = 512 * 1024;
 
@@ -50,12 +52,15 @@ export function list(ctx) {
   const sinceFilter = select("since", "Started", SINCE, query.get("since") || "");
   const sourceNote = h("p", { class: "muted small" });
   const body = h("div");
+  const pager = h("div", { class: "pager", "data-pager": "runs" });
+  let pageIndex = Math.max(0, Number.parseInt(query.get("page") || "0", 10) || 0);
   const el = h(
     "div",
     { class: "view" },
     h("h1", {}, "Runs"),
     h("div", { class: "filters" }, jobFilter, resultFilter, sinceFilter),
     body,
+    pager,
     sourceNote,
   );
   const value = (label) => label.querySelector("select").value;
@@ -74,7 +79,26 @@ export function list(ctx) {
       names.sort().map((n) => h("option", { value: n, selected: n === job }, n)),
     );
     const wanted = value(resultFilter);
-    const runs = wanted ? found.runs.filter((r) => r.result === wanted) : found.runs;
+    const matching = wanted ? found.runs.filter((r) => r.result === wanted) : found.runs;
+    const pages = Math.max(1, Math.ceil(matching.length / PAGE_SIZE));
+    pageIndex = Math.min(pageIndex, pages - 1);
+    const first = pageIndex * PAGE_SIZE;
+    const runs = matching.slice(first, first + PAGE_SIZE);
+    const turn = (to) => {
+      pageIndex = to;
+      ctx.setQuery({ job: value(jobFilter), result: value(resultFilter), since: value(sinceFilter), page: to ? String(to) : "" });
+      poll.now();
+    };
+    fill(
+      pager,
+      matching.length > PAGE_SIZE
+        ? [
+            h("button", { type: "button", class: "button secondary", "data-page": "newer", disabled: pageIndex === 0, onclick: () => turn(pageIndex - 1) }, "Newer"),
+            h("span", { class: "muted", "data-page-of": String(pageIndex + 1) }, ` Runs ${first + 1}-${first + runs.length} of the latest ${matching.length} (page ${pageIndex + 1} of ${pages}) `),
+            h("button", { type: "button", class: "button secondary", "data-page": "older", disabled: pageIndex >= pages - 1, onclick: () => turn(pageIndex + 1) }, "Older"),
+          ]
+        : [],
+    );
     fill(
       body,
       table(
@@ -99,7 +123,8 @@ export function list(ctx) {
         : `From the event trace: the latest ${traceRows(RUNS_SHOWN)} status changes that match the job and time, by task.`;
   });
   const onFilter = () => {
-    ctx.setQuery({ job: value(jobFilter), result: value(resultFilter), since: value(sinceFilter) });
+    pageIndex = 0;
+    ctx.setQuery({ job: value(jobFilter), result: value(resultFilter), since: value(sinceFilter), page: "" });
     poll.now();
   };
   for (const label of [jobFilter, resultFilter, sinceFilter]) {
