@@ -87,6 +87,15 @@ ACTIONS: dict[str, str] = {
     "calendars.update": "calendar.update",
     "calendars.update_named": "calendar.update",
     "calendars.delete": "calendar.delete",
+    # Concurrency pools and backfills (issue 28).
+    "pools.create": "pool.create",
+    "pools.update": "pool.update",
+    "pools.update_named": "pool.update",
+    "pools.delete": "pool.delete",
+    "backfills.create": "backfill.create",
+    "backfills.pause": "backfill.pause",
+    "backfills.resume": "backfill.resume",
+    "backfills.cancel": "backfill.cancel",
 }
 # Configuration changes: the stored fields before and after are read around the handler when
 # it did not tell them (`audit_hooks.note_change`).
