@@ -5,8 +5,9 @@ On its thread (`sched-backfill`), woken by the API, by a task's end and at least
 each pass:
 - for each RUNNING or PAUSED backfill (listed from the active markers at term start, then kept
   by the engine's own writes and the API's): when its job is gone, it is cancelled; while it is
-  PAUSED, or its job (or the job's app) is disabled, it waits; otherwise, when its next fire is due by its pacing (`Backfill.due_at`:
-  `firesPerMinute`, none = as fast as its overlap policy allows) and its overlap policy allows
+  PAUSED, or its job (or the job's app) is disabled, it waits; otherwise, when its next fire is
+  due by its pacing (`Backfill.due_at`: `firesPerMinute`, none = as fast as its overlap policy
+  allows) and its overlap policy allows
   it, the fire is written (`BackfillStore.apply` with `fire_launched`: the state at
   `next_index + 1` and the fire's queue entry and record in one fenced compare-and-set) and
   handed to the launcher's queue (the term's `WorkflowQueue`, shared with the workflow engine).
