@@ -22,6 +22,7 @@ podman's; the runc runtime) unless CONTAINERS_CONF is set already.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -31,7 +32,8 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,6 +254,11 @@ def local_base(tag: str = LOCAL_BASE, env: Mapping[str, str] | None = None) -> s
     """A Debian bookworm base image made here with mmdebstrap (no registry), reused while its
     recipe (suite, packages) is the same. Returns its reference."""
     env = podman_env() if env is None else env
+    with _build_lock():
+        return _local_base(tag, env)
+
+
+def _local_base(tag: str, env: Mapping[str, str]) -> str:
     recipe = hashlib.sha256(
         json.dumps([_BASE_SUITE, _BASE_PACKAGES, _BASE_MIRROR]).encode()
     ).hexdigest()[:16]
@@ -292,6 +299,25 @@ def build(
     env = podman_env() if env is None else env
     if shutil.which("podman") is None:
         raise ImageError("podman is missing: apt-get install podman buildah runc (Debian)")
+    with _build_lock():
+        return _build(base, targets, repository, python, env)
+
+
+@contextmanager
+def _build_lock() -> Iterator[None]:
+    """One build at a time on this checkout (they share build/image/context and the tags)."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_DIR / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(
+    base: str, targets: Sequence[str], repository: str, python: str, env: Mapping[str, str]
+) -> dict[str, str]:
     context = fill_context(python)
     tag_version = version()
     built: dict[str, str] = {}

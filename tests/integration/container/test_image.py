@@ -110,7 +110,7 @@ class Images:
     seconds: float
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def images() -> Images:
     _ensure_tools()
     env = image_build.podman_env()
@@ -280,18 +280,8 @@ def _starts(runs: Path) -> list[float]:
     return [float(line.split()[2]) for line in runs.read_text().splitlines() if line]
 
 
-def _connected_leader(cluster: Cluster, other_than: str = "") -> Replica:
-    def found() -> Replica | None:
-        leader = cluster.leader()
-        if leader is None or leader.name == other_than:
-            return None
-        health = leader.health() or {}
-        return leader if health.get("mesos") == "connected" else None
-
-    return wait_for(found, 60, 0.2, message=f"a leader connected to Mesos\n{cluster.logs()}")
-
-
-def test_images_carry_the_version_a_non_root_user_and_the_health_check(images: Images) -> None:
+def _check_image_metadata(images: Images) -> None:
+    """Version label, non-root user, health check, stop signal; the executor's entry point."""
     print(f"images built in {images.seconds:.1f} s")
     for ref in (images.scheduler, images.executor):
         inspected = json.loads(_podman(images.env, "image", "inspect", ref).stdout)[0]
@@ -308,9 +298,22 @@ def test_images_carry_the_version_a_non_root_user_and_the_health_check(images: I
     assert "started by a Mesos agent" in done.stderr + done.stdout
 
 
+def _connected_leader(cluster: Cluster, other_than: str = "") -> Replica:
+    def found() -> Replica | None:
+        leader = cluster.leader()
+        if leader is None or leader.name == other_than:
+            return None
+        health = leader.health() or {}
+        return leader if health.get("mesos") == "connected" else None
+
+    return wait_for(found, 60, 0.2, message=f"a leader connected to Mesos\n{cluster.logs()}")
+
+
 def test_two_replicas_from_the_image_elect_run_a_job_and_hand_over_on_sigterm(
-    cluster: Cluster,
+    images: Images, cluster: Cluster
 ) -> None:
+    """One test (one build, on one worker): the images, then the replicas run from them."""
+    _check_image_metadata(images)
     leader = _connected_leader(cluster)
     (standby,) = [r for r in cluster.replicas if r is not leader]
     wait_for(
