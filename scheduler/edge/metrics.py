@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.model.runs import RESULTS, CommandRuns, run_result
+from scheduler.model.runs import NO_RUN_KEY, RESULTS, CommandRuns, run_result
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import TERMINAL_STATES
 
@@ -496,6 +496,9 @@ class SchedulerMetrics:
                 if task_id in self._ended:
                     return  # a repeated terminal update
                 _remember(self._ended, task_id)
+            if status.get(NO_RUN_KEY):
+                self._daemon_tasks.pop(task_id, None)
+                return  # an idle daemon task gone with its cluster: no run was going on
             if record is None or not record.complete:
                 if state == "TASK_KILLED" and task_id in self._daemon_tasks:
                     self._daemon_tasks.pop(task_id, None)
