@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import commands
+from .checkpoint import AgentCheckpoint
 from .clock import Clock
 from .containers import Containers
 from .executors import (
@@ -67,7 +68,10 @@ class Agent:
         shutdown_grace_period_s: float,
         executor_environment: Mapping[str, str],
         max_extracted_bytes: int,
+        checkpoint: AgentCheckpoint | None = None,
     ) -> None:
+        """`checkpoint`: where the agent records its executor runs (frameworks that ask for
+        checkpointing) and recovers those of its earlier lives from (None: nothing kept)."""
         self.id = agent_id
         self.hostname = hostname
         self.total = total
@@ -98,6 +102,43 @@ class Agent:
         self.updates = StatusUpdateManager(clock, self._forward, lock)
         # `/files/read` and `/files/browse` over every sandbox this agent made.
         self.files = SandboxFiles()
+        self._checkpoint = checkpoint
+        if checkpoint is not None:
+            self._recover(checkpoint)
+
+    def _recover(self, checkpoint: AgentCheckpoint) -> None:
+        """The executor runs of earlier lives, as completed executors with their sandboxes."""
+        for run in checkpoint.recover():
+            tasks = {
+                task_id: AgentTask(info, state, launched=True)
+                for task_id, (info, state) in run.tasks.items()
+            }
+            first = next(iter(tasks.values()), None)
+            executor = Executor(
+                framework_id=run.framework_id,
+                executor_id=run.executor_id,
+                info=run.info,
+                container_id=run.container_id,
+                directory=run.directory,
+                resources=Resources(),
+                command_task=(first.info if first is not None else {}) if run.command else None,
+                state=ExecutorState.TERMINATED,
+                tasks=tasks,
+            )
+            self.completed_executors.append(executor)
+            self.files.attach(executor.directory, run.framework_id, run.executor_id)
+        if self.completed_executors:
+            log.info(
+                "agent %s: recovered %d completed executors from its work dir",
+                self.id,
+                len(self.completed_executors),
+            )
+
+    def _checkpointed(self, framework_id: str) -> AgentCheckpoint | None:
+        """The checkpoint, when the framework asked for checkpointing (FrameworkInfo)."""
+        if self._checkpoint is None or not self.frameworks.get(framework_id, {}).get("checkpoint"):
+            return None
+        return self._checkpoint
 
     # -- info ------------------------------------------------------------------------------
 
@@ -149,8 +190,11 @@ class Agent:
             executor.resources = Resources.from_json(executor_info.get("resources"))
             self._launch(executor)
         ids = [task["task_id"]["value"] for task in tasks]
+        checkpoint = self._checkpointed(framework_id)
         for task in tasks:
             executor.tasks[task["task_id"]["value"]] = AgentTask(task)
+            if checkpoint is not None:
+                checkpoint.task_added(framework_id, executor_id, executor.container_id, task)
         executor.queue.append(("LAUNCH_GROUP" if group else "LAUNCH", ids))
         if executor.state is ExecutorState.RUNNING and executor.stream is not None:
             self.flush_queue(executor)
@@ -170,6 +214,16 @@ class Agent:
         )
         self.executors[executor.key] = executor
         self.files.attach(executor.directory, framework_id, executor_id)
+        checkpoint = self._checkpointed(framework_id)
+        if checkpoint is not None:
+            checkpoint.executor_started(
+                framework_id,
+                executor_id,
+                container_id,
+                executor.directory,
+                info,
+                command_task is not None,
+            )
         return executor
 
     def _start_command_task(self, framework_id: str, task: Json) -> None:
@@ -177,6 +231,9 @@ class Agent:
         info = commands.command_executor_info(framework_id, task)
         executor = self._new_executor(framework_id, task_id, info, task)
         executor.tasks[task_id] = AgentTask(task, launched=True)
+        checkpoint = self._checkpointed(framework_id)
+        if checkpoint is not None:
+            checkpoint.task_added(framework_id, task_id, executor.container_id, task)
         self._launch(executor)
 
     def _launch(self, executor: Executor) -> None:
@@ -365,6 +422,11 @@ class Agent:
         if self.executors.get(executor.key) is executor:
             del self.executors[executor.key]
         self.completed_executors.append(executor)
+        checkpoint = self._checkpointed(executor.framework_id)
+        if checkpoint is not None:
+            checkpoint.executor_ended(
+                executor.framework_id, executor.executor_id, executor.container_id
+            )
         self.master.executor_terminated(self, executor)
 
     # -- updates ---------------------------------------------------------------------------
@@ -403,6 +465,11 @@ class Agent:
                 log.warning("task %s: %s after terminal", task_id, status.get("state"))
                 return
             task.state = status["state"]
+            checkpoint = self._checkpointed(framework_id)
+            if checkpoint is not None:
+                checkpoint.task_state(
+                    framework_id, executor.executor_id, executor.container_id, task_id, task.state
+                )
         status.setdefault("agent_id", wrap(self.id))
         self.master.task_state_changed(self, framework_id, status)
         self.updates.add(framework_id, status)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .agent import Agent
+from .checkpoint import AgentCheckpoint
 from .clock import Clock
 from .failover import fail_over
 from .fetcher import DEFAULT_MAX_EXTRACTED_BYTES
@@ -183,8 +184,15 @@ class LocalMesos:
         with self._lock:
             index = self._agent_seq
             self._agent_seq += 1
+            agent_id = f"{self.master.id}-S{index}"
+            checkpoint = None
+            if not self._owns_work_dir:
+                # A work dir of the caller's outlives this stand-in: as a Mesos agent restarted
+                # on its work_dir, each agent keeps its id and its completed executors.
+                agent_id = AgentCheckpoint.agent_id(self.work_dir, index, agent_id)
+                checkpoint = AgentCheckpoint(self.work_dir, agent_id)
             agent = Agent(
-                agent_id=f"{self.master.id}-S{index}",
+                agent_id=agent_id,
                 hostname=f"agent{index}.localmesos",
                 total=_resources(resources) if resources is not None else self._default_resources,
                 work_dir=self.work_dir,
@@ -197,6 +205,7 @@ class LocalMesos:
                 shutdown_grace_period_s=self._shutdown_grace_period_s,
                 executor_environment=self._executor_environment,
                 max_extracted_bytes=self._max_extracted_bytes,
+                checkpoint=checkpoint,
             )
             server = HttpServer(
                 f"localmesos-agent{index}-http", "127.0.0.1", 0, agent_routes(self, agent)
