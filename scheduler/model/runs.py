@@ -52,6 +52,12 @@ _FIRED = re.compile(
 )
 
 
+NO_RUN_KEY = "ejcNoRun"
+"""Set (True) by the status handler in a terminal update of a task that ended while no run of
+it was going on (an idle daemon task gone with its cluster, issue 30): the listeners count no
+run for it."""
+
+
 def run_result(state: str, reason: str | None, record: ExecutionRecord | None) -> str:
     """The result of a run that ended with this update (and its complete record, if any)."""
     if state == "TASK_KILLED":

@@ -348,6 +348,19 @@ class FailoverQueue(_Store):
             )
         return True
 
+    def relaunch(self, task_id: str) -> bool:
+        """Queue the task's shard for a relaunch without counting a failure (no back-off): its
+        task ended through no fault of its own (an idle daemon task gone with its cluster).
+        False when the queue is full."""
+        parsed = TaskId.parse(task_id)
+        path = failover_path(parsed.job_name, parsed.item)
+        if self._registry.exists(path):
+            return True
+        if self._full(failover_folder(parsed.job_name), parsed.shard_key):
+            return False
+        self._writer.put(path, task_id.encode())
+        return True
+
     def retry(self, task_id: str, max_retries: int | None) -> tuple[Retry, int]:
         """A task failed: queue its shard for a relaunch unless `max_retries` relaunches were
         made since the shard last succeeded (None: no limit). Returns what happened and the

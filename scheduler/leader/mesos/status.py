@@ -15,6 +15,15 @@ with PARTITION_AWARE that is what reconciliation answers for a task that is gone
 TASK_UNREACHABLE keeps the task until Mesos says more. Updates for tasks the leader does not know
 are logged and acknowledged.
 
+An idle daemon task (between two runs) that reconciliation finds unknown to Mesos (TASK_UNKNOWN,
+TASK_LOST or TASK_GONE with REASON_RECONCILIATION: the master does not know it, as after the
+local cluster was stopped, which stops its agents and their executors, and started again) is no
+failure: no run was going on. Its shard is relaunched without a failure counted (no back-off,
+no `run_failed`, no webhook, no run in the metrics) and the update says so (issue 30). A master
+that has just failed over does not answer for a task whose agent has not re-registered yet
+(Mesos's reconciliation: "no reply" until the agent re-registers or its
+`agent_reregister_timeout` passes), so such an answer is never a too-early one.
+
 The dispatch is a table: each Mesos state maps to one kind of update (`KIND_OF_STATE`), each kind
 to one handler. A state outside the table (one a newer Mesos added) is logged at ERROR and
 acknowledged without being recorded: the agent forwards a task's updates one at a time, the next
@@ -38,6 +47,7 @@ from scheduler.leader.lifecycle import Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import Conflict, NotFound, NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
+from scheduler.model.runs import NO_RUN_KEY
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
 from scheduler.storage.result_journal import ResultJournal
@@ -242,12 +252,34 @@ class StatusHandler:
 
     def _on_failed(self, update: TaskUpdate) -> None:
         """A failure, unless the scheduler had killed the task on purpose (the agent may then
-        report it lost or gone, say)."""
+        report it lost or gone, say), or it was an idle daemon task Mesos no longer knows."""
         timed_out, killed_by = self._ending(update)
         if killed_by:
             self._run_killed(update, killed_by)
+        elif not timed_out and _idle_daemon_unknown(update):
+            self._idle_daemon_gone(update)
         else:
             self._run_failed(update, timed_out)
+
+    def _idle_daemon_gone(self, update: TaskUpdate) -> None:
+        """No run was going on: relaunch the shard, counting no failure."""
+        reason = f"{update.message or update.state}; the daemon task was idle (no run going on)"
+        update.status["message"] = f"{reason}, started again"
+        update.status[NO_RUN_KEY] = True
+        self._remove(update, None)
+        job = update.job
+        assert job is not None  # _idle_daemon_unknown
+        relaunched = not self._stores.is_disabled(job) and self._stores.failover.relaunch(
+            update.task_id
+        )
+        log.info(
+            "status: %s %s (%s)%s",
+            update.task_id,
+            update.state,
+            reason,
+            "; started again" if relaunched else "",
+        )
+        self._wake()
 
     def _ending(self, update: TaskUpdate) -> tuple[str, str]:
         """A task ended other than finished: note it, and return (`timed out after N s` when
@@ -446,6 +478,25 @@ def _timed_out(status: dict[str, Any], job: JobConfig | None) -> str:
         timeout_s = None if job is None else job.timeout_seconds
         return f"{TIMED_OUT_PREFIX}{timeout_s} s" if timeout_s else "timed out"
     return ""
+
+
+_UNKNOWN_TO_MESOS = frozenset({"TASK_UNKNOWN", "TASK_LOST", "TASK_GONE"})
+_RECONCILIATION = "REASON_RECONCILIATION"
+
+
+def _idle_daemon_unknown(update: TaskUpdate) -> bool:
+    """A daemon job's task, idle when last heard of, that reconciliation says Mesos does not
+    know (Mesos's answer for an unknown task: TASK_LOST, TASK_UNKNOWN when partition-aware,
+    TASK_GONE for an agent that does not know it; REASON_RECONCILIATION)."""
+    task, job = update.task, update.job
+    return (
+        task is not None
+        and task.idle
+        and job is not None
+        and job.execution_type is JobExecutionType.DAEMON
+        and update.state in _UNKNOWN_TO_MESOS
+        and update.status.get("reason") == _RECONCILIATION
+    )
 
 
 def _failed_daemon_run(parsed: TaskId, status: dict[str, Any]) -> str | None:

@@ -13,6 +13,7 @@ from executor.records import ExecutionRecord, encode_status_data
 from scheduler.leader.mesos import status as status_module
 from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKind
 from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
+from scheduler.model.runs import NO_RUN_KEY
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
@@ -225,6 +226,48 @@ def test_daemon_begin_and_complete_set_the_idle_flag_and_a_failed_run_is_reporte
     assert counts.get(JobEventKind.RUN_FAILED) == 2 and counts.get(JobEventKind.RUN_TIMED_OUT) == 1
     assert _running(stores, "d")[task_id].idle is True
     assert stores.failover.entries() == []  # the next run comes on the cron
+
+
+@pytest.mark.parametrize("state", ["TASK_UNKNOWN", "TASK_LOST", "TASK_GONE"])
+def test_an_idle_daemon_task_mesos_no_longer_knows_is_relaunched_without_a_failure(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, state: str
+) -> None:
+    # The local cluster restarted: reconciliation finds the daemon's task unknown (issue 30).
+    _job(stores, "d", daemon=True, failover=False, maxRetries=0)
+    task_id = _task(stores, "d")
+    assert handler.handle(_update(task_id, "TASK_RUNNING", "COMPLETE"))
+    assert _running(stores, "d")[task_id].idle is True
+    answer = _update(
+        task_id, state, "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(answer)
+    assert seen.events == []  # no run_failed, no webhook
+    assert stores.running.tasks("d") == []
+    assert [(job, item) for job, item, _ in stores.failover.entries()] == [("d", 0)]
+    assert stores.failover.not_before("d", 0) == 0  # no failure counted: no back-off
+    assert answer[NO_RUN_KEY] is True  # the metrics count no run
+    assert answer["message"].endswith("the daemon task was idle (no run going on), started again")
+
+
+def test_a_busy_daemon_task_or_one_lost_otherwise_is_still_a_failure(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
+) -> None:
+    _job(stores, "d", daemon=True)
+    busy = _task(stores, "d", 0)
+    assert handler.handle(_update(busy, "TASK_RUNNING", "BEGIN"))
+    unknown = _update(
+        busy, "TASK_UNKNOWN", "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(unknown)
+    idle = _task(stores, "d", 1)
+    assert handler.handle(_update(idle, "TASK_RUNNING", "COMPLETE"))
+    lost = _update(idle, "TASK_LOST", "agent removed", reason="REASON_AGENT_REMOVED")
+    assert handler.handle(lost)
+    # Both relaunched through a failover that counts a failure (a run was cut short, or the
+    # agent was lost while Mesos could say so): as before.
+    assert stores.failover.not_before("d", 0) > 0 and stores.failover.not_before("d", 1) > 0
+    assert sorted(item for _, item, _ in stores.failover.entries()) == [0, 1]
+    assert NO_RUN_KEY not in unknown and NO_RUN_KEY not in lost
 
 
 # -- unreachable ----------------------------------------------------------------------------
