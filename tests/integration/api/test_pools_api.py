@@ -118,7 +118,7 @@ def test_bad_input_is_refused_naming_the_problem_and_writes_nothing(
 
 def test_max_pools_is_a_quota(db: Api) -> None:
     pools = db.client.application.extensions["ejc_pools"][0]
-    pools.max_pools = 2
+    pools.most = 2  # max_pools
     assert db.call("POST", "/api/pool", {"poolName": "b", "size": 1}).status_code == 201
     over = db.call("POST", "/api/pool", {"poolName": "c", "size": 1})
     assert over.status_code == 409 and "max_pools" in over.get_json()["error"]
