@@ -101,15 +101,18 @@ class System:
             text = exc.read()
             return exc.code, json.loads(text) if text else None
 
-    def make_app(self, name: str = "rec_app") -> str:
-        """Register an app whose archive holds record.sh; returns the record file path."""
+    def make_app(
+        self, name: str = "rec_app", script: str = RECORD_SH, file: str = "record.sh"
+    ) -> str:
+        """Register an app whose archive holds `file`, the shell `script` with `{out}` the
+        record file it appends to; returns that file's path."""
         src = self.tmp / f"{name}-src"
         src.mkdir(exist_ok=True)
         out = self.tmp / f"{name}.runs"
-        (src / "record.sh").write_text(RECORD_SH.format(out=out))
+        (src / file).write_text(script.format(out=out))
         archive = self.tmp / f"{name}.tar.gz"
         with tarfile.open(archive, "w:gz") as tar:
-            tar.add(src / "record.sh", arcname="record.sh")
+            tar.add(src / file, arcname=file)
         status, body = self.api(
             "POST",
             "/api/app",

@@ -13,7 +13,6 @@ while the tests run, so every run seen is a backfill's.
 
 from __future__ import annotations
 
-import tarfile
 import time
 import uuid
 from collections import Counter
@@ -150,22 +149,7 @@ def bed(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iter
     two_hours_ago = datetime.now(UTC) - timedelta(hours=2)
     hour_start = two_hours_ago.replace(minute=0, second=0, microsecond=0)
     with running_system(zk.hosts, namespace, tmp, replicas=2) as system:
-        record = tmp / "bf.runs"
-        src = tmp / "bf-src"
-        src.mkdir()
-        (src / "bf.sh").write_text(BF_SH.format(out=record))
-        archive = tmp / "bf_app.tar.gz"
-        with tarfile.open(archive, "w:gz") as tar:
-            tar.add(src / "bf.sh", arcname="bf.sh")
-        app = {
-            "appName": APP,
-            "appURL": str(archive),
-            "bootstrapScript": "true",
-            "cpuCount": 0.1,
-            "memoryMB": 32,
-        }
-        status, body = system.api("POST", "/api/app", app)
-        assert status == 204, body
+        record = Path(system.make_app(APP, script=BF_SH, file="bf.sh"))
         yield Bed(system, record, _cli_for(system, tmp / "home"), hour_start)
 
 

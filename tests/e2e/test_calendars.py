@@ -10,7 +10,6 @@ far away that is edited (PUT) while the jobs fire to exclude the next 6 s.
 from __future__ import annotations
 
 import math
-import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -67,22 +66,7 @@ class Bed:
 def bed(zk: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     tmp = tmp_path_factory.mktemp("calendars")
     with running_system(zk.hosts, f"t-{uuid.uuid4().hex[:12]}", tmp, replicas=1) as system:
-        record = tmp / "cal.runs"
-        src = tmp / "cal-src"
-        src.mkdir()
-        (src / "cal.sh").write_text(CAL_SH.format(out=record))
-        archive = tmp / "cal_app.tar.gz"
-        with tarfile.open(archive, "w:gz") as tar:
-            tar.add(src / "cal.sh", arcname="cal.sh")
-        app = {
-            "appName": APP,
-            "appURL": str(archive),
-            "bootstrapScript": "true",
-            "cpuCount": 0.1,
-            "memoryMB": 32,
-        }
-        status, body = system.api("POST", "/api/app", app)
-        assert status == 204, body
+        record = Path(system.make_app(APP, script=CAL_SH, file="cal.sh"))
         yield Bed(system, record)
 
 

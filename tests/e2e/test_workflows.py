@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -154,24 +153,8 @@ def browser() -> Iterator[Browser]:
 
 
 def flow_on(system: System, tmp: Path) -> Flow:
-    """The workflow app (its recording script packaged in `tmp`) registered on `system`."""
-    record = tmp / "wf.runs"
-    src = tmp / "wf-src"
-    src.mkdir()
-    (src / "wf.sh").write_text(WF_SH.format(out=record))
-    archive = tmp / "wf_app.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(src / "wf.sh", arcname="wf.sh")
-    app = {
-        "appName": APP,
-        "appURL": str(archive),
-        "bootstrapScript": "true",
-        "cpuCount": 0.1,
-        "memoryMB": 32,
-    }
-    status, body = system.api("POST", "/api/app", app)
-    assert status == 204, body
-    return Flow(system, record)
+    """The workflow app (its recording script packaged by `system`) registered on `system`."""
+    return Flow(system, Path(system.make_app(APP, script=WF_SH, file="wf.sh")))
 
 
 @pytest.fixture(scope="module")
