@@ -15,11 +15,13 @@ with PARTITION_AWARE that is what reconciliation answers for a task that is gone
 TASK_UNREACHABLE keeps the task until Mesos says more. Updates for tasks the leader does not know
 are logged and acknowledged.
 
-An idle daemon task (between two runs) that reconciliation finds unknown to Mesos (TASK_UNKNOWN,
-TASK_LOST or TASK_GONE with REASON_RECONCILIATION: the master does not know it, as after the
-local cluster was stopped, which stops its agents and their executors, and started again) is no
-failure: no run was going on. Its shard is relaunched without a failure counted (no back-off,
-no `run_failed`, no webhook, no run in the metrics) and the update says so (issue 30). A master
+An idle daemon task (before its first run or between two runs: the executor's first
+TASK_RUNNING makes it idle, BEGIN busy, COMPLETE idle) that reconciliation finds unknown to
+Mesos (TASK_UNKNOWN, TASK_LOST or TASK_GONE with REASON_RECONCILIATION: the master does not know
+it, as after the local cluster was stopped, which stops its agents and their executors, and
+started again) is no failure: no run was going on. Its shard is relaunched without a failure
+counted (no back-off, no `run_failed`, no webhook, no run in the metrics) and the update says so
+(issue 30). A master
 that has just failed over does not answer for a task whose agent has not re-registered yet
 (Mesos's reconciliation: "no reply" until the agent re-registers or its
 `agent_reregister_timeout` passes), so such an answer is never a too-early one.
@@ -211,6 +213,8 @@ class StatusHandler:
             idle = update.message == "COMPLETE"
             changed = changed or task.idle != idle
             task.idle = idle
+        elif _daemon_started(task, update):
+            task.idle = True  # waiting for its first run (issue 30: no run is going on)
         if not changed:
             return
         task.state = update.state
@@ -478,6 +482,19 @@ def _timed_out(status: dict[str, Any], job: JobConfig | None) -> str:
         timeout_s = None if job is None else job.timeout_seconds
         return f"{TIMED_OUT_PREFIX}{timeout_s} s" if timeout_s else "timed out"
     return ""
+
+
+def _daemon_started(task: RunningTask, update: TaskUpdate) -> bool:
+    """The executor's first TASK_RUNNING of a daemon job's task (not BEGIN or COMPLETE): the
+    task waits for its cron's first fire."""
+    job = update.job
+    return (
+        job is not None
+        and job.execution_type is JobExecutionType.DAEMON
+        and update.state == "TASK_RUNNING"
+        and task.state != "TASK_RUNNING"
+        and update.status.get("source") == "SOURCE_EXECUTOR"
+    )
 
 
 _UNKNOWN_TO_MESOS = frozenset({"TASK_UNKNOWN", "TASK_LOST", "TASK_GONE"})

@@ -249,6 +249,25 @@ def test_an_idle_daemon_task_mesos_no_longer_knows_is_relaunched_without_a_failu
     assert answer["message"].endswith("the daemon task was idle (no run going on), started again")
 
 
+def test_a_daemon_task_is_idle_once_started_until_its_first_run_begins(
+    handler: StatusHandler, stores: TermStores
+) -> None:
+    _job(stores, "d", daemon=True)
+    _job(stores, "t")
+    daemon, transient = _task(stores, "d"), _task(stores, "t")
+    for task_id in (daemon, transient):
+        started = _update(task_id, "TASK_RUNNING", "output: ...", source="SOURCE_EXECUTOR")
+        assert handler.handle(started)
+    assert _running(stores, "d")[daemon].idle is True
+    assert _running(stores, "t")[transient].idle is False
+    assert handler.handle(_update(daemon, "TASK_RUNNING", "BEGIN", source="SOURCE_EXECUTOR"))
+    assert _running(stores, "d")[daemon].idle is False
+    # A reconciliation answer (the master's) changes nothing.
+    again = _update(daemon, "TASK_RUNNING", "Reconciliation: Latest task state")
+    assert handler.handle({**again, "source": "SOURCE_MASTER"})
+    assert _running(stores, "d")[daemon].idle is False
+
+
 def test_a_busy_daemon_task_or_one_lost_otherwise_is_still_a_failure(
     handler: StatusHandler, stores: TermStores, seen: _Recorder
 ) -> None:
