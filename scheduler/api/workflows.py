@@ -75,6 +75,7 @@ def workflow_access(
             WorkflowQueue(),
             kill=lambda _task_id: False,
             calendars=stores.calendars,
+            max_active_backfills=settings.max_active_backfills,
         )
     calendars = stores.calendars
     return WorkflowAccess(

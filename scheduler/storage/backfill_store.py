@@ -21,6 +21,12 @@ attempt=0, job, fire_time, backfill_id=B)`: its key is `B~i~0`. The launcher lau
 run of its job and the status handler records each shard's end in its record; `count_ended`
 then adds the fire to the outcome and deletes its record in one transaction, so each fire is
 counted once.
+
+A workflow's backfill (issue 28) is the same state under `WORKFLOW_BACKFILLS` (the store built
+with `WORKFLOW_PATHS`, its `job` arguments the workflow's name): each fire is a workflow run,
+which the workflow engine creates in the transaction of `launch_ops` (the state advanced); a
+fire that already has a run is recorded by `record_had_run` (the state advanced and `hadRun`
+counted); the outcome counts a run's end in the transaction that ends it (`outcome_op`).
 """
 
 from __future__ import annotations
@@ -30,19 +36,25 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.model.backfill import Backfill, BackfillStatus
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded, RegistryError
 from scheduler.storage.layout import (
     BACKFILLS,
     BACKFILLS_ACTIVE,
+    WORKFLOW_BACKFILLS,
+    WORKFLOW_BACKFILLS_ACTIVE,
     WORKFLOW_FIRES,
     WORKFLOW_TASKS,
     backfill_active_path,
     backfill_folder,
     backfill_outcome_path,
     backfill_path,
+    workflow_backfill_active_path,
+    workflow_backfill_folder,
+    workflow_backfill_outcome_path,
+    workflow_backfill_path,
     workflow_fire_path,
     workflow_queue_folder,
     workflow_queue_path,
@@ -54,6 +66,9 @@ from scheduler.storage.workflow_store import FireRecord, NodeFire, fire_key
 
 __all__ = [
     "ENDED_KEPT",
+    "JOB_PATHS",
+    "WORKFLOW_PATHS",
+    "BackfillPaths",
     "BackfillStore",
     "Change",
     "Outcome",
@@ -96,20 +111,66 @@ def backfill_of_key(key: str) -> tuple[str, int] | None:
 
 
 @dataclass(frozen=True)
+class BackfillPaths:
+    """Where one kind of backfill lives: a job's (`JOB_PATHS`) or a workflow's
+    (`WORKFLOW_PATHS`); each builder takes the owner's name and the backfill id."""
+
+    root: str
+    active_root: str
+    folder: Callable[[str], str]
+    state: Callable[[str, str], str]
+    outcome: Callable[[str, str], str]
+    active: Callable[[str, str], str]
+    node_fires: bool
+    """Whether a fire launched is a node fire queued for the launcher (a job's) or a workflow
+    run its engine creates (a workflow's)."""
+
+
+JOB_PATHS = BackfillPaths(
+    BACKFILLS,
+    BACKFILLS_ACTIVE,
+    backfill_folder,
+    backfill_path,
+    backfill_outcome_path,
+    backfill_active_path,
+    node_fires=True,
+)
+WORKFLOW_PATHS = BackfillPaths(
+    WORKFLOW_BACKFILLS,
+    WORKFLOW_BACKFILLS_ACTIVE,
+    workflow_backfill_folder,
+    workflow_backfill_path,
+    workflow_backfill_outcome_path,
+    workflow_backfill_active_path,
+    node_fires=False,
+)
+_ACTIVE_ROOTS = (BACKFILLS_ACTIVE, WORKFLOW_BACKFILLS_ACTIVE)
+"""What `max_active_backfills` counts: the backfills of jobs and of workflows together."""
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """A backfill's fires that ended: every shard succeeded, or some shard failed for good."""
+    """A backfill's fires that ended: every shard succeeded, or some shard failed for good
+    (a workflow's: its run succeeded, or ended otherwise); `had_run`: a workflow's fires that
+    had a run already (made by its cron, a trigger or an earlier backfill), not run again."""
 
     succeeded: int = 0
     failed: int = 0
+    had_run: int = 0
 
     def encode(self) -> bytes:
-        return json.dumps({"succeeded": self.succeeded, "failed": self.failed}).encode()
+        doc = {"succeeded": self.succeeded, "failed": self.failed}
+        if self.had_run:
+            doc["hadRun"] = self.had_run
+        return json.dumps(doc).encode()
 
     @classmethod
     def decode(cls, data: bytes | None) -> Outcome:
         try:
             doc = json.loads(data) if data else {}
-            return cls(int(doc.get("succeeded", 0)), int(doc.get("failed", 0)))
+            return cls(
+                int(doc.get("succeeded", 0)), int(doc.get("failed", 0)), int(doc.get("hadRun", 0))
+            )
         except (ValueError, TypeError, AttributeError):
             return cls()
 
@@ -129,10 +190,17 @@ class BackfillStore:
     """Reads and fenced writes of backfills (any thread; `create` is serialised so that the
     quota holds against concurrent requests of this replica)."""
 
-    def __init__(self, registry: Registry, fence: Fence | None, max_active: int) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        fence: Fence | None,
+        max_active: int,
+        paths: BackfillPaths = JOB_PATHS,
+    ) -> None:
         self._registry = registry
         self._fence = fence
         self.max_active = max_active
+        self.paths = paths
         self._create_lock = threading.Lock()
 
     def _writer(self) -> FencedWriter:
@@ -145,7 +213,7 @@ class BackfillStore:
     def get(self, job: str, backfill_id: str) -> tuple[Backfill, int] | None:
         """The backfill with its node version; None when there is none. RegistryError when
         its stored state cannot be read."""
-        got = self._registry.get_versioned(backfill_path(job, backfill_id))
+        got = self._registry.get_versioned(self.paths.state(job, backfill_id))
         if got is None:
             return None
         return self._decode(backfill_id, got[0]), got[1]
@@ -160,16 +228,16 @@ class BackfillStore:
 
     def ids(self, job: str) -> list[str]:
         """The job's backfill ids, newest first (ids sort by creation time)."""
-        return sorted(self._registry.children(backfill_folder(job)), reverse=True)
+        return sorted(self._registry.children(self.paths.folder(job)), reverse=True)
 
     def backfills(self, job: str, ids: list[str] | None = None) -> list[Backfill]:
         """The job's backfills (or those of `ids`), newest first; one unreadable is logged and
         left out. Pipelined reads."""
         chosen = self.ids(job) if ids is None else ids
-        got = self._registry.get_many([backfill_path(job, i) for i in chosen])
+        got = self._registry.get_many([self.paths.state(job, i) for i in chosen])
         out = []
         for backfill_id in chosen:
-            found = got.get(backfill_path(job, backfill_id))
+            found = got.get(self.paths.state(job, backfill_id))
             if found is None:
                 continue
             try:
@@ -179,21 +247,21 @@ class BackfillStore:
         return out
 
     def outcome(self, job: str, backfill_id: str) -> Outcome:
-        return Outcome.decode(self._registry.get(backfill_outcome_path(job, backfill_id)))
+        return Outcome.decode(self._registry.get(self.paths.outcome(job, backfill_id)))
 
     def outcomes(self, job: str, ids: list[str]) -> dict[str, Outcome]:
         """The outcome of each of `ids` (pipelined reads; none recorded: zeros)."""
-        got = self._registry.get_many([backfill_outcome_path(job, i) for i in ids])
+        got = self._registry.get_many([self.paths.outcome(job, i) for i in ids])
         out = {}
         for backfill_id in ids:
-            found = got.get(backfill_outcome_path(job, backfill_id))
+            found = got.get(self.paths.outcome(job, backfill_id))
             out[backfill_id] = Outcome.decode(None if found is None else found[0])
         return out
 
     def active(self) -> list[tuple[str, str]]:
         """(job, backfill id) of every RUNNING or PAUSED backfill, cluster-wide."""
         out = []
-        for name in self._registry.children(BACKFILLS_ACTIVE):
+        for name in self._registry.children(self.paths.active_root):
             job, _sep, backfill_id = name.rpartition("~")
             if job and _ID.fullmatch(backfill_id):
                 out.append((job, backfill_id))
@@ -202,15 +270,15 @@ class BackfillStore:
         return sorted(out, key=lambda pair: pair[1])
 
     def active_count(self) -> int:
-        return self._registry.child_count(BACKFILLS_ACTIVE)
+        return sum(self._registry.child_count(root) for root in _ACTIVE_ROOTS)
 
     def jobs_of(self, backfill_ids: set[str]) -> dict[str, str]:
         """The job of each of `backfill_ids` found (a walk of the jobs' folders: term start)."""
         out: dict[str, str] = {}
         if not backfill_ids:
             return out
-        for job in self._registry.children(BACKFILLS):
-            for backfill_id in self._registry.children(backfill_folder(job)):
+        for job in self._registry.children(self.paths.root):
+            for backfill_id in self._registry.children(self.paths.folder(job)):
                 if backfill_id in backfill_ids:
                     out[backfill_id] = job
         return out
@@ -240,7 +308,7 @@ class BackfillStore:
             raise ValueError("a new backfill is RUNNING")
         job, backfill_id = backfill.job_name, backfill.backfill_id
         with self._create_lock:
-            self._registry.ensure(BACKFILLS_ACTIVE)
+            self._registry.ensure(self.paths.active_root)
             active = self.active_count()
             if active >= self.max_active:
                 raise QuotaExceeded(
@@ -248,14 +316,14 @@ class BackfillStore:
                     f"{active} backfills are running or paused, at most {self.max_active} may be "
                     "(max_active_backfills); wait for one to end, or cancel one",
                 )
-            self._registry.ensure(backfill_folder(job))
+            self._registry.ensure(self.paths.folder(job))
             try:
                 self._writer().commit(
                     f"create backfill {backfill_id} of {job}",
                     [
-                        Op.create(backfill_path(job, backfill_id), _encode(backfill)),
-                        Op.create(backfill_outcome_path(job, backfill_id), Outcome().encode()),
-                        Op.create(backfill_active_path(job, backfill_id)),
+                        Op.create(self.paths.state(job, backfill_id), _encode(backfill)),
+                        Op.create(self.paths.outcome(job, backfill_id), Outcome().encode()),
+                        Op.create(self.paths.active(job, backfill_id)),
                     ],
                 )
             except Conflict:
@@ -280,10 +348,12 @@ class BackfillStore:
             after = decide(before)
             if after is None or after == before:
                 return None
-            ops = [Op.set(backfill_path(job, backfill_id), _encode(after), version)]
+            ops = [Op.set(self.paths.state(job, backfill_id), _encode(after), version)]
             queued: list[NodeFire] = []
             withdrawn: list[str] = []
             if after.next_index == before.next_index + 1:
+                if not self.paths.node_fires:
+                    raise ValueError("a workflow's backfill launches by launch_ops")
                 fire = backfill_fire(before, before.next_index)
                 self._registry.ensure(workflow_queue_folder(job))
                 # The folders the launch and the status handler write in, by transactions
@@ -296,8 +366,9 @@ class BackfillStore:
             elif after.next_index != before.next_index:
                 raise ValueError("a change launches at most one fire")
             if after.status.final and not before.status.final:
-                ops.append(Op.delete(backfill_active_path(job, backfill_id)))
-            if after.status is BackfillStatus.CANCELLED and not before.status.final:
+                ops.append(Op.delete(self.paths.active(job, backfill_id)))
+            cancelled = after.status is BackfillStatus.CANCELLED and not before.status.final
+            if cancelled and self.paths.node_fires:
                 for key, entry_version in self.queued_keys(job, backfill_id):
                     ops.append(Op.delete(workflow_queue_path(job, key), entry_version))
                     record = self._registry.get_versioned(workflow_fire_path(key))
@@ -311,6 +382,47 @@ class BackfillStore:
             return Change(before, after, tuple(queued), tuple(withdrawn))
         raise Conflict(f"backfill {backfill_id} of job {job}: too many concurrent changes")
 
+    def launch_ops(self, before: Backfill, version: int, after: Backfill) -> list[Op]:
+        """A workflow's backfill: the ops that advance its state from `before` (read at
+        `version`) to `after` (one fire launched), written with the fire's run, so the run
+        exists exactly when the state says its fire launched."""
+        job, backfill_id = before.job_name, before.backfill_id
+        ops = [Op.set(self.paths.state(job, backfill_id), _encode(after), version)]
+        if after.status.final and not before.status.final:
+            ops.append(Op.delete(self.paths.active(job, backfill_id)))
+        return ops
+
+    def record_had_run(self, before: Backfill, version: int, after: Backfill) -> bool:
+        """A workflow's backfill whose next fire has a run already: the state advanced (as by
+        `launch_ops`) and `hadRun` counted, in one fenced transaction at the versions read.
+        False when something changed meanwhile (read again)."""
+        job, backfill_id = before.job_name, before.backfill_id
+        ops = self.launch_ops(before, version, after)
+        got = self._registry.get_versioned(self.paths.outcome(job, backfill_id))
+        if got is not None:
+            counted = replace(Outcome.decode(got[0]), had_run=Outcome.decode(got[0]).had_run + 1)
+            ops.append(Op.set(self.paths.outcome(job, backfill_id), counted.encode(), got[1]))
+        try:
+            self._writer().commit(f"record a fire of backfill {backfill_id} that had a run", ops)
+        except (Conflict, NotFound):
+            return False
+        return True
+
+    def outcome_op(self, job: str, backfill_id: str, succeeded: bool) -> Op | None:
+        """The op counting one more fire of the backfill ended (`succeeded` or not) at the
+        outcome's version read, for the transaction that ends the fire's run; None when the
+        backfill is gone."""
+        path = self.paths.outcome(job, backfill_id)
+        got = self._registry.get_versioned(path)
+        if got is None:
+            return None
+        counted = Outcome.decode(got[0])
+        if succeeded:
+            counted = replace(counted, succeeded=counted.succeeded + 1)
+        else:
+            counted = replace(counted, failed=counted.failed + 1)
+        return Op.set(path, counted.encode(), got[1])
+
     def count_ended(self, fire: NodeFire, record: FireRecord, version: int) -> bool:
         """A fire whose shards all ended: its tasks' index entries deleted, then its outcome
         counted and its record deleted in one transaction at the versions read (so it is
@@ -321,7 +433,7 @@ class BackfillStore:
         for task_id in {*record.task_ids, *ended}:
             if task_id:
                 writer.delete(workflow_task_path(task_id), recursive=False)
-        outcome_path = backfill_outcome_path(fire.job, fire.backfill_id)
+        outcome_path = self.paths.outcome(fire.job, fire.backfill_id)
         ops = [Op.delete(fire.record_path, version)]
         got = self._registry.get_versioned(outcome_path)
         if got is not None:
@@ -360,7 +472,7 @@ class BackfillStore:
         ended = [i for i in ids if i not in active]
         for backfill_id in ended[ENDED_KEPT:]:
             try:
-                self._writer().delete(backfill_path(job, backfill_id))
+                self._writer().delete(self.paths.state(job, backfill_id))
             except (Conflict, NotFound):
                 pass
 

@@ -180,6 +180,31 @@ def backfill_outcome_path(job: str, backfill_id: str) -> str:
     return f"{BACKFILLS}/{job}/{backfill_id}/outcome"
 
 
+WORKFLOW_BACKFILLS = "/workflows/backfills"
+"""`/workflows/backfills/{workflow}/{backfillId}`: a workflow's backfill (issue 28), the same
+state as a job's (`Backfill.to_json`, its `jobName` the workflow's name) with its outcome under
+it; each fire is a workflow run (`WORKFLOW_RUNS`) created with the state's advance."""
+WORKFLOW_BACKFILLS_ACTIVE = "/workflows/backfill-active"
+"""`/workflows/backfill-active/{workflow}~{backfillId}`: present while a workflow's backfill is
+RUNNING or PAUSED (`max_active_backfills` counts these with `BACKFILLS_ACTIVE`)."""
+
+
+def workflow_backfill_folder(workflow: str) -> str:
+    return f"{WORKFLOW_BACKFILLS}/{workflow}"
+
+
+def workflow_backfill_path(workflow: str, backfill_id: str) -> str:
+    return f"{WORKFLOW_BACKFILLS}/{workflow}/{backfill_id}"
+
+
+def workflow_backfill_active_path(workflow: str, backfill_id: str) -> str:
+    return f"{WORKFLOW_BACKFILLS_ACTIVE}/{workflow}~{backfill_id}"
+
+
+def workflow_backfill_outcome_path(workflow: str, backfill_id: str) -> str:
+    return f"{WORKFLOW_BACKFILLS}/{workflow}/{backfill_id}/outcome"
+
+
 # The roots a term's view of the queues watches (a child watch needs the node).
 QUEUE_ROOTS = (READY, FAILOVER, RUNNING, DISABLE_JOB, DISABLE_APP)
 

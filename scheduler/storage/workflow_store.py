@@ -442,12 +442,14 @@ class WorkflowStore:
         workflow: str,
         run_id: str,
         decide: Callable[[WorkflowRun], Step | None],
+        on_end: Callable[[WorkflowRun], list[Op]] | None = None,
     ) -> tuple[Step, list[NodeFire], list[NodeFire]] | None:
         """Read the run, let `decide` step it (None: nothing to write), and write the new state
         with its launches and the withdrawal of stopped nodes' queue entries, in one fenced
         transaction at the version read; again from a fresh read when something changed
         meanwhile. Returns (the step written, node fires queued, node fires stopped), None when
-        `decide` wrote nothing. NotFound when the run does not exist; `decide` may raise."""
+        `decide` wrote nothing. NotFound when the run does not exist; `decide` may raise.
+        `on_end`: the ops written with the step that ends the run (a backfill's outcome)."""
         for _ in range(_APPLY_TRIES):
             got = self.run(workflow, run_id)
             if got is None:
@@ -462,6 +464,7 @@ class WorkflowStore:
             if before.ended != run.ended:
                 if run.ended:
                     ops.append(Op.delete(active))
+                    ops.extend(on_end(run) if on_end is not None else [])
                 else:
                     self._registry.ensure(WORKFLOW_ACTIVE)
                     ops.append(Op.create(active))

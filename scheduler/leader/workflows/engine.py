@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent
+from scheduler.leader.workflows.backfills import WorkflowBackfills
 from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
@@ -80,6 +81,7 @@ from scheduler.model.workflow import (
     run_id_of,
     step,
 )
+from scheduler.storage.backfill_store import WORKFLOW_PATHS, BackfillStore
 from scheduler.storage.layout import workflow_active_path
 from scheduler.storage.state import KILLED_BY_USER
 from scheduler.storage.term_stores import TermStores
@@ -137,11 +139,15 @@ class WorkflowEngine(ThreadedComponent):
         catch_up_cap: int = 10,
         tick_s: float = TICK_S,
         calendars: CalendarSource | None = None,
+        max_active_backfills: int = 100,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`queue`: the node fires for the launcher (shared with it). `kill`: the driver's
         kill of a task. `catch_up_cap`: runs made at most per workflow and accounting.
         `calendars`: asked for a workflow's `excludeCalendars` at each accounting (None: no
-        calendars in this term)."""
+        calendars in this term). `max_active_backfills`: the settings' quota of backfills
+        (issue 28: the workflows' backfills are stepped here, `backfills.py`). `clock`: the
+        backfills' epoch seconds (tests step it)."""
         super().__init__()
         self._store = store
         self._stores = stores
@@ -164,6 +170,16 @@ class WorkflowEngine(ThreadedComponent):
         # workflow -> (when its excluded fires were last logged, how many since).
         self._excluded_log: dict[str, tuple[float, int]] = {}
         self.runs_made = 0
+        self.backfills = WorkflowBackfills(
+            BackfillStore(stores.registry, stores.fence, max_active_backfills, WORKFLOW_PATHS),
+            store,
+            lambda config, fire, extra, backfill_id: self._make_run(
+                config, fire, None, extra, backfill_id
+            ),
+            self.cancel,
+            self.wake,
+            clock,
+        )
 
     @property
     def store(self) -> WorkflowStore:
@@ -176,6 +192,7 @@ class WorkflowEngine(ThreadedComponent):
         lost, then start the thread. Raises (refusing the term) when ZooKeeper cannot be read."""
         self._queue.load(self._store.queued())
         self._settle_lost_shards()
+        self.backfills.load()
         self._start_thread()
 
     def stop(self) -> None:
@@ -216,6 +233,7 @@ class WorkflowEngine(ThreadedComponent):
             try:
                 self._fire_crons(time.time())
                 self._advance_all()
+                self.backfills.run_pass()
             except NotLeader:
                 log.info("workflows: not acting; round abandoned")
             except Exception:
@@ -260,7 +278,12 @@ class WorkflowEngine(ThreadedComponent):
         parsed, _fire = parse_run_id(run_id)
         if parsed != workflow:
             raise NotFound(f"workflow '{workflow}' has no run '{run_id}'")
-        written = self._store.apply(workflow, run_id, lambda run: step(run, event_at(time.time())))
+        written = self._store.apply(
+            workflow,
+            run_id,
+            lambda run: step(run, event_at(time.time())),
+            on_end=self.backfills.end_ops,
+        )
         if written is None:
             got = self._store.run(workflow, run_id)
             if got is None:
@@ -276,12 +299,16 @@ class WorkflowEngine(ThreadedComponent):
         fire: float,
         parameter: str | None,
         extra: list[Any],
+        backfill_id: str = "",
     ) -> WorkflowRun:
         """Create the run of `config`'s fire at `fire` with its first nodes queued, `extra`
-        ops (the cron record) in the same transaction. Conflict when it exists already."""
+        ops (the cron record, a backfill's state) in the same transaction. Conflict when it
+        exists already (or an extra op's version moved)."""
         now = time.time()
-        first = step(new_run(config, fire, parameter), Start(now))
+        first = step(new_run(config, fire, parameter, backfill_id), Start(now))
         first = self._fail_unlaunchable(first, now)
+        if first.run.ended:
+            extra = [*extra, *self.backfills.end_ops(first.run)]
         fires = self._store.create_run(first, extra)
         self.runs_made += 1
         self._queue.add(fires)
@@ -548,7 +575,10 @@ class WorkflowEngine(ThreadedComponent):
                 continue
             try:
                 written = self._store.apply(
-                    workflow, run_id, lambda run: self._decide(run, time.time())
+                    workflow,
+                    run_id,
+                    lambda run: self._decide(run, time.time()),
+                    on_end=self.backfills.end_ops,
                 )
             except NotFound:
                 self._drop_marker(run_id)

@@ -133,6 +133,8 @@ class WorkflowRun:
     reason: str = ""
     parameter: str | None = None
     """The trigger's override of every node's job parameter (None: the jobs' own)."""
+    backfill_id: str = ""
+    """The backfill whose fire made the run (issue 28); "": its cron or a trigger."""
 
     @property
     def workflow_name(self) -> str:
@@ -147,13 +149,16 @@ class WorkflowRun:
 
     def summary_json(self) -> dict[str, object]:
         """The run as `GET .../runs` lists it."""
-        return {
+        out: dict[str, object] = {
             "runId": self.run_id,
             "fireTime": self.fire_time,
             "state": self.state.value,
             "startedAt": self.started_at,
             "endedAt": self.ended_at,
         }
+        if self.backfill_id:
+            out["backfillId"] = self.backfill_id
+        return out
 
     def to_json(self) -> dict[str, object]:
         """The stored run (and `GET .../runs/{runId}`: the contract's fields and more)."""
@@ -196,6 +201,7 @@ class WorkflowRun:
             ended_at=_time(data.get("endedAt")),
             reason=str(data.get("reason") or ""),
             parameter=None if parameter is None else str(parameter),
+            backfill_id=str(data.get("backfillId") or ""),
         )
 
 
@@ -255,15 +261,20 @@ def parse_run_id(run_id: str) -> tuple[str, float]:
 
 
 def new_run(
-    definition: WorkflowConfig, fire_time: float, parameter: str | None = None
+    definition: WorkflowConfig,
+    fire_time: float,
+    parameter: str | None = None,
+    backfill_id: str = "",
 ) -> WorkflowRun:
-    """A run not started yet (every node pending); `step(run, Start(now))` starts it."""
+    """A run not started yet (every node pending); `step(run, Start(now))` starts it.
+    `backfill_id`: the backfill whose fire it is (issue 28)."""
     return WorkflowRun(
         run_id=run_id_of(definition.workflow_name, fire_time),
         definition=definition,
         fire_time=fire_time,
         nodes={n: NodeRun(n) for n in definition.node_names},
         parameter=parameter,
+        backfill_id=backfill_id,
     )
 
 
