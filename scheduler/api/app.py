@@ -18,6 +18,7 @@ from scheduler.api import (
     placement,
     pools,
     runs,
+    workflow_backfills,
     workflows,
 )
 from scheduler.api.access_control import install_access_control
@@ -83,6 +84,7 @@ def create_app(
     access.install(app, ctx)  # /api/access: users, grants, tokens (their store, fenced)
     workflows.install(app, workflow_access(ctx, stores, workflow_engine))  # issue 27
     backfills.install(app, backfill_access(ctx, stores, backfill_engine))  # issue 28
+    workflow_backfills.install(app)  # issue 28: a workflow's backfills (after the two above)
     calendars.install(app, stores, ctx.settings.max_list_items)  # issue 28
     pools.install(app, stores.pools, ctx.settings.max_list_items)  # issue 28
     app.register_blueprint(audit_bp)
