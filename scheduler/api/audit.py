@@ -96,6 +96,10 @@ ACTIONS: dict[str, str] = {
     "backfills.pause": "backfill.pause",
     "backfills.resume": "backfill.resume",
     "backfills.cancel": "backfill.cancel",
+    "workflow_backfills.create": "workflow.backfill",
+    "workflow_backfills.pause": "workflow.backfill-pause",
+    "workflow_backfills.resume": "workflow.backfill-resume",
+    "workflow_backfills.cancel": "workflow.backfill-cancel",
 }
 # Configuration changes: the stored fields before and after are read around the handler when
 # it did not tell them (`audit_hooks.note_change`).
