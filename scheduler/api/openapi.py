@@ -630,6 +630,23 @@ ROUTES: tuple[Route, ...] = (
     Route("POST /api/job/{jobName}/backfills/{backfill_id}/pause", "pause a backfill", _OBJECT),
     Route("POST /api/job/{jobName}/backfills/{backfill_id}/resume", "resume a backfill", _OBJECT),
     Route("POST /api/job/{jobName}/backfills/{backfill_id}/cancel", _BACKFILL_CANCEL, _OBJECT),
+    # A workflow's backfills (issue 28): scheduler/api/workflow_backfills.py, docs/backfill.md.
+    Route(
+        "POST /api/workflow/{name}/backfill",
+        "run the workflow's fires of a past range, one run each {from, to, firesPerMinute?, "
+        "dryRun?}",
+        _BACKFILL_MADE,
+        body=_BACKFILL_BODY,
+    ),
+    Route("GET /api/workflow/{name}/backfills", "the workflow's backfills", _BACKFILL_PAGE),
+    Route("GET /api/workflow/{name}/backfills/{backfill_id}", "one backfill", _OBJECT),
+    Route("POST /api/workflow/{name}/backfills/{backfill_id}/pause", "pause a backfill", _OBJECT),
+    Route("POST /api/workflow/{name}/backfills/{backfill_id}/resume", "resume it", _OBJECT),
+    Route(
+        "POST /api/workflow/{name}/backfills/{backfill_id}/cancel",
+        "cancel a backfill (body {killRunning: true} cancels its runs still running)",
+        _OBJECT,
+    ),
     # Workflows (issue 27): scheduler/api/workflows.py, docs/workflows.md.
     Route("POST /api/workflow", "register a workflow", _WORKFLOW_ADDED, body=_WORKFLOW_BODY),
     Route("PUT /api/workflow", _WORKFLOW_UPDATE, _OBJECT, body=_WORKFLOW_BODY),
