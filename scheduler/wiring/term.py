@@ -188,7 +188,13 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         ),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
         workflows=WorkflowEngine(
-            workflow_store, stores, ctx.term, node_fires, driver.kill, calendars=stores.calendars
+            workflow_store,
+            stores,
+            ctx.term,
+            node_fires,
+            driver.kill,
+            calendars=stores.calendars,
+            max_active_backfills=settings.max_active_backfills,  # workflows' backfills
         ),
         # Backfills (issue 28): their past fires queued as node fires, launched by the launcher.
         backfills=BackfillEngine(
