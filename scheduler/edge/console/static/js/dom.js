@@ -177,6 +177,35 @@ export function actionButton(text, action, attrs) {
   return el;
 }
 
+// A "Delete" button that asks first (`what`: "calendar", "pool"; `lines`: what the dialog says),
+// then runs `remove`; a refusal (a 409 naming what still uses it) shows in `problem`, a deletion
+// toasts and goes to `back` (a hash).
+export function deleteButton({ what, name, lines, remove, problem, back }) {
+  return actionButton(
+    "Delete",
+    async () => {
+      const ok = await confirmDialog({
+        title: `Delete ${what} ${name}?`,
+        lines,
+        confirmText: `Delete ${what}`,
+        danger: true,
+      });
+      if (!ok) return;
+      problem.hidden = true;
+      try {
+        await remove();
+      } catch (error) {
+        problem.textContent = error.message;
+        problem.hidden = false;
+        throw error;
+      }
+      toast(`${what[0].toUpperCase()}${what.slice(1)} ${name} deleted`);
+      location.hash = back;
+    },
+    { class: "danger", "data-action": "delete" },
+  );
+}
+
 export function toast(text, kind = "ok") {
   const box = document.getElementById("toasts");
   const item = h("div", { class: `toast ${kind}`, role: kind === "bad" ? "alert" : "status" }, text);

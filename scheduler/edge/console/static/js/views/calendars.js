@@ -9,8 +9,7 @@
 import { segment } from "../api.js";
 import { CALENDARS_PATH, serves } from "../data.js";
 import {
-  actionButton,
-  confirmDialog,
+  deleteButton,
   field,
   fieldList,
   fill,
@@ -178,30 +177,14 @@ export function detail(ctx) {
     fill(
       actions,
       h("a", { class: "button", href: href(["calendars", name, "edit"]), "data-action": "edit" }, "Edit"),
-      actionButton(
-        "Delete",
-        async () => {
-          const ok = await confirmDialog({
-            title: `Delete calendar ${name}?`,
-            lines: ["A calendar still listed by a job or workflow is not deleted: the server names its users."],
-            confirmText: "Delete calendar",
-            danger: true,
-          });
-          if (!ok) return;
-          problem.hidden = true;
-          try {
-            await api.del(base(name));
-          } catch (error) {
-            // 409: still in use; the message names the users.
-            problem.textContent = error.message;
-            problem.hidden = false;
-            throw error;
-          }
-          toast(`Calendar ${name} deleted`);
-          location.hash = "#/calendars";
-        },
-        { class: "danger", "data-action": "delete" },
-      ),
+      deleteButton({
+        what: "calendar",
+        name,
+        lines: ["A calendar still listed by a job or workflow is not deleted: the server names its users."],
+        remove: () => api.del(base(name)),
+        problem,
+        back: "#/calendars",
+      }),
     );
   }
   ctx.every(10000, async () => {

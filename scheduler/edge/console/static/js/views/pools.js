@@ -10,9 +10,8 @@
 import { segment } from "../api.js";
 import { POOLS_PATH, mapLimit, serves } from "../data.js";
 import {
-  actionButton,
+  deleteButton,
   badge,
-  confirmDialog,
   field,
   fieldList,
   fill,
@@ -227,29 +226,14 @@ export function detail(ctx) {
   if (writer) {
     fill(
       actions,
-      actionButton(
-        "Delete",
-        async () => {
-          const ok = await confirmDialog({
-            title: `Delete pool ${name}?`,
-            lines: ["A pool that jobs still name is not deleted: the server names them."],
-            confirmText: "Delete pool",
-            danger: true,
-          });
-          if (!ok) return;
-          problem.hidden = true;
-          try {
-            await api.del(base(name));
-          } catch (error) {
-            problem.textContent = error.message;
-            problem.hidden = false;
-            throw error;
-          }
-          toast(`Pool ${name} deleted`);
-          location.hash = "#/pools";
-        },
-        { class: "danger", "data-action": "delete" },
-      ),
+      deleteButton({
+        what: "pool",
+        name,
+        lines: ["A pool that jobs still name is not deleted: the server names them."],
+        remove: () => api.del(base(name)),
+        problem,
+        back: "#/pools",
+      }),
     );
   }
   return el;
