@@ -240,6 +240,7 @@ class WorkflowBackfills:
                     continue  # the backfill moved meanwhile (a pause, a cancel): read again
                 if not self._store.record_had_run(backfill, version, after):
                     continue
+                self._kept(after)
                 log.info(
                     "workflow backfills: %s of %s: fire %s/%s (%s) had a run already; not "
                     "run again",
@@ -249,17 +250,17 @@ class WorkflowBackfills:
                     backfill.fires,
                     backfill.fire_times[index].isoformat(),
                 )
-            else:
-                self.runs_made += 1
-                log.info(
-                    "workflow backfills: %s of %s: fire %s/%s (%s): run %s",
-                    backfill_id,
-                    workflow,
-                    index + 1,
-                    backfill.fires,
-                    backfill.fire_times[index].isoformat(),
-                    run_id,
-                )
+                continue  # the next fire (FORBID: once that run has ended)
+            self.runs_made += 1
+            log.info(
+                "workflow backfills: %s of %s: fire %s/%s (%s): run %s",
+                backfill_id,
+                workflow,
+                index + 1,
+                backfill.fires,
+                backfill.fire_times[index].isoformat(),
+                run_id,
+            )
             self._kept(after)
             if after.status.final or policy is not OverlapPolicy.ALLOW:
                 return  # FORBID: the run's end wakes the engine for the next
