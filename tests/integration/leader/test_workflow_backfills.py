@@ -42,7 +42,7 @@ class Clock:
         return self.now
 
 
-def _setup(stores: TermStores, **workflow: object) -> WorkflowConfig:
+def _setup(stores: TermStores, policy: OverlapPolicy = OverlapPolicy.FORBID) -> WorkflowConfig:
     """App `app`, job `step` (2 shards), workflow `nightly` (hourly, one node) registered."""
     app = {"appName": "app", "appURL": "http://example.invalid/a.tgz", "bootstrapScript": "x"}
     stores.registry.create("/config/app/app", json.dumps(app).encode())
@@ -59,8 +59,8 @@ def _setup(stores: TermStores, **workflow: object) -> WorkflowConfig:
     }
     stores.registry.create("/config/job/step", json.dumps(job).encode())
     config = WorkflowConfig(
-        "nightly", "app", (WorkflowNode("a", "step"),), cron="0 0 * * * ?", **workflow
-    )  # type: ignore[arg-type]
+        "nightly", "app", (WorkflowNode("a", "step"),), cron="0 0 * * * ?", overlap_policy=policy
+    )
     WorkflowStore(stores.registry, stores.fence, "UTC", 200).save(config, create=True)
     return config
 
@@ -210,7 +210,7 @@ def test_forbid_waits_for_each_run_and_counts_each_end_once(stores: TermStores) 
 
 
 def test_a_fire_that_has_a_run_already_is_recorded_and_not_run_twice(stores: TermStores) -> None:
-    config = _setup(stores, overlap_policy=OverlapPolicy.ALLOW)
+    config = _setup(stores, OverlapPolicy.ALLOW)
     engine, _queue = _engine(stores, Clock())
     # The cron (or a trigger) made the run of 02:00 earlier.
     cron_run = engine._make_run(config, _fire_time(2), None, [])
@@ -256,7 +256,7 @@ def test_pause_resume_cancel_and_kill_running(stores: TermStores) -> None:
 def test_fires_per_minute_paces_the_runs_and_a_deleted_workflow_cancels(
     stores: TermStores,
 ) -> None:
-    config = _setup(stores, overlap_policy=OverlapPolicy.ALLOW)
+    config = _setup(stores, OverlapPolicy.ALLOW)
     clock = Clock()
     engine, _queue = _engine(stores, clock, max_active=1)
     backfill_id = _create(engine, config, firesPerMinute=2)
