@@ -34,7 +34,9 @@ RANGE = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T05:00:00Z"}
 BASE = "/api/workflow/nightly"
 
 
-def _workflow(name: str, app: str = "etl", cron: str = "0 0 * * * ?", **extra: Any) -> dict:
+def _workflow(
+    name: str, app: str = "etl", cron: str = "0 0 * * * ?", **extra: Any
+) -> dict[str, Any]:
     return {
         "workflowName": name,
         "appName": app,
