@@ -9,6 +9,7 @@ exactly what `workflow show NAME --json` prints, plus flags for the common field
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -431,3 +432,132 @@ def mark_success(state: State, name: str, run_id: str, node: str) -> None:
         runId=run_id,
         node=node,
     )
+
+
+# -- backfills (issue 28): a workflow's past cron fires, one run each ---------------------------
+
+
+@workflow_group.command("backfill")
+@click.argument("name")
+@click.option("--from", "start", required=True, metavar="ISO", help="First instant (inclusive).")
+@click.option(
+    "--to", "end", required=True, metavar="ISO", help="Last instant, not in the future (inclusive)."
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(0.01, 600),
+    metavar="FIRES_PER_MINUTE",
+    help="Make at most this many runs a minute (default: as fast as the overlap policy allows).",
+)
+@click.option(
+    "--overlap-policy",
+    type=click.Choice(["FORBID", "ALLOW", "REPLACE"], case_sensitive=False),
+    help="FORBID: each run waits for the one before (default: the workflow's own policy).",
+)
+@click.option("--dry-run", is_flag=True, help="List the fires (the first 100); record nothing.")
+@json_option
+@click.pass_obj
+def start_backfill(
+    state: State,
+    name: str,
+    start: str,
+    end: str,
+    rate: float | None,
+    overlap_policy: str | None,
+    dry_run: bool,
+) -> None:
+    """Run NAME's cron fires between --from and --to (a past range), one run each, in order.
+
+    \b
+    ejcloud workflow backfill nightly --from 2026-11-23T00:00:00Z --to 2026-11-24T12:00:00Z
+    """
+    if rate is not None and not math.isfinite(rate):
+        raise UsageProblem("--rate must be a number of fires per minute")
+    body: dict[str, Any] = {"from": start, "to": end}
+    if rate is not None:
+        body["firesPerMinute"] = rate
+    if overlap_policy is not None:
+        body["overlapPolicy"] = overlap_policy.upper()
+    if dry_run:
+        body["dryRun"] = True
+    answer = state.client().call("POST", f"{_base(name)}/backfill", body=body)
+    if not isinstance(answer, dict):
+        raise ApiError(200, "the answer to the backfill is not an object", "UnexpectedAnswer")
+    fires = answer.get("fires")
+    excluded = answer.get("excludedFires")
+    note = f" ({excluded} excluded by the workflow's calendars)" if excluded else ""
+    if dry_run:
+        times = [str(t) for t in answer.get("fireTimes") or []]
+        if isinstance(fires, int) and fires > len(times):
+            times.append(f"... and {fires - len(times)} more")
+        head = f"workflow {name}: {fires} fires{note}; dry run, nothing was recorded"
+        state.show(answer, lambda: "\n".join([head, *times]))
+        return
+    backfill_id = answer.get("backfillId")
+    state.done(
+        f"backfill {backfill_id} of workflow {name} started: {fires} fires{note}",
+        action="backfill-started",
+        workflowName=name,
+        backfillId=backfill_id,
+        fires=fires,
+    )
+
+
+@workflow_group.command("backfills")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def list_backfills(state: State, name: str) -> None:
+    """List NAME's backfills, newest first: id, status, fires, runs made, outcome, range."""
+    found = list(paging.walk(state.client(), f"{_base(name)}/backfills", PAGE_SIZE))
+    rows = [
+        (
+            b.get("backfillId"),
+            b.get("status"),
+            b.get("fires"),
+            b.get("launched"),
+            f"{b.get('succeeded')}/{b.get('failed')}/{b.get('hadRun')}",
+            b.get("from"),
+            b.get("to"),
+        )
+        for b in objects(found)
+    ]
+    headers = ("ID", "STATUS", "FIRES", "LAUNCHED", "OK/FAILED/HAD_RUN", "FROM", "TO")
+    state.show_table(found, headers, rows, f"no backfills of workflow {name}")
+
+
+def _backfill_action(command: str, path: str, done: str, help_text: str) -> click.Command:
+    @click.argument("name")
+    @click.argument("backfill_id", metavar="ID")
+    @json_option
+    @click.pass_obj
+    def action(state: State, name: str, backfill_id: str) -> None:
+        answer = state.client().call(
+            "POST", f"{_base(name)}/backfills/{segment(backfill_id)}/{path}"
+        )
+        status = answer.get("status") if isinstance(answer, dict) else None
+        state.done(
+            f"backfill {backfill_id} of workflow {name} {done}"
+            + (f" (status {status})" if status else ""),
+            action=f"backfill-{path}",
+            workflowName=name,
+            backfillId=backfill_id,
+            status=status,
+        )
+
+    action.__doc__ = help_text
+    return workflow_group.command(command)(action)
+
+
+_backfill_action(
+    "backfill-pause", "pause", "paused", "Pause a backfill: no more runs until it is resumed."
+)
+_backfill_action(
+    "backfill-resume", "resume", "resumed", "Resume a paused backfill from its next fire."
+)
+_backfill_action(
+    "backfill-cancel",
+    "cancel",
+    "cancelled",
+    "Cancel a backfill: no more runs (those running end as they do).",
+)
