@@ -364,7 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = local_base(env=env) if args.local_base else args.base
         built = build(base, args.target or TARGETS, args.repository, env=env)
     except ImageError as exc:
-        print(f"deploy.image.build: {exc}", file=sys.stderr)
+        hint = ""
+        if "pinging container registry" in str(exc) or "initializing source" in str(exc):
+            hint = f"\nthe base {args.base} could not be pulled: --local-base makes one here"
+        print(f"deploy.image.build: {exc}{hint}", file=sys.stderr)
         return 1
     for target, ref in built.items():
         print(f"{target} {ref}")
