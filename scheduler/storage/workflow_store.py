@@ -103,7 +103,9 @@ class NodeFire:
     """The trigger's override of the job parameter (None: the job's own)."""
     backfill_id: str = ""
     """A backfill's fire (issue 28): the backfill's id; `workflow` is then "", `run_id` the
-    backfill's id and `node` the fire's index in it. "": a workflow node's fire."""
+    backfill's id and `node` the fire's index in it. A node of a workflow backfill's run
+    carries its backfill's id too (its shards get `backfillId`), `workflow` its workflow's
+    name. "": a node's fire of any other workflow run."""
 
     @property
     def key(self) -> str:
@@ -384,6 +386,7 @@ class WorkflowStore:
                 node.job,
                 run.fire_time,
                 run.parameter,
+                run.backfill_id,
             )
             self._registry.ensure(workflow_queue_folder(node.job))
             ops.append(Op.create(fire.queue_path, fire.encode()))
