@@ -326,9 +326,10 @@ def _build(
             raise ImageError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
         ref = f"{repository}-{target}:{tag_version}"
         before = _image_id(ref, env)
+        pull = "--pull=never" if base.startswith("localhost/") else "--pull=missing"
         _run(
-            ["podman", "build", "--quiet", "--format", "docker", "--pull=never"
-             if base.startswith("localhost/") else "--pull=missing",
+            # --network none: the RUN steps reach no network (pip has every wheel it needs).
+            ["podman", "build", "--quiet", "--format", "docker", "--network", "none", pull,
              "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={tag_version}",
              "--target", target, "--tag", ref, "--file", str(CONTAINERFILE), str(context)],
             f"podman build of {target}",
