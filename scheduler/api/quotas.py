@@ -83,6 +83,22 @@ class Quotas:
                 )
             yield
 
+    @contextmanager
+    def registering_jobs(self, config: ConfigStore, count: int) -> Iterator[None]:
+        """As `registering_job` for `count` jobs at once (`POST /api/job/register-many`), their
+        sizes and crons checked already by the caller (`check_job` each): QuotaExceeded unless
+        all of them fit under `max_jobs`."""
+        with self._lock:
+            stored = config.job_count()
+            if stored + count > self.max_jobs:
+                raise QuotaExceeded(
+                    "max_jobs",
+                    f"quota max_jobs={self.max_jobs}: {stored} jobs are registered, so "
+                    f"{max(0, self.max_jobs - stored)} more fit, not {count}; delete some or "
+                    "raise max_jobs",
+                )
+            yield
+
     def check_app_size(self, app: AppConfig) -> None:
         """TooLarge when `app` as stored exceeds `max_job_bytes`."""
         self._check_size(len(app.to_bytes()), f"app '{app.app_name}'")

@@ -14,11 +14,20 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.cron import system_time_zone
 from scheduler.model.config.job import JobConfig
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryError
-from scheduler.storage.layout import APPS, JOBS, app_path, job_path
+from scheduler.storage.layout import APPS, DISABLE_JOB, JOBS, app_path, disable_path, job_path
 from scheduler.storage.registry import Registry
-from scheduler.storage.transactions import Fence, FencedWriter
+from scheduler.storage.transactions import Fence, FencedWriter, Op
 
 log = logging.getLogger(__name__)
+
+JOBS_TXN_BUDGET_BYTES = 896 * 1024
+"""The most one `add_jobs` transaction may take on the wire as `jobs_txn_bytes` estimates it (an
+upper bound): under ZooKeeper's default request limit (`jute.maxbuffer`, 1 MiB - 1) with 128 KiB
+to spare, since a server drops the connection of a larger request (the leader's session would
+be suspended). 1,000 jobs of about 600 bytes stored fit one."""
+_OP_OVERHEAD_BYTES = 48
+"""Per step of a transaction, besides its path, data and ACL: headers, lengths, flags (about 30
+on the wire; rounded up)."""
 
 
 def resolve_time_zone(setting: str) -> str:
@@ -180,6 +189,57 @@ class ConfigStore:
             raise Conflict(f"job '{job.job_name}' already exists") from exc
         finally:
             self._job_written(job.job_name)
+
+    def jobs_txn_bytes(self, jobs: Sequence[JobConfig]) -> int:
+        """An upper estimate of the bytes `add_jobs(jobs)` sends as one transaction (paths with
+        the namespace, stored JSON, the client's ACL and each step's headers; the deletes of
+        stale disable nodes included)."""
+        registry = self._registry
+        acls = getattr(registry.client, "default_acl", None) or ()
+        acl = sum(16 + len(a.id.scheme) + len(a.id.id) for a in acls) or 32
+        per_op = _OP_OVERHEAD_BYTES + acl
+        total = per_op + len(registry.abs("/ha"))  # the fence's check
+        for job in jobs:
+            name = job.job_name
+            total += 2 * per_op + len(registry.abs(job_path(name))) + len(job.to_bytes())
+            total += len(registry.abs(disable_path(DISABLE_JOB, name)))
+        return total
+
+    def add_jobs(self, jobs: Sequence[JobConfig]) -> None:
+        """Create every job of `jobs` in one fenced transaction (all or none), with the
+        deletes of stale disable nodes of their names (a disable node left from a job of the
+        same name must not hide the new one). Raises Conflict naming the jobs that exist (read
+        after the refusal), NotLeader, RegistryError; ValueError when the transaction would be
+        larger than `JOBS_TXN_BUDGET_BYTES` (the caller checks `jobs_txn_bytes` first)."""
+        if not jobs:
+            return
+        size = self.jobs_txn_bytes(jobs)
+        if size > JOBS_TXN_BUDGET_BYTES:
+            raise ValueError(f"{len(jobs)} jobs take {size} bytes, over {JOBS_TXN_BUDGET_BYTES}")
+        names = [job.job_name for job in jobs]
+        stale = self._registry.get_many([disable_path(DISABLE_JOB, name) for name in names])
+        ops = [Op.delete(path, found[1]) for path, found in stale.items() if found is not None]
+        ops.extend(Op.create(job_path(job.job_name), job.to_bytes()) for job in jobs)
+        self._registry.ensure(JOBS)
+        try:
+            self._writer().commit(f"create {len(jobs)} jobs", ops)
+        except (Conflict, NotFound) as exc:
+            present = self.existing_jobs(names)
+            if not present:
+                raise Conflict(
+                    f"a disable node of one of the {len(jobs)} jobs changed while they were "
+                    "written; nothing was written, retry"
+                ) from exc
+            named = ", ".join(f"'{name}'" for name in present[:20])
+            more = f" and {len(present) - 20} more" if len(present) > 20 else ""
+            raise Conflict(f"jobs exist already: {named}{more}; nothing was written") from exc
+        finally:
+            for name in names:
+                self._job_written(name)
+
+    def existing_jobs(self, names: Sequence[str]) -> list[str]:
+        """Those of `names` that are stored jobs, in that order (read in bulk)."""
+        return [name for name, _data in self._read_many(JOBS, names)]
 
     def update_job(self, job: JobConfig) -> None:
         try:
