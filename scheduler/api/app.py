@@ -11,6 +11,7 @@ from scheduler.api import (
     calendars,
     fire_times,
     history,
+    job_batches,
     jobs,
     kill,
     openapi,
@@ -87,5 +88,6 @@ def create_app(
     workflow_backfills.install(app)  # issue 28: a workflow's backfills (after the two above)
     calendars.install(app, stores, ctx.settings.max_list_items)  # issue 28
     pools.install(app, stores.pools, ctx.settings.max_list_items)  # issue 28
+    app.register_blueprint(job_batches.bp)  # issue 29: POST /api/job/register-many
     app.register_blueprint(audit_bp)
     return app
