@@ -63,6 +63,7 @@ ACTIONS: dict[str, str] = {
     "apps.enable_app": "app.enable",
     "apps.delete_app": "app.delete",
     "jobs.register_job": "job.register",
+    "job_batches.register_many": "job.register-many",  # issue 29: one record per request
     "jobs.update_job": "job.update",
     "jobs.deregister_job": "job.deregister",
     "jobs.deregister_job_by_path": "job.deregister",
