@@ -571,6 +571,15 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE /api/app/{appName}/disable", "enable the app"),
     Route("POST /api/app/{appName}/enable", "enable the app"),
     Route("POST /api/job/register", "register a job", body=_JOB_BODY),
+    Route(  # issue 29
+        "POST /api/job/register-many",
+        "register 1 to 1000 jobs, all or none (400/409 list each refused job by index)",
+        _object({"registered": _INTEGER}),
+        body={
+            "required": True,
+            **_json(_object({"jobs": _array(_ref("Job"), "1 to 1000; or send the bare array")})),
+        },
+    ),
     Route("PUT /api/job/update", "update a job (omitted fields are kept)", body=_JOB_BODY),
     Route("DELETE /api/job/deregister", "deregister a job (name as body)", body=_NAME_BODY),
     Route("DELETE /api/job/{jobName}/deregister", "deregister a job"),
