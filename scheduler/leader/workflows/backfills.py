@@ -155,7 +155,12 @@ class WorkflowBackfills:
         decide: Callable[[Backfill, datetime], Backfill],
     ) -> Backfill:
         now = datetime.fromtimestamp(self._clock(), UTC)
-        change = self._store.apply(workflow, backfill_id, lambda b: decide(b, now))
+        try:
+            change = self._store.apply(workflow, backfill_id, lambda b: decide(b, now))
+        except Conflict as exc:  # the model names the owner a job
+            raise Conflict(
+                exc.message.replace(f" of job {workflow}", f" of workflow {workflow}")
+            ) from None
         if change is None:
             got = self._store.get(workflow, backfill_id)
             if got is None:

@@ -249,7 +249,7 @@ def test_pause_resume_cancel_and_kill_running(stores: TermStores) -> None:
     assert run_id_of("nightly", _fire_time(6)) not in _runs(engine)
     outcome = engine.backfills.store.outcome("nightly", second)
     assert (outcome.succeeded, outcome.failed) == (0, 1)  # the cancelled run counted once
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match="of workflow nightly is CANCELLED"):
         engine.backfills.resume("nightly", second)
 
 
