@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 _TOOLS = ("podman", "buildah", "runc", "mmdebstrap")
 _LABEL = "ejcloud-test=container-image"
+_REPOSITORY = "localhost/ejcloud-test"
 _SECRET_PREFIX = "ejcloud-test-"
 _ADMIN_PASSWORD = "container-Adm1n-pw"
 # Where the (test's) secret store holds each secret the definition names.
@@ -103,6 +104,18 @@ def _sweep(env: Mapping[str, str]) -> None:
         _podman(env, "secret", "rm", *mine, check=False)
 
 
+def _drop_older_versions(env: Mapping[str, str], current: set[str]) -> None:
+    """Remove this test's images of earlier versions (each version is a tag of its own)."""
+    listed = _podman(env, "images", "--format", "{{.Repository}}:{{.Tag}}", check=False)
+    stale = [
+        ref
+        for ref in listed.stdout.split()
+        if ref.startswith(f"{_REPOSITORY}-") and ref not in current
+    ]
+    if stale:
+        _podman(env, "rmi", *stale, check=False)
+
+
 @dataclass
 class Images:
     env: dict[str, str]
@@ -121,7 +134,8 @@ def images() -> Images:
     _sweep(env)
     started = time.monotonic()
     base = image_build.local_base(env=env)
-    built = image_build.build(base, repository="localhost/ejcloud-test", env=env)
+    built = image_build.build(base, repository=_REPOSITORY, env=env)
+    _drop_older_versions(env, set(built.values()))
     return Images(env, built["scheduler"], built["executor"], time.monotonic() - started)
 
 
