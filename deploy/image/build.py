@@ -295,7 +295,7 @@ def build(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Build each target of the Containerfile on `base`; returns target -> image reference
-    (`{repository}-{target}:{version}`)."""
+    (`{repository}-{target}:{version}`, also tagged `latest`)."""
     env = podman_env() if env is None else env
     if shutil.which("podman") is None:
         raise ImageError("podman is missing: apt-get install podman buildah runc (Debian)")
@@ -331,7 +331,8 @@ def _build(
             # --network none: the RUN steps reach no network (pip has every wheel it needs).
             ["podman", "build", "--quiet", "--format", "docker", "--network", "none", pull,
              "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={tag_version}",
-             "--target", target, "--tag", ref, "--file", str(CONTAINERFILE), str(context)],
+             "--target", target, "--tag", ref, "--tag", f"{repository}-{target}:latest",
+             "--file", str(CONTAINERFILE), str(context)],
             f"podman build of {target}",
             env=dict(env),
         )  # fmt: skip

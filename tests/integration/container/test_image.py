@@ -110,7 +110,7 @@ def _drop_older_versions(env: Mapping[str, str], current: set[str]) -> None:
     stale = [
         ref
         for ref in listed.stdout.split()
-        if ref.startswith(f"{_REPOSITORY}-") and ref not in current
+        if ref.startswith(f"{_REPOSITORY}-") and ref not in current and not ref.endswith(":latest")
     ]
     if stale:
         _podman(env, "rmi", *stale, check=False)
