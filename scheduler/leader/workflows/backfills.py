@@ -136,15 +136,18 @@ class WorkflowBackfills:
         killed), else they run to their end (and are counted)."""
         after = self._operate(workflow, backfill_id, "cancelled", lambda b, now: b.cancel(now))
         if kill_running:
-            for fire in after.fire_times[: after.next_index]:
-                run_id = run_id_of(workflow, fire.timestamp())
-                got = self._workflows.run(workflow, run_id)
-                if got is None or got[0].ended or got[0].backfill_id != backfill_id:
+            run_ids = [
+                run_id_of(workflow, f.timestamp()) for f in after.fire_times[: after.next_index]
+            ]
+            for run in self._workflows.runs(workflow, run_ids):  # pipelined reads
+                if run.ended or run.backfill_id != backfill_id:
                     continue
                 try:
-                    self._cancel_run(workflow, run_id)
+                    self._cancel_run(workflow, run.run_id)
                 except (NotFound, Conflict) as exc:
-                    log.info("workflow backfills: run %s not cancelled: %s", run_id, exc.message)
+                    log.info(
+                        "workflow backfills: run %s not cancelled: %s", run.run_id, exc.message
+                    )
         return after
 
     def _operate(
