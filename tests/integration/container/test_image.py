@@ -92,16 +92,34 @@ def _podman(
     return done
 
 
+def _pid_alive(pid: str) -> bool:
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
+
+
 def _sweep(env: Mapping[str, str]) -> None:
-    """Remove the containers and secrets of this test (an earlier run killed mid-way left)."""
-    found = _podman(env, "ps", "-a", "-q", "--filter", f"label={_LABEL}", check=False)
-    ids = found.stdout.split()
+    """Remove the containers and secrets an earlier run of this test left (killed mid-way):
+    those whose test process (its pid, in a label and in the secret's name) is gone. Another
+    run's, going on at the same time, are left alone."""
+    found = _podman(
+        env, "ps", "-a", "--filter", f"label={_LABEL}",
+        "--format", '{{.ID}} {{index .Labels "ejcloud-test-pid"}}', check=False,
+    )  # fmt: skip
+    ids = [
+        line.split()[0]
+        for line in found.stdout.splitlines()
+        if line.strip() and not _pid_alive([*line.split(), ""][1])
+    ]
     if ids:
         _podman(env, "rm", "-f", "-t", "0", *ids, check=False)
     secrets = _podman(env, "secret", "ls", "--format", "{{.Name}}", check=False).stdout.split()
-    mine = [name for name in secrets if name.startswith(_SECRET_PREFIX)]
-    if mine:
-        _podman(env, "secret", "rm", *mine, check=False)
+    stale = [
+        name
+        for name in secrets
+        if name.startswith(_SECRET_PREFIX)
+        and not _pid_alive(name.removeprefix(_SECRET_PREFIX).split("-")[0])
+    ]
+    if stale:
+        _podman(env, "secret", "rm", *stale, check=False)
 
 
 def _drop_older_versions(env: Mapping[str, str], current: set[str]) -> None:
@@ -215,6 +233,7 @@ def _run_args(
     container = app["container"]
     assert container["type"] == "DOCKER" and app["networks"] == [{"mode": "host"}]
     args = ["run", "-d", "--name", name, "--label", _LABEL, "--network", "host"]
+    args += ["--label", f"ejcloud-test-pid={os.getpid()}"]
     args += ["--env", "HOST=127.0.0.1", "--env", f"PORT0={port}", "--env", f"PORTS={port}"]
     args += ["--env", f"MARATHON_APP_ID={app['id']}"]
     for key, value in app["env"].items():
@@ -257,7 +276,7 @@ def cluster(
     cluster = Cluster(env, app, tmp_path)
     try:
         for source, value in store.items():
-            name = f"{_SECRET_PREFIX}{run}-{source.rsplit('/', 1)[1]}"
+            name = f"{_SECRET_PREFIX}{os.getpid()}-{run}-{source.rsplit('/', 1)[1]}"
             subprocess.run(
                 ["podman", "secret", "create", name, "-"],
                 input=value, env=env, text=True, capture_output=True, check=True,
