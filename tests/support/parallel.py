@@ -41,6 +41,7 @@ GROUPS: dict[str, str] = {
     "tests/e2e/test_console_trust.py": "console-trust",
     "tests/e2e/test_workflows.py": "workflows",
     "tests/e2e/test_backfill.py": "backfill",
+    "tests/e2e/test_workflow_backfill.py": "workflow-backfill",
     "tests/e2e/test_teams.py": "teams",
     "tests/e2e/test_console_access.py": "console-access",
     "tests/security/test_console_tls.py": "console-tls",
