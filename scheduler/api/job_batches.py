@@ -136,7 +136,8 @@ def register_many() -> Response:
     for app in apps:
         require_app(Role.EDITOR, app)
     # 3. What a single registration checks next, each job's problems collected.
-    refused = _checked(jobs, apps)
+    stored = [(job.job_name, job.to_bytes()) for _index, job in jobs]  # made once: it costs
+    refused = _checked(jobs, apps, stored)
     if refused:
         return _refusal(400, "InvalidRequest", "invalid", refused, len(items))
     # 4. Names taken or repeated, apps disabled: 409.
@@ -145,7 +146,7 @@ def register_many() -> Response:
         return _refusal(409, "Conflict", "in conflict", refused, len(items))
     # 5. One transaction, or a 413 saying how many fit.
     configs = [job for _index, job in jobs]
-    _refuse_over_budget(configs)
+    _refuse_over_budget(stored)
     with ExitStack() as held:
         with_calendars = [job for job in configs if job.exclude_calendars]
         if with_calendars:
@@ -155,7 +156,7 @@ def register_many() -> Response:
             for job in with_calendars[1:]:
                 refuse_unknown_references(job)
         held.enter_context(quotas().registering_jobs(access.config, len(configs)))
-        access.config.add_jobs(configs)
+        access.config.add_jobs(stored)
     names = [job.job_name for job in configs]
     note_change(
         "jobs",
@@ -199,7 +200,9 @@ def _name_in(data: Any) -> str | None:
     return "".join(ch if ch.isprintable() else "?" for ch in name[:_MAX_NAME_CHARS])
 
 
-def _checked(jobs: list[tuple[int, JobConfig]], apps: list[str]) -> list[_Refused]:
+def _checked(
+    jobs: list[tuple[int, JobConfig]], apps: list[str], stored: list[tuple[str, bytes]]
+) -> list[_Refused]:
     """Each job's refusals by the checks `register_job` makes after its role: an internal
     webhook, calendars and pool, placement, size and fire interval (each app read once; a
     webhook URL judged once)."""
@@ -208,7 +211,7 @@ def _checked(jobs: list[tuple[int, JobConfig]], apps: list[str]) -> list[_Refuse
     webhooks: dict[str, InvalidRequest | None] = {}
     limits = quotas()
     refused = []
-    for index, job in jobs:
+    for (index, job), (_name, data) in zip(jobs, stored, strict=True):
         try:
             url = job.notify_webhook_url
             if url:
@@ -222,7 +225,7 @@ def _checked(jobs: list[tuple[int, JobConfig]], apps: list[str]) -> list[_Refuse
                 found = access.capacity.check(job, app)
                 if found is not None:
                     raise InvalidRequest(found.reason, found.fields)
-            limits.check_job(job)
+            limits.check_job(job, len(data))
         except (InvalidRequest, QuotaExceeded) as exc:
             refused.append(_Refused.of(index, job.job_name, exc))
     return refused
@@ -256,7 +259,7 @@ def _conflicts(jobs: list[tuple[int, JobConfig]], apps: list[str]) -> list[_Refu
     return refused
 
 
-def _refuse_over_budget(jobs: list[JobConfig]) -> None:
+def _refuse_over_budget(jobs: list[tuple[str, bytes]]) -> None:
     config = term_access().config
     size = config.jobs_txn_bytes(jobs)
     if size <= JOBS_TXN_BUDGET_BYTES:
@@ -269,7 +272,7 @@ def _refuse_over_budget(jobs: list[JobConfig]) -> None:
     )
 
 
-def _how_many_fit(jobs: list[JobConfig]) -> int:
+def _how_many_fit(jobs: list[tuple[str, bytes]]) -> int:
     """How many of the first `jobs` fit the budget (bisection: the size grows with the count)."""
     config = term_access().config
     low, high = 0, len(jobs)

@@ -103,10 +103,12 @@ class Quotas:
         """TooLarge when `app` as stored exceeds `max_job_bytes`."""
         self._check_size(len(app.to_bytes()), f"app '{app.app_name}'")
 
-    def check_job(self, job: JobConfig) -> None:
-        """TooLarge when `job` as stored exceeds `max_job_bytes`; InvalidRequest when its cron
-        fires more often than `min_fire_interval_seconds` allows."""
-        self._check_size(len(job.to_bytes()), f"job '{job.job_name}'")
+    def check_job(self, job: JobConfig, stored_bytes: int | None = None) -> None:
+        """TooLarge when `job` as stored exceeds `max_job_bytes` (`stored_bytes`: its stored
+        size, when the caller has it); InvalidRequest when its cron fires more often than
+        `min_fire_interval_seconds` allows."""
+        size = len(job.to_bytes()) if stored_bytes is None else stored_bytes
+        self._check_size(size, f"job '{job.job_name}'")
         self._check_fire_interval(job)
 
     def _check_size(self, size: int, what: str) -> None:

@@ -190,36 +190,37 @@ class ConfigStore:
         finally:
             self._job_written(job.job_name)
 
-    def jobs_txn_bytes(self, jobs: Sequence[JobConfig]) -> int:
+    def jobs_txn_bytes(self, jobs: Sequence[tuple[str, bytes]]) -> int:
         """An upper estimate of the bytes `add_jobs(jobs)` sends as one transaction (paths with
         the namespace, stored JSON, the client's ACL and each step's headers; the deletes of
-        stale disable nodes included)."""
+        stale disable nodes included) for `jobs` as (name, stored JSON)."""
         registry = self._registry
         acls = getattr(registry.client, "default_acl", None) or ()
         acl = sum(16 + len(a.id.scheme) + len(a.id.id) for a in acls) or 32
         per_op = _OP_OVERHEAD_BYTES + acl
         total = per_op + len(registry.abs("/ha"))  # the fence's check
-        for job in jobs:
-            name = job.job_name
-            total += 2 * per_op + len(registry.abs(job_path(name))) + len(job.to_bytes())
-            total += len(registry.abs(disable_path(DISABLE_JOB, name)))
+        job_folder = len(registry.abs(JOBS)) + 1
+        disable_folder = len(registry.abs(DISABLE_JOB)) + 1
+        for name, data in jobs:
+            total += 2 * per_op + job_folder + disable_folder + 2 * len(name.encode()) + len(data)
         return total
 
-    def add_jobs(self, jobs: Sequence[JobConfig]) -> None:
-        """Create every job of `jobs` in one fenced transaction (all or none), with the
-        deletes of stale disable nodes of their names (a disable node left from a job of the
-        same name must not hide the new one). Raises Conflict naming the jobs that exist (read
-        after the refusal), NotLeader, RegistryError; ValueError when the transaction would be
-        larger than `JOBS_TXN_BUDGET_BYTES` (the caller checks `jobs_txn_bytes` first)."""
+    def add_jobs(self, jobs: Sequence[tuple[str, bytes]]) -> None:
+        """Create every job of `jobs`, given as (name, stored JSON: `JobConfig.to_bytes()`), in
+        one fenced transaction (all or none), with the deletes of stale disable nodes of their
+        names (a disable node left from a job of the same name must not hide the new one).
+        Raises Conflict naming the jobs that exist (read after the refusal), NotLeader,
+        RegistryError; ValueError when the transaction would be larger than
+        `JOBS_TXN_BUDGET_BYTES` (the caller checks `jobs_txn_bytes` first)."""
         if not jobs:
             return
         size = self.jobs_txn_bytes(jobs)
         if size > JOBS_TXN_BUDGET_BYTES:
             raise ValueError(f"{len(jobs)} jobs take {size} bytes, over {JOBS_TXN_BUDGET_BYTES}")
-        names = [job.job_name for job in jobs]
+        names = [name for name, _data in jobs]
         stale = self._registry.get_many([disable_path(DISABLE_JOB, name) for name in names])
         ops = [Op.delete(path, found[1]) for path, found in stale.items() if found is not None]
-        ops.extend(Op.create(job_path(job.job_name), job.to_bytes()) for job in jobs)
+        ops.extend(Op.create(job_path(name), data) for name, data in jobs)
         self._registry.ensure(JOBS)
         try:
             self._writer().commit(f"create {len(jobs)} jobs", ops)

@@ -60,7 +60,7 @@ def test_registers_every_job_of_the_body_in_one_request(api: Api) -> None:
 
 def test_one_bad_job_in_the_middle_refuses_the_request_and_writes_nothing(api: Api) -> None:
     _ready(api)
-    jobs = _jobs(9)
+    jobs: list[Any] = _jobs(9)
     jobs[4] = _job("bulk_0004", cron="not a cron")
     jobs[6] = {**_job("bulk_0006"), "shardingTotalCount": -1, "memoryMB": "x"}
     jobs[7] = "just a string"
