@@ -473,7 +473,14 @@ _GSON_ESCAPES = {
 }
 
 
+# Any character `_gson_string` writes otherwise than as itself: most strings have none, and
+# are written at C speed (a job's stored JSON is made at every registration and update).
+_GSON_SPECIAL = re.compile("[\x00-\x1f\"\\\\<>&='\u2028\u2029\ud800-\udfff]")
+
+
 def _gson_string(text: str) -> str:
+    if _GSON_SPECIAL.search(text) is None:
+        return f'"{text}"'
     out = ['"']
     for char in text:
         escaped = _GSON_ESCAPES.get(char)
