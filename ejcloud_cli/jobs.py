@@ -10,6 +10,7 @@ from ejcloud_cli import paging
 from ejcloud_cli.backfills import BACKFILL_COMMANDS
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import ApiError, NothingRunning, UsageProblem
+from ejcloud_cli.job_files import add_many, read_jobs
 from ejcloud_cli.output import cell, format_time, objects, ordered_fields, render_fields
 from ejcloud_cli.paging import PAGE_SIZE
 from ejcloud_cli.specs import build_body, load_spec, parse_sets
@@ -117,8 +118,15 @@ _job_fields = spec_options(
 )
 
 
-def _body(state: State, name: str | None, spec_file: str | None, **flags: Any) -> dict[str, Any]:
-    spec = load_spec(spec_file, state.stdin()) if spec_file else None
+def _body(
+    state: State,
+    name: str | None,
+    spec_file: str | None,
+    spec: dict[str, Any] | None = None,
+    **flags: Any,
+) -> dict[str, Any]:
+    if spec is None and spec_file:
+        spec = load_spec(spec_file, state.stdin())
     return build_body(
         "jobName",
         name,
@@ -150,13 +158,18 @@ def _body(state: State, name: str | None, spec_file: str | None, **flags: Any) -
 @_job_fields
 @click.pass_obj
 def add_job(state: State, /, name: str | None, spec_file: str | None, **flags: Any) -> None:
-    """Register a job from a file (-f) and/or flags.
+    """Register a job from a file (-f) and/or flags; or many: a file holding a list of jobs
+    (or {"jobs": [...]}) is registered through register-many, 1,000 jobs to a request.
 
     \b
     ejcloud job add hello --app demo_app --type SIMPLE --class demo.jobs:hello \\
         --execution TRANSIENT --cron '0/10 * * * * ?' --shards 2 --cpu 0.1 --memory 32
     """
-    body = _body(state, name, spec_file, **flags)
+    spec = read_jobs(spec_file, state.stdin()) if spec_file else None
+    if isinstance(spec, list):  # issue 29: many jobs (ejcloud_cli/job_files.py)
+        add_many(state, spec, spec_file or "", name, flags)
+        return
+    body = _body(state, name, spec_file, spec, **flags)
     state.client().call("POST", "/api/job/register", body=body)
     state.done(f"job {body['jobName']} registered", action="registered", jobName=body["jobName"])
 
