@@ -474,6 +474,8 @@ def _body(method: str, rule: str, app: str, job: str, t: str) -> tuple[Any, str 
         return app_body(app, cpuCount=0.25), None
     if rule == "/api/job/register":
         return job_body(f"{t}_job_new", appName=app), None
+    if rule == "/api/job/register-many":  # issue 29
+        return {"jobs": [job_body(f"{t}_job_many", appName=app)]}, None
     if rule == "/api/job/update":
         return job_body(job, appName=app, cron="0 0 4 * * ?"), None
     if rule in ("/api/job/trigger", "/api/job/deregister"):
