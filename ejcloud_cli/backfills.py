@@ -117,6 +117,15 @@ def start_backfill(
     ejcloud job backfill nightly --from 2026-11-23T00:00:00+01:00 --to 2026-11-24T12:00:00+01:00 \\
         --rate 2 --overlap-policy FORBID
     """
+    body = backfill_body(start, end, rate, overlap_policy, dry_run)
+    answer = state.client().call("POST", f"{_base(job)}/backfill", body=body)
+    report_started(state, "job", job, answer, dry_run)
+
+
+def backfill_body(
+    start: str, end: str, rate: float | None, overlap_policy: str | None, dry_run: bool
+) -> dict[str, Any]:
+    """The body of `POST .../backfill` (a job's or a workflow's) from the command's options."""
     if rate is not None and not math.isfinite(rate):
         raise UsageProblem("--rate must be a number of fires per minute")
     body: dict[str, Any] = {"from": start, "to": end}
@@ -126,23 +135,26 @@ def start_backfill(
         body["overlapPolicy"] = overlap_policy.upper()
     if dry_run:
         body["dryRun"] = True
-    answer = _answer_object(
-        state.client().call("POST", f"{_base(job)}/backfill", body=body), "the backfill"
-    )
-    fires = answer.get("fires")
-    excluded = answer.get("excludedFires")
-    excluded_note = f" ({excluded} excluded by the job's calendars)" if excluded else ""
+    return body
+
+
+def report_started(state: State, kind: str, name: str, answer: Any, dry_run: bool) -> None:
+    """What a backfill's start (or dry run) of job or workflow (`kind`) `name` answered."""
+    found = _answer_object(answer, "the backfill")
+    fires = found.get("fires")
+    excluded = found.get("excludedFires")
+    excluded_note = f" ({excluded} excluded by the {kind}'s calendars)" if excluded else ""
     if dry_run:
-        head = f"job {job}: {cell(fires)} fires{excluded_note}; dry run, nothing was recorded"
-        state.show(answer, lambda: "\n".join([head, *_fire_lines(answer)]))
+        head = f"{kind} {name}: {cell(fires)} fires{excluded_note}; dry run, nothing was recorded"
+        state.show(found, lambda: "\n".join([head, *_fire_lines(found)]))
         return
-    backfill_id = answer.get("backfillId")
+    backfill_id = found.get("backfillId")
     if not isinstance(backfill_id, str) or not backfill_id:
         raise ApiError(200, "the backfill's answer holds no backfillId", "UnexpectedAnswer")
     state.done(
-        f"backfill {backfill_id} of job {job} started: {cell(fires)} fires{excluded_note}",
+        f"backfill {backfill_id} of {kind} {name} started: {cell(fires)} fires{excluded_note}",
         action="backfill-started",
-        jobName=job,
+        **{f"{kind}Name": name},
         backfillId=backfill_id,
         fires=fires,
     )
@@ -188,13 +200,17 @@ def show_backfill(state: State, job: str, backfill_id: str) -> None:
     )
 
 
-def _report(state: State, job: str, backfill_id: str, answer: Any, path: str, done: str) -> None:
+def report_action(
+    state: State, kind: str, name: str, backfill_id: str, answer: Any, path: str, done: str
+) -> None:
+    """What pausing, resuming or cancelling (`path`) a backfill of job or workflow (`kind`)
+    `name` answered."""
     status = answer.get("status") if isinstance(answer, dict) else None
     state.done(
-        f"backfill {backfill_id} of job {job} {done}"
+        f"backfill {backfill_id} of {kind} {name} {done}"
         + (f" (status {cell(status)})" if status else ""),
         action=f"backfill-{path}",
-        jobName=job,
+        **{f"{kind}Name": name},
         backfillId=backfill_id,
         status=status,
     )
@@ -209,7 +225,7 @@ def _action(command: str, path: str, done: str, help_text: str) -> click.Command
         answer = state.client().call(
             "POST", f"{_base(job)}/backfills/{segment(backfill_id)}/{path}"
         )
-        _report(state, job, backfill_id, answer, path, done)
+        report_action(state, "job", job, backfill_id, answer, path, done)
 
     action.__doc__ = help_text
     return click.command(command)(action)
@@ -231,7 +247,7 @@ def cancel_backfill(state: State, job: str, backfill_id: str, kill_running: bool
         f"{_base(job)}/backfills/{segment(backfill_id)}/cancel",
         body={"killRunning": True} if kill_running else None,
     )
-    _report(state, job, backfill_id, answer, "cancel", "cancelled")
+    report_action(state, "job", job, backfill_id, answer, "cancel", "cancelled")
 
 
 BACKFILL_COMMANDS = (

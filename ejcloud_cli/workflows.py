@@ -9,13 +9,13 @@ exactly what `workflow show NAME --json` prints, plus flags for the common field
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import click
 
 from ejcloud_cli import paging
+from ejcloud_cli.backfills import backfill_body, report_action, report_started
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import EXIT_ERROR, EXIT_OK, ApiError, CliError, UsageProblem
 from ejcloud_cli.output import (
@@ -471,36 +471,9 @@ def start_backfill(
     \b
     ejcloud workflow backfill nightly --from 2026-11-23T00:00:00Z --to 2026-11-24T12:00:00Z
     """
-    if rate is not None and not math.isfinite(rate):
-        raise UsageProblem("--rate must be a number of fires per minute")
-    body: dict[str, Any] = {"from": start, "to": end}
-    if rate is not None:
-        body["firesPerMinute"] = rate
-    if overlap_policy is not None:
-        body["overlapPolicy"] = overlap_policy.upper()
-    if dry_run:
-        body["dryRun"] = True
+    body = backfill_body(start, end, rate, overlap_policy, dry_run)
     answer = state.client().call("POST", f"{_base(name)}/backfill", body=body)
-    if not isinstance(answer, dict):
-        raise ApiError(200, "the answer to the backfill is not an object", "UnexpectedAnswer")
-    fires = answer.get("fires")
-    excluded = answer.get("excludedFires")
-    note = f" ({excluded} excluded by the workflow's calendars)" if excluded else ""
-    if dry_run:
-        times = [str(t) for t in answer.get("fireTimes") or []]
-        if isinstance(fires, int) and fires > len(times):
-            times.append(f"... and {fires - len(times)} more")
-        head = f"workflow {name}: {fires} fires{note}; dry run, nothing was recorded"
-        state.show(answer, lambda: "\n".join([head, *times]))
-        return
-    backfill_id = answer.get("backfillId")
-    state.done(
-        f"backfill {backfill_id} of workflow {name} started: {fires} fires{note}",
-        action="backfill-started",
-        workflowName=name,
-        backfillId=backfill_id,
-        fires=fires,
-    )
+    report_started(state, "workflow", name, answer, dry_run)
 
 
 @workflow_group.command("backfills")
@@ -535,15 +508,7 @@ def _backfill_action(command: str, path: str, done: str, help_text: str) -> clic
         answer = state.client().call(
             "POST", f"{_base(name)}/backfills/{segment(backfill_id)}/{path}"
         )
-        status = answer.get("status") if isinstance(answer, dict) else None
-        state.done(
-            f"backfill {backfill_id} of workflow {name} {done}"
-            + (f" (status {status})" if status else ""),
-            action=f"backfill-{path}",
-            workflowName=name,
-            backfillId=backfill_id,
-            status=status,
-        )
+        report_action(state, "workflow", name, backfill_id, answer, path, done)
 
     action.__doc__ = help_text
     return workflow_group.command(command)(action)
