@@ -23,6 +23,7 @@ no fires to replay: 400 naming why. Every change is audited.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -44,6 +45,7 @@ from scheduler.model.backfill import (
 )
 from scheduler.model.calendar import excluded_by
 from scheduler.model.config._wire import require_object
+from scheduler.model.config.cron import CronSpec
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotFound
 from scheduler.replica.term import LeaderContext
@@ -104,7 +106,11 @@ def _job(role: Role, job_name: str) -> JobConfig:
     return job
 
 
-def _backfill_id(text: str) -> str:
+# -- shared with api/workflow_backfills.py (a workflow's backfills) -------------------------
+
+
+def checked_backfill_id(text: str) -> str:
+    """A backfill id from a URL, checked before it reaches a path (400 otherwise)."""
     problem = backfill_id_problem(text)
     if problem is not None:
         raise InvalidRequest(f"backfillId {problem}", {"backfillId": problem})
@@ -115,7 +121,78 @@ def _view(backfill: Backfill, outcome: Outcome) -> dict[str, object]:
     return {**backfill.summary_json(), "succeeded": outcome.succeeded, "failed": outcome.failed}
 
 
-def _fires_of(job: JobConfig, checked: BackfillRequest, access: BackfillAccess) -> FireList:
+def fires_in(
+    spec: CronSpec, exclude_calendars: Iterable[str], checked: BackfillRequest
+) -> FireList:
+    """The fires of `spec` in the request's range, those the named calendars exclude left out
+    and counted, at most `max_backfill_fires` (TooManyFires, a 400, beyond)."""
+    access = _access()
+    calendars = access.calendars.calendars(exclude_calendars)
+
+    def excluded(fire: datetime) -> bool:
+        return excluded_by(calendars, fire) is not None
+
+    return backfill_fires(
+        spec, checked.start, checked.end, excluded=excluded, max_fires=access.max_fires
+    )
+
+
+def note_created(resource: str, backfill: Backfill, app_name: str) -> None:
+    """The audit record's change of a backfill's creation."""
+    policy = backfill.overlap_policy
+    note_change(
+        resource,
+        None,
+        {
+            "from": backfill.start.isoformat(),
+            "to": backfill.end.isoformat(),
+            "fires": backfill.fires,
+            "firesPerMinute": backfill.fires_per_minute,
+            "overlapPolicy": None if policy is None else policy.value,
+        },
+        app_name,
+    )
+
+
+def note_operated(
+    resource: str, before: Backfill, after: Backfill, what: str, kill_running: bool, app: str
+) -> None:
+    """The audit record's change of a pause, resume or cancel (`what`)."""
+    note_change(
+        resource,
+        {"status": before.status.value},
+        {
+            "status": after.status.value,
+            "operation": what,
+            **({"killRunning": True} if kill_running else {}),
+        },
+        app,
+    )
+
+
+def listed(
+    store: BackfillStore, owner: str, view: Callable[[Backfill, Outcome], dict[str, object]]
+) -> Response:
+    """The backfills of `owner` (a job or a workflow) in `store`, newest first, with their
+    outcomes (at most `ENDED_KEPT` ended ones are kept: one page)."""
+    ids = store.ids(owner)
+    outcomes = store.outcomes(owner, ids)
+    items = [view(b, outcomes[b.backfill_id]) for b in store.backfills(owner, ids)]
+    return jsonify({"items": items, "nextCursor": None})
+
+
+def stored(store: BackfillStore, owner: str, kind: str, backfill_id: str) -> Backfill:
+    """The backfill `backfill_id` of job or workflow (`kind`) `owner`; NotFound without one."""
+    got = store.get(owner, backfill_id)
+    if got is None:
+        raise NotFound(f"{kind} '{owner}' has no backfill '{backfill_id}'")
+    return got[0]
+
+
+# -- a job's backfills --------------------------------------------------------------------
+
+
+def _fires_of(job: JobConfig, checked: BackfillRequest) -> FireList:
     """The fires of `job`'s cron in the request's range, its calendars' exclusions applied."""
     if job.execution_type is JobExecutionType.DAEMON:
         why = "a DAEMON job runs its cron inside the executor: it has no fires to backfill"
@@ -123,14 +200,7 @@ def _fires_of(job: JobConfig, checked: BackfillRequest, access: BackfillAccess) 
     if not job.has_cron:
         why = "the job has no cron (it runs when triggered or in a workflow): no fires to backfill"
         raise InvalidRequest(f"job '{job.job_name}': {why}", {"jobName": why})
-    calendars = access.calendars.calendars(job.exclude_calendars)
-
-    def excluded(fire: datetime) -> bool:
-        return excluded_by(calendars, fire) is not None
-
-    return backfill_fires(
-        job.cron_spec, checked.start, checked.end, excluded=excluded, max_fires=access.max_fires
-    )
+    return fires_in(job.cron_spec, job.exclude_calendars, checked)
 
 
 @bp.post("/job/<job_name>/backfill")
@@ -139,24 +209,11 @@ def create(job_name: str) -> tuple[Response, int]:
     access = _access()
     job = _job(Role.OPERATOR, job_name)
     checked = BackfillRequest.from_json(json_body(), now=datetime.now(UTC))
-    fires = _fires_of(job, checked, access)
+    fires = _fires_of(job, checked)
     if checked.dry_run:
         return jsonify(preview_json(fires)), 200
     backfill = access.engine.create(job, checked, fires)
-    note_change(
-        f"job/{job.job_name}/backfill/{backfill.backfill_id}",
-        None,
-        {
-            "from": backfill.start.isoformat(),
-            "to": backfill.end.isoformat(),
-            "fires": backfill.fires,
-            "firesPerMinute": backfill.fires_per_minute,
-            "overlapPolicy": (
-                None if backfill.overlap_policy is None else backfill.overlap_policy.value
-            ),
-        },
-        job.app_name,
-    )
+    note_created(f"job/{job.job_name}/backfill/{backfill.backfill_id}", backfill, job.app_name)
     return jsonify(_view(backfill, Outcome())), 201
 
 
@@ -165,34 +222,26 @@ def create(job_name: str) -> tuple[Response, int]:
 def listing(job_name: str) -> Response:
     """The job's backfills, newest first (at most `ENDED_KEPT` ended ones are kept)."""
     job = _job(Role.VIEWER, job_name)
-    store = _access().engine.store
-    ids = store.ids(job.job_name)
-    outcomes = store.outcomes(job.job_name, ids)
-    items = [_view(b, outcomes[b.backfill_id]) for b in store.backfills(job.job_name, ids)]
-    return jsonify({"items": items, "nextCursor": None})
+    return listed(_access().engine.store, job.job_name, _view)
 
 
 @bp.get("/job/<job_name>/backfills/<backfill_id>")
 @requires(Role.VIEWER, scope="app")
 def show(job_name: str, backfill_id: str) -> Response:
     job = _job(Role.VIEWER, job_name)
-    checked = _backfill_id(backfill_id)
+    checked = checked_backfill_id(backfill_id)
     store = _access().engine.store
-    got = store.get(job.job_name, checked)
-    if got is None:
-        raise NotFound(f"job '{job.job_name}' has no backfill '{checked}'")
-    return jsonify(_view(got[0], store.outcome(job.job_name, checked)))
+    found = stored(store, job.job_name, "job", checked)
+    return jsonify(_view(found, store.outcome(job.job_name, checked)))
 
 
 def _operate(job_name: str, backfill_id: str, what: str) -> Response:
     access = _access()
     job = _job(Role.OPERATOR, job_name)
-    checked = _backfill_id(backfill_id)
-    kill_running = _kill_running() if what == "cancel" else False
+    checked = checked_backfill_id(backfill_id)
+    kill_running = kill_running_asked() if what == "cancel" else False
     store = access.engine.store
-    before = store.get(job.job_name, checked)
-    if before is None:
-        raise NotFound(f"job '{job.job_name}' has no backfill '{checked}'")
+    before = stored(store, job.job_name, "job", checked)
     engine = access.engine
     if what == "pause":
         after = engine.pause_backfill(job.job_name, checked)
@@ -200,21 +249,13 @@ def _operate(job_name: str, backfill_id: str, what: str) -> Response:
         after = engine.resume_backfill(job.job_name, checked)
     else:
         after = engine.cancel_backfill(job.job_name, checked, kill_running=kill_running)
-    note_change(
-        f"job/{job.job_name}/backfill/{checked}",
-        {"status": before[0].status.value},
-        {
-            "status": after.status.value,
-            "operation": what,
-            **({"killRunning": True} if kill_running else {}),
-        },
-        job.app_name,
-    )
+    resource = f"job/{job.job_name}/backfill/{checked}"
+    note_operated(resource, before, after, what, kill_running, job.app_name)
     log.info("api: backfill %s of %s: %s", checked, job.job_name, what)
     return jsonify(_view(after, store.outcome(job.job_name, checked)))
 
 
-def _kill_running() -> bool:
+def kill_running_asked() -> bool:
     """The cancel's optional body `{"killRunning": bool}` (none: false)."""
     if not request.get_data(cache=True).strip():
         return False

@@ -28,7 +28,6 @@ from flask import Blueprint, Flask, Response, jsonify
 from scheduler.api import backfills as job_backfills
 from scheduler.api import workflows
 from scheduler.api.access_control import requires
-from scheduler.api.audit_hooks import note_change
 from scheduler.api.bodies import json_body
 from scheduler.leader.workflows.backfills import WorkflowBackfills
 from scheduler.model.access.roles import Role
@@ -36,11 +35,9 @@ from scheduler.model.backfill import (
     Backfill,
     BackfillRequest,
     FireList,
-    backfill_fires,
     preview_json,
 )
-from scheduler.model.calendar import excluded_by
-from scheduler.model.errors import InvalidRequest, NotFound
+from scheduler.model.errors import InvalidRequest
 from scheduler.model.workflow import WorkflowConfig
 from scheduler.storage.backfill_store import Outcome
 
@@ -73,19 +70,11 @@ def _view(backfill: Backfill, outcome: Outcome) -> dict[str, object]:
 def _fires_of(config: WorkflowConfig, checked: BackfillRequest) -> FireList:
     """The fires of the workflow's cron in the request's range, its calendars' exclusions
     applied."""
-    access = job_backfills._access()
     spec = config.cron_spec(workflows._access().store.default_time_zone)
     if spec is None:
         why = "the workflow has no cron (it runs when triggered): no fires to backfill"
         raise InvalidRequest(f"workflow '{config.workflow_name}': {why}", {"workflowName": why})
-    calendars = access.calendars.calendars(config.exclude_calendars)
-
-    def excluded(fire: datetime) -> bool:
-        return excluded_by(calendars, fire) is not None
-
-    return backfill_fires(
-        spec, checked.start, checked.end, excluded=excluded, max_fires=access.max_fires
-    )
+    return job_backfills.fires_in(spec, config.exclude_calendars, checked)
 
 
 @bp.post("/workflow/<name>/backfill")
@@ -97,20 +86,8 @@ def create(name: str) -> tuple[Response, int]:
     if checked.dry_run:
         return jsonify(preview_json(fires)), 200
     backfill = _backfills().create(config, checked, fires)
-    note_change(
-        f"workflow/{config.workflow_name}/backfill/{backfill.backfill_id}",
-        None,
-        {
-            "from": backfill.start.isoformat(),
-            "to": backfill.end.isoformat(),
-            "fires": backfill.fires,
-            "firesPerMinute": backfill.fires_per_minute,
-            "overlapPolicy": (
-                None if backfill.overlap_policy is None else backfill.overlap_policy.value
-            ),
-        },
-        config.app_name,
-    )
+    resource = f"workflow/{config.workflow_name}/backfill/{backfill.backfill_id}"
+    job_backfills.note_created(resource, backfill, config.app_name)
     return jsonify(_view(backfill, Outcome())), 201
 
 
@@ -119,50 +96,34 @@ def create(name: str) -> tuple[Response, int]:
 def listing(name: str) -> Response:
     """The workflow's backfills, newest first (at most `ENDED_KEPT` ended ones are kept)."""
     config = workflows._workflow(Role.VIEWER, name)
-    store = _backfills().store
-    ids = store.ids(config.workflow_name)
-    outcomes = store.outcomes(config.workflow_name, ids)
-    items = [_view(b, outcomes[b.backfill_id]) for b in store.backfills(config.workflow_name, ids)]
-    return jsonify({"items": items, "nextCursor": None})
+    return job_backfills.listed(_backfills().store, config.workflow_name, _view)
 
 
 @bp.get("/workflow/<name>/backfills/<backfill_id>")
 @requires(Role.VIEWER, scope="app")
 def show(name: str, backfill_id: str) -> Response:
     config = workflows._workflow(Role.VIEWER, name)
-    checked = job_backfills._backfill_id(backfill_id)
+    checked = job_backfills.checked_backfill_id(backfill_id)
     store = _backfills().store
-    got = store.get(config.workflow_name, checked)
-    if got is None:
-        raise NotFound(f"workflow '{config.workflow_name}' has no backfill '{checked}'")
-    return jsonify(_view(got[0], store.outcome(config.workflow_name, checked)))
+    found = job_backfills.stored(store, config.workflow_name, "workflow", checked)
+    return jsonify(_view(found, store.outcome(config.workflow_name, checked)))
 
 
 def _operate(name: str, backfill_id: str, what: str) -> Response:
     config = workflows._workflow(Role.OPERATOR, name)
-    checked = job_backfills._backfill_id(backfill_id)
-    kill_running = job_backfills._kill_running() if what == "cancel" else False
+    checked = job_backfills.checked_backfill_id(backfill_id)
+    kill_running = job_backfills.kill_running_asked() if what == "cancel" else False
     engine = _backfills()
     workflow = config.workflow_name
-    before = engine.store.get(workflow, checked)
-    if before is None:
-        raise NotFound(f"workflow '{workflow}' has no backfill '{checked}'")
+    before = job_backfills.stored(engine.store, workflow, "workflow", checked)
     if what == "pause":
         after = engine.pause(workflow, checked)
     elif what == "resume":
         after = engine.resume(workflow, checked)
     else:
         after = engine.cancel(workflow, checked, kill_running=kill_running)
-    note_change(
-        f"workflow/{workflow}/backfill/{checked}",
-        {"status": before[0].status.value},
-        {
-            "status": after.status.value,
-            "operation": what,
-            **({"killRunning": True} if kill_running else {}),
-        },
-        config.app_name,
-    )
+    resource = f"workflow/{workflow}/backfill/{checked}"
+    job_backfills.note_operated(resource, before, after, what, kill_running, config.app_name)
     log.info("api: backfill %s of workflow %s: %s", checked, workflow, what)
     return jsonify(_view(after, engine.store.outcome(workflow, checked)))
 
