@@ -10,7 +10,8 @@ because `job backfill JOB --from ... --to ...` is itself the command that starts
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -42,6 +43,7 @@ _FIELD_ORDER = (
 )
 _NOT_FIELDS = ("fireTimes", "nextIndex")
 _OVERLAP = click.Choice(["FORBID", "ALLOW", "REPLACE"], case_sensitive=False)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _base(job: str) -> str:
@@ -68,37 +70,58 @@ def _answer_object(answer: Any, what: str) -> dict[str, Any]:
     return answer
 
 
+def backfill_options(what: str) -> Callable[[_F], _F]:
+    """The options of a backfill's start (a job's or a workflow's: `what` runs, "job" or
+    "workflow", named in the help): --from, --to, --rate, --overlap-policy, --dry-run."""
+
+    def apply(command: _F) -> _F:
+        for option in reversed(
+            (
+                click.option(
+                    "--from",
+                    "start",
+                    required=True,
+                    metavar="ISO",
+                    help="First instant of the range, with its offset: 2026-11-23T00:00:00Z "
+                    "(inclusive).",
+                ),
+                click.option(
+                    "--to",
+                    "end",
+                    required=True,
+                    metavar="ISO",
+                    help="Last instant of the range, with its offset, not in the future "
+                    "(inclusive).",
+                ),
+                click.option(
+                    "--rate",
+                    type=click.FloatRange(0.01, 600),
+                    metavar="FIRES_PER_MINUTE",
+                    help="Launch at most this many fires a minute (0.01 to 600; default: one "
+                    "after the other, as fast as the overlap policy allows).",
+                ),
+                click.option(
+                    "--overlap-policy",
+                    type=_OVERLAP,
+                    help=f"How a fire meets the {what}'s run still going (default: the {what}'s "
+                    "own overlapPolicy).",
+                ),
+                click.option(
+                    "--dry-run",
+                    is_flag=True,
+                    help="List the fires (count and the first 100); record nothing.",
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return apply
+
+
 @click.command("backfill")
 @click.argument("job")
-@click.option(
-    "--from",
-    "start",
-    required=True,
-    metavar="ISO",
-    help="First instant of the range, with its offset: 2026-11-23T00:00:00Z (inclusive).",
-)
-@click.option(
-    "--to",
-    "end",
-    required=True,
-    metavar="ISO",
-    help="Last instant of the range, with its offset, not in the future (inclusive).",
-)
-@click.option(
-    "--rate",
-    type=float,
-    metavar="FIRES_PER_MINUTE",
-    help="Launch at most this many fires a minute (0.01 to 600; default: one after the other, "
-    "as fast as they run).",
-)
-@click.option(
-    "--overlap-policy",
-    type=_OVERLAP,
-    help="How a fire meets the job's run still going (default: the job's own overlapPolicy).",
-)
-@click.option(
-    "--dry-run", is_flag=True, help="List the fires (count and the first 100); record nothing."
-)
+@backfill_options("job")
 @json_option
 @click.pass_obj
 def start_backfill(

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ejcloud_cli import paging
-from ejcloud_cli.backfills import backfill_body, report_action, report_started
+from ejcloud_cli.backfills import backfill_body, backfill_options, report_action, report_started
 from ejcloud_cli.context import State, confirm, json_option, segment, spec_options
 from ejcloud_cli.errors import EXIT_ERROR, EXIT_OK, ApiError, CliError, UsageProblem
 from ejcloud_cli.output import (
@@ -439,22 +439,7 @@ def mark_success(state: State, name: str, run_id: str, node: str) -> None:
 
 @workflow_group.command("backfill")
 @click.argument("name")
-@click.option("--from", "start", required=True, metavar="ISO", help="First instant (inclusive).")
-@click.option(
-    "--to", "end", required=True, metavar="ISO", help="Last instant, not in the future (inclusive)."
-)
-@click.option(
-    "--rate",
-    type=click.FloatRange(0.01, 600),
-    metavar="FIRES_PER_MINUTE",
-    help="Make at most this many runs a minute (default: as fast as the overlap policy allows).",
-)
-@click.option(
-    "--overlap-policy",
-    type=click.Choice(["FORBID", "ALLOW", "REPLACE"], case_sensitive=False),
-    help="FORBID: each run waits for the one before (default: the workflow's own policy).",
-)
-@click.option("--dry-run", is_flag=True, help="List the fires (the first 100); record nothing.")
+@backfill_options("workflow")
 @json_option
 @click.pass_obj
 def start_backfill(
