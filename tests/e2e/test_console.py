@@ -311,6 +311,8 @@ def test_admin_works_the_whole_cycle_on_the_leader(
         # to the cron field, then a good one with its next fire times previewed.
         tab.open("jobs/new")
         form = page.locator("form[data-form=job]")
+        # Its defaults are the API's (issue 30: misfire was on in the form, off in the API).
+        expect(form.locator("[name=misfire]")).not_to_be_checked()
         form.locator("[name=jobName]").fill("console_job")
         form.locator("[name=appName]").select_option("console_app")
         form.locator("[name=jobType]").select_option("SCRIPT")
