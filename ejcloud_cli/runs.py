@@ -41,6 +41,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "start": ("startTime", "start", "startedAt"),
     "end": ("endTime", "end", "endedAt", "completeTime"),
     "reason": ("reason", "failureCause", "message"),
+    "backfill_id": ("backfillId",),
 }
 
 
@@ -55,6 +56,8 @@ class Run:
     start: Any
     end: Any
     reason: Any
+    backfill_id: Any = None
+    """The backfill the run belongs to (issue 28), None for a cron fire's or a trigger's."""
 
     def duration_s(self) -> float | None:
         start, end = parse_time(self.start), parse_time(self.end)
@@ -72,14 +75,25 @@ class Run:
         return (
             self.task_id,
             shard,
+            format_time(self.fire_time) if self.fire_time is not None else None,
             self.state,
             format_time(self.start) if self.start is not None else None,
             format_duration(self.duration_s()),
+            self.backfill_id,
             reason,
         )
 
 
-RUN_HEADERS = ("TASK", "SHARD", "STATE", "START_UTC", "DURATION", "REASON")
+RUN_HEADERS = (
+    "TASK",
+    "SHARD",
+    "FIRE_UTC",
+    "STATE",
+    "START_UTC",
+    "DURATION",
+    "BACKFILL",
+    "REASON",
+)
 
 
 def parse_runs(data: Any) -> list[Run]:
@@ -114,7 +128,8 @@ def _first(item: dict[str, Any], keys: Sequence[str]) -> Any:
 @json_option
 @click.pass_obj
 def runs_command(state: State, job: str, limit: int, before: str | None) -> None:
-    """Show a job's recent runs: task, shard, state, start, duration, reason."""
+    """Show a job's recent runs: task, shard, the fire each ran for, state, start, duration,
+    the backfill it belongs to (if any), reason."""
     query: dict[str, str | int] = {"limit": limit}
     if before:
         query["before"] = before

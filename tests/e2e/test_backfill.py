@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
+from ejcloud_cli.runs import RUN_HEADERS
 from tests.e2e.pipeline_support import System, running_system, strike_leader
 from tests.e2e.test_cli import Cli
 from tests.support.waiting import wait_for
@@ -264,6 +265,11 @@ def test_a_backfill_of_30_past_fires_runs_each_once_per_shard_in_order_marked_in
     assert seen == Counter({(f, i): 1 for f in bed.fire_times() for i in range(SHARDS)})
     marks = {r.get("backfillId") for r in runs}
     assert marks == {backfill_id}, f"the runs view's backfillId of the backfill's runs: {marks}"
+    # And `ejcloud runs`: each row's fire (the newest first) and its backfill.
+    table = bed.cli.ok("runs", "bf_plain", "-n", "2").splitlines()
+    assert table[0].split() == list(RUN_HEADERS)
+    newest = max(bed.fire_times()).strftime("%Y-%m-%d %H:%M:%S")
+    assert all(newest in line and backfill_id in line for line in table[1:3]), table
 
 
 def test_pause_holds_every_fire_resume_goes_on_and_cancel_ends_it_through_the_cli(

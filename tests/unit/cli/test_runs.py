@@ -29,6 +29,7 @@ def test_runs_are_read_with_the_api_names() -> None:
                 "startTime": "2024-03-01T10:00:00.250Z",
                 "endTime": "2024-03-01T10:03:04.250Z",
                 "reason": "ValueError: bad row (at demo/jobs.py:12 in hello)",
+                "backfillId": "20240301T095900Z-0badcafe",
             }
         ]
     )
@@ -36,9 +37,11 @@ def test_runs_are_read_with_the_api_names() -> None:
         (
             TASK,
             0,
+            "2024-03-01 10:00:00",
             "TASK_FAILED",
             "2024-03-01 10:00:00",
             "3m04s",
+            "20240301T095900Z-0badcafe",
             "ValueError: bad row (at demo/jobs.py:12 in hello)",
         )
     ]
@@ -54,8 +57,8 @@ def test_runs_are_read_tolerantly_from_other_shapes_and_names() -> None:
     }
     rows = [r.row() for r in parse_runs(answer)]
     assert rows == [
-        ("t1", 2, "TASK_RUNNING", "2024-03-01 10:00:00", "-", None),
-        ("t2", "0,1", "TASK_FINISHED", None, "-", None),
+        ("t1", 2, None, "TASK_RUNNING", "2024-03-01 10:00:00", "-", None, None),
+        ("t2", "0,1", None, "TASK_FINISHED", None, "-", None, None),
     ]
     assert parse_runs({"items": []}) == []
 
