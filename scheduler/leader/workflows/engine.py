@@ -167,6 +167,8 @@ class WorkflowEngine(ThreadedComponent):
         # Called with each fire_excluded event (the engine's thread); must not block.
         self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "workflows: event listener")
         self._calendars = calendars
+        # (workflow, calendar) named but missing, warned about once (bounded).
+        self._missing_warned: set[tuple[str, str]] = set()
         # workflow -> (when its excluded fires were last logged, how many since).
         self._excluded_log: dict[str, tuple[float, int]] = {}
         self.runs_made = 0
@@ -515,6 +517,7 @@ class WorkflowEngine(ThreadedComponent):
         if self._calendars is None or not config.exclude_calendars:
             return None
         found = self._calendars.calendars(config.exclude_calendars)
+        self._warn_missing(config, {c.calendar_name for c in found})
         if not found:
             return None
 
@@ -523,6 +526,27 @@ class WorkflowEngine(ThreadedComponent):
             return None if exclusion is None else str(exclusion)
 
         return why
+
+    def _warn_missing(self, config: WorkflowConfig, found: set[str]) -> None:
+        """One WARNING per workflow and calendar it names that does not exist (ignored: its
+        fires are not excluded by it), as the producer warns of a job's."""
+        name = config.workflow_name
+        new = [
+            c
+            for c in config.exclude_calendars
+            if c not in found and (name, c) not in self._missing_warned
+        ]
+        if not new:
+            return
+        if len(self._missing_warned) >= 4096:
+            self._missing_warned.clear()  # bounded: warned again, never unbounded
+        self._missing_warned.update((name, c) for c in new)
+        log.warning(
+            "workflows: %s lists calendar(s) %s in excludeCalendars, which do not exist; "
+            "its fires are not excluded by them",
+            name,
+            ", ".join(repr(c) for c in new),
+        )
 
     def _report_excluded(self, name: str, excluded: list[FireDecision]) -> None:
         """Tell the event listeners of excluded fires of workflow `name` (one event per run of

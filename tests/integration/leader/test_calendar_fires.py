@@ -196,6 +196,33 @@ def test_a_workflow_under_misfire_off_whose_newest_fire_is_excluded_makes_no_run
     assert store.last_fire("wf")[0] == now
 
 
+def test_a_workflow_whose_calendar_is_missing_runs_its_fires_with_one_warning(
+    stores: TermStores, caplog: pytest.LogCaptureFixture
+) -> None:
+    _job_of_nodes(stores)
+    engine, events = _workflow_engine(stores)
+    store = engine.store
+    now = float(int(time.time()))
+    config = WorkflowConfig(
+        "wf",
+        "app",
+        (WorkflowNode("a", "ja"),),
+        cron="* * * * * ?",
+        misfire=True,
+        overlap_policy=OverlapPolicy.ALLOW,
+        exclude_calendars=("gone",),
+    )
+    store.save(config, create=True)  # as if the calendar were deleted by a writer of old
+    writer = FencedWriter(stores.registry, stores.fence)  # type: ignore[arg-type]
+    writer.commit("record", [store.last_fire_op("wf", now - 3, -1)])
+    caplog.set_level(logging.WARNING, "scheduler.leader.workflows.engine")
+    engine._fire_crons(now)
+    engine._fire_crons(now + 1)
+    assert len(store.run_ids("wf")) == 4 and events == []
+    warned = [r for r in caplog.records if "'gone'" in r.getMessage()]
+    assert len(warned) == 1 and "do not exist" in warned[0].getMessage()
+
+
 def test_a_workflow_naming_an_unknown_calendar_is_refused() -> None:
     body = {
         "workflowName": "wf",
