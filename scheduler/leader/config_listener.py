@@ -10,13 +10,6 @@ A term starts by reading every job without watches (100 to a request where ZooKe
 multiRead: thousands of jobs in a fraction of a second) and scheduling them; the job watches are
 then placed by the listener's own thread, its first event (`WatchJobs`), with reads that carry
 them: a job that changed between the two reads is acted on then, like any change.
-
-Jobs added while the term runs come with the job list's watch. A few are read and scheduled one
-by one (each accounted at once). More than `ONE_BY_ONE` at a time (`POST
-/api/job/register-many` adds up to 1,000 in one transaction) are read pipelined and scheduled as
-a term's start schedules its jobs: their first accountings are batched by the producer (a few
-transactions for thousands of jobs, not one each). A new job has no fire record, so either way
-its counting starts then.
 """
 
 from __future__ import annotations
@@ -33,9 +26,6 @@ from scheduler.storage.layout import DISABLE_APP, DISABLE_JOB, JOBS, job_path
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
-
-ONE_BY_ONE = 16
-"""New jobs seen at once up to this many are read and scheduled one by one; more, in a batch."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +153,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 self._watch_jobs(loaded)
             case ChildrenChanged(path) if path == JOBS:
                 names = set(self._watch_children(JOBS))
-                self._added(sorted(names - set(self._versions)))
+                for name in sorted(names - set(self._versions)):
+                    self._apply(name, self._read_job(name))
                 for name in sorted(set(self._versions) - names):
                     self._apply(name, None)
             case ChildrenChanged(path) if path == DISABLE_JOB:
@@ -176,24 +167,6 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 raise ValueError(f"config-listener: no handler for the children of {path}")
             case _:
                 assert_never(event)
-
-    def _added(self, names: list[str]) -> None:
-        """Read and schedule jobs new to the listener: one by one when they are few, else with
-        pipelined reads (each leaving its watch) and the producer's batched first accounting
-        (`catch_up`: what a term's start does)."""
-        if len(names) <= ONE_BY_ONE:
-            for name in names:
-                self._apply(name, self._read_job(name))
-            return
-        pending = self._registry.send_reads(
-            [job_path(name) for name in names],
-            watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
-        )
-        for path, got in pending.each():
-            if self._stopping.is_set():
-                return
-            self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
-        log.info("config-listener: %s jobs added; scheduled in a batch", len(names))
 
     def _watch_jobs(self, names: tuple[str, ...]) -> None:
         """Read the jobs again, each read leaving a watch; pipelined, each applied as its

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.leader.config_listener import ONE_BY_ONE, ConfigListener
+from scheduler.leader.config_listener import ConfigListener
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
@@ -116,41 +116,5 @@ def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_bet
         )
         # The pass re-read the unchanged jobs without scheduling them again.
         assert [n for n in names[3:-1] if producer.count(n) != 1] == []
-    finally:
-        listener.stop()
-
-
-def test_jobs_added_in_a_batch_are_scheduled_as_a_term_start_schedules_few_one_by_one(
-    zk_client: KazooClient, zk_namespace: str, fence: Fence
-) -> None:
-    """Issue 29: more than ONE_BY_ONE new jobs seen at once (a register-many) are read with
-    pipelined reads and scheduled with the producer's batched first accounting (`catch_up`);
-    a few are scheduled one by one, accounted at once. Each keeps its watch either way."""
-    registry = Registry(zk_client, zk_namespace)
-    registry.put("/config/job/first", _job("first"))
-    stores = TermStores.build(registry, fence, "UTC", 10_000)
-    producer = _Producer()
-    listener = ConfigListener(stores, producer, lambda _name: None)
-    listener.start()
-    try:
-        many = [f"b{i:03d}" for i in range(ONE_BY_ONE + 24)]
-        txn = zk_client.transaction()
-        for name in many:
-            txn.create(f"/{zk_namespace}/config/job/{name}", _job(name))
-        assert all(r is True or isinstance(r, str) for r in txn.commit())
-        wait_for(lambda: set(many) <= producer.scheduled, 30, message="the batch scheduled")
-        assert [c for c in producer.calls if c[1] in many] == [
-            ("schedule", n, "0 0 3 * * ?", True) for n in many
-        ]
-        registry.put("/config/job/alone", _job("alone"))
-        wait_for(lambda: "alone" in producer.scheduled, 30, message="one job scheduled")
-        assert producer.seen(("schedule", "alone", "0 0 3 * * ?", False))
-        # The batch's reads left their watches: a change of one is acted on.
-        registry.put(f"/config/job/{many[-1]}", _job(many[-1], "0 0 4 * * ?"))
-        wait_for(
-            lambda: producer.seen(("schedule", many[-1], "0 0 4 * * ?", False)),
-            30,
-            message="a batch job's change through its watch",
-        )
     finally:
         listener.stop()
