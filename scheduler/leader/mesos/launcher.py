@@ -506,7 +506,14 @@ class Launcher(ThreadedComponent):
             others_launched = len(lost) < len(unit.launch.tasks)
             try:
                 self._book.undo(unit.launch, lost, others_launched=others_launched)
-                if unit.workflow is not None and not others_launched and self._workflows:
+                # `is not None`, not the queue's truth: an empty queue (this fire was its only
+                # one, dropped at the commit) is falsy, and the fire would wait in ZooKeeper
+                # unseen by this term, its workflow run stuck (a chaos test found it).
+                if (
+                    unit.workflow is not None
+                    and not others_launched
+                    and self._workflows is not None
+                ):
                     self._workflows.add([unit.workflow])  # its entry is back: launched later
             except SchedulerError as exc:
                 log.error(

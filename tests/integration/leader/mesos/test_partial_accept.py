@@ -9,8 +9,10 @@ from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.layout import WORKFLOW_FIRES, WORKFLOW_TASKS, workflow_queue_folder
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
+from scheduler.storage.workflow_store import FireRecord, NodeFire, WorkflowQueue
 from tests.integration.leader.mesos.helpers import (
     Acting,
     FrameworkIds,
@@ -86,6 +88,63 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
         assert stores.failover.entries() == []
         later = [TaskId.parse(t).item for ids in driver.accepted[1:] for t in ids]
         assert not took & set(later)
+    finally:
+        driver.stop()
+        launcher.stop()
+
+
+class _FirstAcceptFails(MesosDriver):
+    """The real driver, except that its first ACCEPT fails (nothing reaches Mesos)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refused: list[list[str]] = []
+
+    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+        if not self.refused:
+            self.refused.append([str(t["task_id"]["value"]) for t in tasks])
+            return False
+        return super().accept(offer_ids, tasks, refuse_s)
+
+
+def test_a_node_fire_whose_accept_failed_is_launched_again_when_it_was_the_only_one_queued(
+    standin: StandIn,
+    stores: TermStores,
+    queues: QueueCache,
+    wake: WakeSignal,
+    zk_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The term's node-fire queue was empty once the fire was taken at the commit; the undo of
+    the failed ACCEPT puts the fire back in ZooKeeper and in the queue, which must not be
+    skipped for being empty (a workflow chaos run found its run stuck for ever)."""
+    store_script_job(stores, tmp_path, "node_job", "sleep 120")
+    fire = NodeFire("wf", "wf@0000000000001", "a", 0, "node_job", 1.0)
+    stores.registry.ensure(workflow_queue_folder("node_job"))
+    stores.registry.ensure(WORKFLOW_FIRES)
+    stores.registry.ensure(WORKFLOW_TASKS)
+    stores.registry.create(fire.queue_path, fire.encode())
+    stores.registry.create(fire.record_path, FireRecord().encode())
+    node_fires = WorkflowQueue(on_change=wake.wake)
+    node_fires.load([(fire, 0)])
+    driver = _FirstAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
+    launcher = Launcher(stores, Acting(), driver, queues, wake=wake, workflows=node_fires)
+    wire_launcher(launcher, driver, stores, wake)
+    launcher.start()
+    driver.start()
+    try:
+
+        def in_master() -> list[str] | None:
+            tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]
+            found = [t["id"] for t in tasks if t["state"] == "TASK_RUNNING"]
+            return found or None
+
+        (launched,) = wait_for(in_master, 60, message="the node fire launched after all")
+        assert driver.refused and launched not in driver.refused[0]
+        assert TaskId.parse(launched).job_name == "node_job"
+        assert stores.registry.get(fire.queue_path) is None  # taken by the second launch
+        record = FireRecord.decode(stores.registry.get(fire.record_path) or b"")
+        assert record.task_ids == [launched]
     finally:
         driver.stop()
         launcher.stop()
