@@ -34,11 +34,19 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
-from scheduler.model.backfill import Backfill, BackfillStatus
+from scheduler.model.backfill import (
+    Backfill,
+    BackfillRequest,
+    BackfillStatus,
+    FireList,
+    new_backfill_id,
+)
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded, RegistryError
 from scheduler.storage.layout import (
     BACKFILLS,
@@ -78,6 +86,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_CREATE_TRIES = 5
+
+
+class _IdTaken(Conflict):
+    """A new backfill's id is taken (two drawn alike within one second): draw another."""
+
 
 ENDED_KEPT = 50
 """Ended backfills kept per job (the oldest beyond go when a new one is made)."""
@@ -327,8 +342,25 @@ class BackfillStore:
                     ],
                 )
             except Conflict:
-                raise Conflict(f"backfill {backfill_id} of job {job} exists already") from None
+                raise _IdTaken(f"backfill {backfill_id} of job {job} exists already") from None
         self._prune(job)
+
+    def create_new(
+        self, owner: str, request: BackfillRequest, fires: FireList, now: float
+    ) -> Backfill:
+        """Record a new RUNNING backfill of `fires` for `owner` (a job, or a workflow with the
+        workflow paths) under a freshly drawn id (drawn again when two of one second collide).
+        InvalidRequest (400) when the range holds no fire, QuotaExceeded (409) as `create`."""
+        for _ in range(_CREATE_TRIES):
+            created_at = datetime.fromtimestamp(now, UTC)
+            backfill_id = new_backfill_id(created_at, secrets.token_hex(4))
+            backfill = Backfill.start_new(backfill_id, owner, request, fires, created_at)
+            try:
+                self.create(backfill)
+            except _IdTaken:
+                continue  # the same id drawn twice in a second: draw again
+            return backfill
+        raise Conflict(f"'{owner}': could not draw a free backfill id")
 
     def apply(
         self, job: str, backfill_id: str, decide: Callable[[Backfill], Backfill | None]

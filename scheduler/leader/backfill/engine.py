@@ -33,7 +33,6 @@ deposed leader's engine cannot write at all.
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +45,6 @@ from scheduler.model.backfill import (
     BackfillRequest,
     BackfillStatus,
     FireList,
-    new_backfill_id,
 )
 from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
@@ -72,7 +70,6 @@ log = logging.getLogger(__name__)
 TICK_S = 1.0
 _BURST = 50
 """Fires written at most per backfill and pass (ALLOW without a rate: the rest on the next)."""
-_CREATE_TRIES = 5
 
 
 class BackfillEngine(ThreadedComponent):
@@ -212,29 +209,19 @@ class BackfillEngine(ThreadedComponent):
     def create(self, job: JobConfig, request: BackfillRequest, fires: FireList) -> Backfill:
         """Record a RUNNING backfill of `fires` for `job` and wake the thread. InvalidRequest
         (400) when the range holds no fire; QuotaExceeded (409) past `max_active_backfills`."""
-        for _ in range(_CREATE_TRIES):
-            created_at = datetime.fromtimestamp(self._clock(), UTC)
-            backfill_id = new_backfill_id(created_at, secrets.token_hex(4))
-            backfill = Backfill.start_new(backfill_id, job.job_name, request, fires, created_at)
-            try:
-                self._store.create(backfill)
-            except Conflict as exc:
-                if "exists already" in exc.message:
-                    continue  # the same id drawn twice in a second: draw again
-                raise
-            with self._lock:
-                self._active.add((job.job_name, backfill_id))
-            log.info(
-                "backfills: %s of %s created: %s fires from %s to %s",
-                backfill_id,
-                job.job_name,
-                backfill.fires,
-                backfill.fire_times[0].isoformat(),
-                backfill.fire_times[-1].isoformat(),
-            )
-            self._wake.set()
-            return backfill
-        raise Conflict(f"job '{job.job_name}': could not draw a free backfill id")
+        backfill = self._store.create_new(job.job_name, request, fires, self._clock())
+        with self._lock:
+            self._active.add((job.job_name, backfill.backfill_id))
+        log.info(
+            "backfills: %s of %s created: %s fires from %s to %s",
+            backfill.backfill_id,
+            job.job_name,
+            backfill.fires,
+            backfill.fire_times[0].isoformat(),
+            backfill.fire_times[-1].isoformat(),
+        )
+        self._wake.set()
+        return backfill
 
     def pause_backfill(self, job: str, backfill_id: str) -> Backfill:
         """PAUSED: no more fires launch until resumed (those running go on). NotFound, or the

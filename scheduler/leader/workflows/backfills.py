@@ -26,7 +26,6 @@ that ends it (`end_ops`, given to `WorkflowStore.apply`), so each run is counted
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,7 +35,6 @@ from scheduler.model.backfill import (
     BackfillRequest,
     BackfillStatus,
     FireList,
-    new_backfill_id,
 )
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import Conflict, NotFound, NotLeader, SchedulerError
@@ -55,7 +53,6 @@ with `extra` in its transaction; Conflict when the run exists or an extra op fai
 
 _BURST = 50
 """Runs made at most per backfill and pass (ALLOW without a rate: the rest on the next)."""
-_CREATE_TRIES = 5
 
 
 class WorkflowBackfills:
@@ -101,29 +98,19 @@ class WorkflowBackfills:
         InvalidRequest (400) when the range holds no fire; QuotaExceeded (409) past
         `max_active_backfills`."""
         name = config.workflow_name
-        for _ in range(_CREATE_TRIES):
-            created_at = datetime.fromtimestamp(self._clock(), UTC)
-            backfill_id = new_backfill_id(created_at, secrets.token_hex(4))
-            backfill = Backfill.start_new(backfill_id, name, request, fires, created_at)
-            try:
-                self._store.create(backfill)
-            except Conflict as exc:
-                if "exists already" in exc.message:
-                    continue  # the same id drawn twice in a second: draw again
-                raise
-            with self._lock:
-                self._active.add((name, backfill_id))
-            log.info(
-                "workflow backfills: %s of %s created: %s fires from %s to %s",
-                backfill_id,
-                name,
-                backfill.fires,
-                backfill.fire_times[0].isoformat(),
-                backfill.fire_times[-1].isoformat(),
-            )
-            self._wake()
-            return backfill
-        raise Conflict(f"workflow '{name}': could not draw a free backfill id")
+        backfill = self._store.create_new(name, request, fires, self._clock())
+        with self._lock:
+            self._active.add((name, backfill.backfill_id))
+        log.info(
+            "workflow backfills: %s of %s created: %s fires from %s to %s",
+            backfill.backfill_id,
+            name,
+            backfill.fires,
+            backfill.fire_times[0].isoformat(),
+            backfill.fire_times[-1].isoformat(),
+        )
+        self._wake()
+        return backfill
 
     def pause(self, workflow: str, backfill_id: str) -> Backfill:
         return self._operate(workflow, backfill_id, "paused", lambda b, _now: b.pause())
