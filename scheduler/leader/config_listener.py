@@ -15,9 +15,12 @@ them: a job that changed between the two reads is acted on then, like any change
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
+
+from kazoo.protocol.states import EventType, KazooState
 
 from scheduler.leader.lifecycle import EventLoopComponent, Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
@@ -49,7 +52,13 @@ class WatchJobs:
     names: tuple[str, ...]
 
 
-ConfigEvent = JobChanged | ChildrenChanged | WatchJobs
+@dataclass(frozen=True)
+class Resync:
+    """kazoo dropped this client's watches (the connection was lost): read the lists and every
+    job again, each read placing its watch anew, and act on what changed meanwhile."""
+
+
+ConfigEvent = JobChanged | ChildrenChanged | WatchJobs | Resync
 
 
 class RunProducer(Protocol):
@@ -91,6 +100,11 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
         self.changes = 0
+        # Cleared while the term is paused (session SUSPENDED): the thread reads nothing then.
+        self._acting = threading.Event()
+        self._acting.set()
+        self._resync_lock = threading.Lock()
+        self._resync_posted = False
         # Called with the name of each job deleted from ZooKeeper (listener thread).
         self.deleted_listeners: Listeners[[str]] = Listeners(
             log, "config-listener: deleted listener"
@@ -101,11 +115,25 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
     def _on(self, event: ConfigEvent) -> Callable[[object], None]:
         """A kazoo watch callback that queues `event` (until the listener stops)."""
 
-        def fire(_event: object) -> None:
-            if not self._stopping.is_set():
-                self.post(event)
+        def fire(watched: Any) -> None:
+            if self._stopping.is_set():
+                return
+            if getattr(watched, "type", None) == EventType.NONE:
+                # Not a change: kazoo clears every watch when its connection drops and calls
+                # each with NONE. One resync re-reads them all (100,000 jobs are not 100,000
+                # events, each read waiting out a dead connection).
+                self._post_resync()
+                return
+            self.post(event)
 
         return fire
+
+    def _post_resync(self) -> None:
+        with self._resync_lock:
+            if self._resync_posted:
+                return
+            self._resync_posted = True
+        self.post(Resync())
 
     def _watch_children(self, path: str) -> list[str]:
         return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
@@ -137,13 +165,33 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             len(self._producer.scheduled),
         )
 
+    def pause(self) -> None:
+        self._acting.clear()
+
+    def resume(self) -> None:
+        self._acting.set()
+
     # -- the listener thread ----------------------------------------------------------------
 
     def _handle(self, event: ConfigEvent) -> None:
+        # While paused a read would only wait out the dead connection (seconds each) and keep
+        # the thread from stopping: the event waits for the session to come back instead. A
+        # resync also waits for the connection itself (it is queued the moment the connection
+        # drops, before the replica has paused the term).
+        while not self._ready_for(event):
+            if self._stopping.wait(0.2):
+                return
+        if self._stopping.is_set():
+            return
         try:
             self._dispatch(event)
         except NotLeader:
             log.info("config-listener: not acting; %s left to the next leader", event)
+
+    def _ready_for(self, event: ConfigEvent) -> bool:
+        if not self._acting.is_set():
+            return False
+        return not isinstance(event, Resync) or self._registry.client.state == KazooState.CONNECTED
 
     def _dispatch(self, event: ConfigEvent) -> None:
         match event:
@@ -151,6 +199,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 self._apply(name, self._read_job(name))
             case WatchJobs(loaded):
                 self._watch_jobs(loaded)
+            case Resync():
+                self._resync()
             case ChildrenChanged(path) if path == JOBS:
                 names = set(self._watch_children(JOBS))
                 for name in sorted(names - set(self._versions)):
@@ -180,6 +230,18 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             if self._stopping.is_set():
                 return
             self._apply(path.rsplit("/", 1)[1], got)
+
+    def _resync(self) -> None:
+        with self._resync_lock:
+            self._resync_posted = False  # a drop from here on needs a resync of its own
+        log.info("config-listener: watches dropped with the connection; reading every job again")
+        self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
+        self._disabled_apps = set(self._watch_children(DISABLE_APP))
+        names = set(self._watch_children(JOBS))
+        for name in sorted(set(self._versions) - names):
+            self._apply(name, None)
+        self._sync_all()
+        self._watch_jobs(tuple(sorted(names)))
 
     def _sync_all(self) -> None:
         for _name, job in sorted(self._configs.items()):

@@ -5,18 +5,22 @@ the two reads is acted on, and every job's watch is in place afterwards."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
 
+from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.model.config.job import JobConfig
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_body
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
 JOBS = 150
@@ -118,3 +122,78 @@ def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_bet
         assert [n for n in names[3:-1] if producer.count(n) != 1] == []
     finally:
         listener.stop()
+
+
+def test_a_dropped_connection_costs_one_resync_after_the_session_is_back_and_no_read_before(
+    zk: ZooKeeperEnsemble,
+    zk_namespace: str,
+    zk_client: KazooClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # kazoo calls every watch with a NONE event when its connection drops (watches cleared).
+    # Read one by one while the connection is dead, each waited out its deadline: the term's
+    # stop waited on the listener's thread past its join timeout (a CI failure), and 100,000
+    # jobs would have been 100,000 such reads.
+    host, port = zk.servers[0].address.split(":")
+    proxy = TcpProxy(host, int(port))
+    client = KazooClient(hosts=proxy.address, timeout=20)
+    client.start(timeout=15)
+    listener: ConfigListener | None = None
+    try:
+        registry = Registry(client, zk_namespace, timeout_s=2.0)
+        writer = Registry(zk_client, zk_namespace)
+        for i in range(40):
+            writer.put(f"/config/job/d{i:02d}", _job(f"d{i:02d}"))
+        writer.ensure("/ha/election")
+        node = client.create(registry.abs("/ha/election/n_"), b"me", ephemeral=True, sequence=True)
+        stores = TermStores.build(registry, Fence(node, lambda: True), "UTC", 10_000)
+        producer = _Producer()
+        listener = ConfigListener(stores, producer, lambda _name: None)
+        caplog.set_level(logging.INFO, logger="scheduler")
+        listener.start()
+        wait_for(  # the start's watch pass has placed each job's watch
+            lambda: len(client._data_watchers) >= 40,  # kazoo's own watch table
+            20,
+            message="job watches placed",
+        )
+        proxy.cut()
+        wait_for(lambda: client.state == KazooState.SUSPENDED, 20, message="suspended")
+        listener.pause()  # as the replica does on SUSPENDED
+        # Changed while this client cannot hear of it (its watches are gone).
+        writer.put("/config/job/d07", _job("d07", "0 0 4 * * ?"))
+        writer.delete("/config/job/d08")
+        proxy.restore()
+        wait_for(lambda: client.state == KazooState.CONNECTED, 20, message="same session back")
+        assert not producer.seen(("schedule", "d07", "0 0 4 * * ?", False))
+        listener.resume()
+        wait_for(
+            lambda: (
+                producer.seen(("schedule", "d07", "0 0 4 * * ?", False))
+                and producer.seen(("unschedule", "d08", "", False))
+            ),
+            20,
+            message="the changes made while disconnected",
+        )
+        # One resync for the 40 job watches and three list watches dropped together.
+        resyncs = [r for r in caplog.records if "reading every job again" in r.getMessage()]
+        assert len(resyncs) == 1
+        # Every job's watch is back: a change after the resync arrives through it.
+        writer.put("/config/job/d39", _job("d39", "0 0 6 * * ?"))
+        wait_for(
+            lambda: producer.seen(("schedule", "d39", "0 0 6 * * ?", False)),
+            20,
+            message="a change through a watch placed again",
+        )
+        # Paused again with a resync queued: the stop ends the thread (it never blocked on a read).
+        proxy.cut()
+        wait_for(lambda: client.state == KazooState.SUSPENDED, 20, message="suspended again")
+        listener.pause()
+        listener.stop()
+        listener = None
+        assert not [r for r in caplog.records if "did not stop within" in r.getMessage()]
+    finally:
+        if listener is not None:
+            listener.stop()
+        proxy.close()
+        client.stop()
+        client.close()
