@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
-from kazoo.protocol.states import EventType, KazooState
-
 from scheduler.leader.lifecycle import EventLoopComponent, Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
@@ -118,7 +116,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         def fire(watched: Any) -> None:
             if self._stopping.is_set():
                 return
-            if getattr(watched, "type", None) == EventType.NONE:
+            if self._registry.watch_dropped(watched):
                 # Not a change: kazoo clears every watch when its connection drops and calls
                 # each with NONE. One resync re-reads them all (100,000 jobs are not 100,000
                 # events, each read waiting out a dead connection).
@@ -191,7 +189,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
     def _ready_for(self, event: ConfigEvent) -> bool:
         if not self._acting.is_set():
             return False
-        return not isinstance(event, Resync) or self._registry.client.state == KazooState.CONNECTED
+        return not isinstance(event, Resync) or self._registry.connected
 
     def _dispatch(self, event: ConfigEvent) -> None:
         match event:

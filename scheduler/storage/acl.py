@@ -27,6 +27,7 @@ from scheduler.model.settings import Settings
 from scheduler.storage.layout import ACL_MARKER
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter
+from scheduler.storage.zk_handler import PollingHandler
 
 __all__ = ["AclReport", "digest_acl", "make_client", "secure_namespace", "secure_tree"]
 
@@ -60,6 +61,7 @@ def make_client(settings: Settings) -> KazooClient:
         timeout=settings.zk_session_timeout_seconds,
         # Reconnect promptly and forever; the replica decides what a long outage means.
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+        handler=PollingHandler(),  # a select of one system call (zk_handler.py)
         **kwargs,
     )
 

@@ -36,6 +36,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL
 
@@ -92,6 +93,17 @@ class Registry:
     @property
     def client(self) -> KazooClient:
         return self._client
+
+    @property
+    def connected(self) -> bool:
+        """Whether the client is connected now (not SUSPENDED, not LOST)."""
+        return bool(self._client.state == KazooState.CONNECTED)
+
+    @staticmethod
+    def watch_dropped(event: Any) -> bool:
+        """Whether a watch callback's `event` is no change but kazoo dropping the watch: it
+        clears every watch when its connection drops and calls each with a NONE event."""
+        return bool(getattr(event, "type", None) == EventType.NONE)
 
     def abs(self, path: str) -> str:
         """The absolute ZooKeeper path of namespace-relative `path`."""

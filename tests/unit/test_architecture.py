@@ -381,6 +381,7 @@ def test_only_the_registry_and_the_replica_talk_to_kazoo() -> None:
         "scheduler.storage.registry",
         "scheduler.storage.transactions",
         "scheduler.storage.acl",
+        "scheduler.storage.zk_handler",
         "scheduler.replica.replica",
         "scheduler.replica.election_nodes",
         "scheduler.replica.silence",
