@@ -103,6 +103,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._acting.set()
         self._resync_lock = threading.Lock()
         self._resync_posted = False
+        self._job_watch = self._on_job  # one object: kazoo keeps a set of callbacks per path
         # Called with the name of each job deleted from ZooKeeper (listener thread).
         self.deleted_listeners: Listeners[[str]] = Listeners(
             log, "config-listener: deleted listener"
@@ -126,6 +127,19 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
 
         return fire
 
+    def _on_job(self, watched: Any) -> None:
+        """The one watch callback of every job's znode (the job is the event's path's last
+        part): one callable, so a job watched twice (its re-read and the watch pass) keeps one
+        watch in kazoo's table, and 100,000 jobs cost no closure each."""
+        if self._stopping.is_set():
+            return
+        if self._registry.watch_dropped(watched):
+            self._post_resync()
+            return
+        path = getattr(watched, "path", None)
+        if isinstance(path, str) and "/" in path:
+            self.post(JobChanged(path.rsplit("/", 1)[1]))
+
     def _post_resync(self) -> None:
         with self._resync_lock:
             if self._resync_posted:
@@ -137,7 +151,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
 
     def _read_job(self, name: str) -> tuple[bytes, int] | None:
-        return self._registry.watch_data(job_path(name), self._on(JobChanged(name)))
+        return self._registry.watch_data(job_path(name), self._job_watch)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -217,17 +231,21 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
                 assert_never(event)
 
     def _watch_jobs(self, names: tuple[str, ...]) -> None:
-        """Read the jobs again, each read leaving a watch; pipelined, each applied as its
-        answer comes (a version already acted on is passed over, so only a job changed or
-        deleted since the term's first read is acted on)."""
-        pending = self._registry.send_reads(
-            [job_path(name) for name in names],
-            watch=lambda path: self._on(JobChanged(path.rsplit("/", 1)[1])),
+        """Watch each job: an `exists` per job leaves the watch and answers its version, a
+        window of them in flight; only a job whose version is not the one acted on (changed or
+        deleted since the term's first read, or new) is read again (100,000 jobs are not read
+        twice, nor held in memory twice, for their watches)."""
+        versions = self._registry.watch_versions(
+            [job_path(name) for name in names], self._job_watch
         )
-        for path, got in pending.each():
+        for path, version in versions:
             if self._stopping.is_set():
                 return
-            self._apply(path.rsplit("/", 1)[1], got)
+            name = path.rsplit("/", 1)[1]
+            if version is None:
+                self._apply(name, None)
+            elif self._versions.get(name) != version:
+                self._apply(name, self._read_job(name))
 
     def _resync(self) -> None:
         with self._resync_lock:
