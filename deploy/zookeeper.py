@@ -109,6 +109,7 @@ class ZooKeeperServer:
     server_id: int = 1
     peers: list[tuple[int, int, int]] = field(default_factory=list)  # (id, quorum, election)
     tick_ms: int = 500
+    heap_mb: int = 256  # the JVM's -Xmx (benchmarks of 100,000 jobs want more)
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -162,7 +163,7 @@ class ZooKeeperServer:
             self._proc = children.start(
                 [
                     java,
-                    "-Xmx256m",
+                    f"-Xmx{self.heap_mb}m",
                     "-XX:+UseSerialGC",
                     "-Dzookeeper.jmx.log4j.disable=true",
                     "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
@@ -260,6 +261,7 @@ class ZooKeeperEnsemble:
     base_dir: Path
     size: int = 1
     servers: list[ZooKeeperServer] = field(default_factory=list)
+    heap_mb: int = 256
 
     def __post_init__(self) -> None:
         if self.servers:
@@ -269,7 +271,12 @@ class ZooKeeperEnsemble:
         )
         for i in range(self.size):
             self.servers.append(
-                ZooKeeperServer(self.base_dir / f"zk{i + 1}", server_id=i + 1, peers=peers)
+                ZooKeeperServer(
+                    self.base_dir / f"zk{i + 1}",
+                    server_id=i + 1,
+                    peers=peers,
+                    heap_mb=self.heap_mb,
+                )
             )
 
     @property
