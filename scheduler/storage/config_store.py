@@ -17,6 +17,7 @@ from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryE
 from scheduler.storage.layout import APPS, DISABLE_JOB, JOBS, app_path, disable_path, job_path
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter, Op
+from scheduler.storage.watched_children import WatchedChildren
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class ConfigStore:
         # that a copy of the configs kept by watches, `JobApps`, is not staler than a read:
         # the write's own watch may fire a moment after the writer has answered).
         self.job_write_listeners: list[Callable[[str], None]] = []
+        # The job names, kept by a child watch (listing a page of 100,000 jobs read them all).
+        self._job_names = WatchedChildren(registry, JOBS)
 
     def _writer(self) -> FencedWriter:
         if self._fence is None:
@@ -164,8 +167,9 @@ class ConfigStore:
                 out.append(job)
         return out
 
-    def job_names(self) -> list[str]:
-        return self._registry.children(JOBS)
+    def job_names(self) -> Sequence[str]:
+        """Every job's name, sorted; from memory while the names' child watch is set."""
+        return self._job_names.names()
 
     def job_count(self) -> int:
         """How many jobs are stored (one stat request, no listing)."""
@@ -257,6 +261,7 @@ class ConfigStore:
             self._job_written(name)
 
     def _job_written(self, name: str) -> None:
+        self._job_names.forget()
         for listener in self.job_write_listeners:
             listener(name)
 

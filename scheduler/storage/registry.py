@@ -388,6 +388,14 @@ class Registry:
         found = watchers.get(_prefix_root(self._client.chroot, self.abs(path)))
         return found is not None and watch in found
 
+    def child_watch_set(self, path: str, watch: Callable[[Any], None]) -> bool:
+        """`data_watch_set` for the one-shot child watch `watch` on `path`."""
+        watchers = getattr(self._client, "_child_watchers", None)
+        if not isinstance(watchers, dict):
+            return False
+        found = watchers.get(_prefix_root(self._client.chroot, self.abs(path)))
+        return found is not None and watch in found
+
     # -- ACLs -------------------------------------------------------------------------------
 
     def acl(self, path: str) -> list[ACL] | None:
