@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from scheduler.model.errors import Conflict
+from scheduler.model.errors import Conflict, NotFound
 from scheduler.model.task_id import TaskId
 from scheduler.storage.layout import (
     DISABLE_APP,
@@ -60,14 +60,13 @@ class _Store:
         return FencedWriter(self._registry, self._fence)
 
     def _drop_if_empty(self, path: str) -> None:
-        """Delete a job's folder once it is empty. Never recursive: an entry another thread
-        adds between a check and the delete must survive."""
-        if self._registry.children(path):
-            return
+        """Delete a job's folder once it is empty: one fenced delete, never recursive, which
+        ZooKeeper itself refuses while the folder has an entry (one another thread adds at
+        any moment survives). One request: listing it first cost two more per task."""
         try:
-            self._writer.delete(path, recursive=False)
-        except Conflict:
-            pass  # an entry was added meanwhile
+            self._writer.commit(f"drop {path}", [Op.delete(path)])
+        except (Conflict, NotFound):
+            pass  # not empty, or gone already
 
     def _full(self, path: str, name: str) -> bool:
         names = self._registry.children(path)
@@ -226,8 +225,33 @@ class RunningStore(_Store):
         job = task.parsed.job_name
         self._writer.put(running_path(job, task.task_id), json.dumps(task.to_json()).encode())
 
-    def update(self, task: RunningTask, also: list[Op] | None = None) -> None:
-        """Write the task's node; with `also`, in one transaction with those ops."""
+    def task(self, job: str, task_id: str) -> tuple[RunningTask, int] | None:
+        """The running task `task_id` of `job` from its own node, with the node's version (for
+        `update`); None when there is no node of that name (the original named daemon nodes
+        `{job}@-@{item}`: `tasks` lists those). One request."""
+        got = self._registry.get_versioned(running_path(job, task_id))
+        if got is None:
+            return None
+        try:
+            data = json.loads(got[0])
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or "id" not in data:
+            return None
+        return RunningTask.from_json(data), got[1]
+
+    def update(
+        self, task: RunningTask, also: list[Op] | None = None, version: int | None = None
+    ) -> None:
+        """Write the task's node; with `also`, in one transaction with those ops. With
+        `version` (read by `task`), only over that version: Conflict when the node changed
+        since (a kill reason recorded meanwhile must not be written over), NotFound when it is
+        gone; one request."""
+        if version is not None:
+            path = running_path(task.parsed.job_name, task.task_id)
+            data = json.dumps(task.to_json()).encode()
+            self._writer.commit(f"update {path}", [Op.set(path, data, version), *(also or [])])
+            return
         if not also:
             self.add(task)
             return

@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -61,6 +62,8 @@ from scheduler.storage.workflow_store import WorkflowStore
 log = logging.getLogger(__name__)
 
 _ENDED_KEPT = 100_000
+# Writes of a task's running node over a version another thread keeps changing.
+_WRITE_TRIES = 5
 MAX_COMPLETION_REASON = "REASON_MAX_COMPLETION_TIME_REACHED"
 TIMED_OUT_PREFIX = "timed out after "
 _KILLED_BY = {KILLED_BY_USER: "by a user", KILLED_BY_REPLACE: "by overlapPolicy REPLACE"}
@@ -106,6 +109,8 @@ class TaskUpdate:
     """Its running node; None when this leader does not follow the task."""
     job: JobConfig | None
     """None when the job was deleted."""
+    version: int | None = None
+    """The version of the running node `task` was read from (None: read from a listing)."""
 
 
 class StatusHandler:
@@ -174,12 +179,19 @@ class StatusHandler:
             )
             return
         stores = self._stores
-        known = {t.task_id: t for t in stores.running.tasks(parsed.job_name)}
+        # The task's own node (one request); a listing only when there is none of that name
+        # (ended already, or a daemon node of the original's naming).
+        task: RunningTask | None
+        version: int | None
+        found = stores.running.task(parsed.job_name, task_id)
+        if found is not None:
+            task, version = found
+        else:
+            known = {t.task_id: t for t in stores.running.tasks(parsed.job_name)}
+            task, version = known.get(task_id), None
         job = stores.config.job(parsed.job_name)
         message = str(status.get("message", ""))
-        self.handlers[kind](
-            TaskUpdate(parsed, task_id, state, message, status, known.get(task_id), job)
-        )
+        self.handlers[kind](TaskUpdate(parsed, task_id, state, message, status, task, job, version))
 
     # -- the task lives ---------------------------------------------------------------------
 
@@ -219,11 +231,33 @@ class StatusHandler:
             return
         task.state = update.state
         completed = update.message == "COMPLETE" and was_busy
-        self._with_result(
-            True if completed else None, lambda ops: self._stores.running.update(task, ops)
-        )
+        self._with_result(True if completed else None, partial(self._write_active, task, update))
         if completed:
             self._reset_backoff(update.parsed)
+
+    def _write_active(self, task: RunningTask, update: TaskUpdate, ops: list[Op]) -> None:
+        """Write the task's node over the version it was read at; when it changed meanwhile
+        (a kill reason recorded by another thread), read it again and apply the update's
+        state and idle flag to what is there now, so neither is lost."""
+        running = self._stores.running
+        version = update.version
+        for _attempt in range(_WRITE_TRIES):
+            try:
+                running.update(task, ops, version)
+                return
+            except (Conflict, NotFound):
+                if version is None:
+                    raise
+            found = running.task(update.parsed.job_name, update.task_id)
+            if found is None:
+                if ops:  # a result to journal: not written, so not acknowledged either
+                    raise NotFound(f"running node of {update.task_id} is gone")
+                log.info("status: %s ended while its %s was written", update.task_id, update.state)
+                return
+            fresh, version = found
+            fresh.state, fresh.idle = task.state, task.idle
+            task = fresh
+        raise Conflict(f"running node of {update.task_id}: too many concurrent changes")
 
     def _on_unreachable(self, update: TaskUpdate) -> None:
         """Keep the task, marked unreachable, until Mesos says more."""
@@ -235,7 +269,7 @@ class StatusHandler:
         task = update.task
         if task is not None and task.state != update.state:
             task.state = update.state
-            self._stores.running.update(task)
+            self._write_active(task, update, [])
 
     # -- the task ended ---------------------------------------------------------------------
 

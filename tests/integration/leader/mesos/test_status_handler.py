@@ -493,3 +493,51 @@ def test_an_update_a_deposed_leader_cannot_record_is_not_acked(
     assert not handler.handle(_update(task_id, "TASK_RUNNING"))
     assert list(_running(stores, "job")) == [task_id]
     assert stores.failover.entries() == [] and handler.counts == {}
+
+
+# -- one request per update, and no lost kill reason ---------------------------------------------
+
+
+def test_a_kill_reason_recorded_between_the_read_and_the_write_is_kept(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handler reads the task's node, then writes it over the version it read. A user's
+    # kill recorded in between (an API thread) used to be written over by the state, and the
+    # kill's end then counted as a failure and relaunched.
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
+    read = stores.running.task
+    raced: list[str] = []
+
+    def read_then_kill(job: str, tid: str) -> tuple[RunningTask, int] | None:
+        got = read(job, tid)
+        if not raced:
+            raced.append(tid)
+            assert stores.running.mark_killed(tid, KILLED_BY_USER)
+        return got
+
+    monkeypatch.setattr(stores.running, "task", read_then_kill)
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    (task,) = stores.running.tasks("job")
+    assert (task.state, task.kill_reason) == ("TASK_RUNNING", KILLED_BY_USER)
+    assert handler.handle(_update(task_id, "TASK_FAILED"))
+    assert stores.running.tasks("job") == []
+    assert stores.failover.entries() == [] and seen.events == []
+
+
+def test_an_update_of_a_task_whose_node_went_meanwhile_does_not_bring_it_back(
+    handler: StatusHandler, stores: TermStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job(stores, "job")
+    task_id = _task(stores, "job")
+    read = stores.running.task
+
+    def read_then_remove(job: str, tid: str) -> tuple[RunningTask, int] | None:
+        got = read(job, tid)
+        if got is not None and got[0].state != "TASK_RUNNING":
+            stores.running.remove(tid)  # ended on another path meanwhile
+        return got
+
+    monkeypatch.setattr(stores.running, "task", read_then_remove)
+    assert handler.handle(_update(task_id, "TASK_STARTING"))
+    assert stores.running.tasks("job") == []
