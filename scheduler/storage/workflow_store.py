@@ -58,6 +58,7 @@ from scheduler.storage.layout import (
 )
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter, Op
+from scheduler.storage.watched_children import WatchedChildren
 
 __all__ = [
     "FireRecord",
@@ -207,6 +208,10 @@ class WorkflowStore:
         self._fence = fence
         self.default_time_zone = default_time_zone
         self.max_nodes = max_nodes
+        # The markers of running runs, kept by a child watch: the engine looks at them after
+        # every task's end, workflow or not (a listing per launched task before). Its own
+        # marker writes are on the watch's session, whose event comes before their answer.
+        self._active = WatchedChildren(registry, WORKFLOW_ACTIVE)
 
     def _writer(self) -> FencedWriter:
         if self._fence is None:
@@ -363,7 +368,7 @@ class WorkflowStore:
 
     def active(self) -> list[str]:
         """Ids of the runs still running."""
-        return sorted(self._registry.children(WORKFLOW_ACTIVE))
+        return list(self._active.names())
 
     def _encoded_run(self, run: WorkflowRun) -> bytes:
         data = json.dumps(run.to_json(), separators=(",", ":")).encode()

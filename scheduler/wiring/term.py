@@ -184,7 +184,12 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         webhooks=WebhookNotifier.from_settings(settings),
         listener=ConfigListener(stores, producer, kill_job_tasks),
         status=StatusHandler(
-            stores, driver.kill, wake_launcher.wake, statistics.journal, workflow_store
+            stores,
+            driver.kill,
+            wake_launcher.wake,
+            statistics.journal,
+            workflow_store,
+            job_of=lambda name: queues.jobs([name]).get(name),
         ),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
         workflows=WorkflowEngine(

@@ -123,9 +123,13 @@ class StatusHandler:
         wake_launcher: Callable[[], None],
         journal: ResultJournal | None = None,
         workflows: WorkflowStore | None = None,
+        job_of: Callable[[str], JobConfig | None] | None = None,
     ) -> None:
-        """`workflows`: where a workflow node's task records its shard's end (issue 27)."""
+        """`workflows`: where a workflow node's task records its shard's end (issue 27).
+        `job_of`: a job's configuration as the term keeps it (the queue view's, kept by
+        watches; None: deleted); without it each update reads the job's node."""
         self._stores = stores
+        self._job_of = job_of or stores.config.job
         self._journal = journal
         self._workflows = workflows
         self._kill = kill
@@ -189,7 +193,7 @@ class StatusHandler:
         else:
             known = {t.task_id: t for t in stores.running.tasks(parsed.job_name)}
             task, version = known.get(task_id), None
-        job = stores.config.job(parsed.job_name)
+        job = self._job_of(parsed.job_name)
         message = str(status.get("message", ""))
         self.handlers[kind](TaskUpdate(parsed, task_id, state, message, status, task, job, version))
 
