@@ -39,7 +39,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
 from types import MappingProxyType
@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 _ENDED_KEPT = 100_000
 # Writes of a task's running node over a version another thread keeps changing.
 _WRITE_TRIES = 5
+# Running nodes remembered after this handler's writes (a task's live updates come close
+# together).
+_WRITTEN_KEPT = 20_000
 MAX_COMPLETION_REASON = "REASON_MAX_COMPLETION_TIME_REACHED"
 TIMED_OUT_PREFIX = "timed out after "
 _KILLED_BY = {KILLED_BY_USER: "by a user", KILLED_BY_REPLACE: "by overlapPolicy REPLACE"}
@@ -93,6 +96,9 @@ KIND_OF_STATE: Mapping[str, UpdateKind] = MappingProxyType(
         **dict.fromkeys(FAILED_STATES, UpdateKind.FAILED),
     }
 )
+
+
+_LIVE_KINDS = frozenset({UpdateKind.ACTIVE, UpdateKind.UNREACHABLE})
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,11 @@ class StatusHandler:
         # non-terminal update can come after the terminal one, and must not bring the task back
         # (that would block its shard and count its result a second time).
         self._ended: OrderedDict[str, None] = OrderedDict()
+        # The running nodes this handler wrote last, at the version its write left: the next
+        # live update of the task (RUNNING after STARTING) needs no read. Only a hint: the write
+        # is made over that version, so a node changed by anyone else meanwhile is refused and
+        # read again. A terminal update always reads (its kill reason decides what it means).
+        self._written: OrderedDict[str, tuple[RunningTask, int]] = OrderedDict()
         self.handlers: Mapping[UpdateKind, Callable[[TaskUpdate], None]] = {
             UpdateKind.ACTIVE: self._on_active,
             UpdateKind.UNREACHABLE: self._on_unreachable,
@@ -187,7 +198,11 @@ class StatusHandler:
         # (ended already, or a daemon node of the original's naming).
         task: RunningTask | None
         version: int | None
-        found = stores.running.task(parsed.job_name, task_id)
+        found = self._written.get(task_id) if kind in _LIVE_KINDS else None
+        if found is not None:
+            found = (replace(found[0]), found[1])  # the handlers change the task they get
+        else:
+            found = stores.running.task(parsed.job_name, task_id)
         if found is not None:
             task, version = found
         else:
@@ -248,10 +263,13 @@ class StatusHandler:
         for _attempt in range(_WRITE_TRIES):
             try:
                 running.update(task, ops, version)
-                return
             except (Conflict, NotFound):
+                self._written.pop(update.task_id, None)
                 if version is None:
                     raise
+            else:
+                self._remember(task, None if version is None else version + 1)
+                return
             found = running.task(update.parsed.job_name, update.task_id)
             if found is None:
                 if ops:  # a result to journal: not written, so not acknowledged either
@@ -371,7 +389,18 @@ class StatusHandler:
                 self._shard_failed(update, why)
         self._wake()
 
+    def _remember(self, task: RunningTask, version: int | None) -> None:
+        """`task` as its node now is, at `version` (None: unknown, forgotten)."""
+        if version is None:
+            self._written.pop(task.task_id, None)
+            return
+        self._written[task.task_id] = (replace(task), version)
+        self._written.move_to_end(task.task_id)
+        while len(self._written) > _WRITTEN_KEPT:
+            self._written.popitem(last=False)
+
     def _note_ended(self, task_id: str) -> None:
+        self._written.pop(task_id, None)
         self._ended[task_id] = None
         self._ended.move_to_end(task_id)
         while len(self._ended) > _ENDED_KEPT:

@@ -541,3 +541,33 @@ def test_an_update_of_a_task_whose_node_went_meanwhile_does_not_bring_it_back(
     monkeypatch.setattr(stores.running, "task", read_then_remove)
     assert handler.handle(_update(task_id, "TASK_STARTING"))
     assert stores.running.tasks("job") == []
+
+
+def test_a_task_s_next_live_update_needs_no_read_and_a_change_meanwhile_is_not_lost(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job(stores, "job", failover=True)
+    task_id = _task(stores, "job")
+    read = stores.running.task
+    reads: list[str] = []
+
+    def counted(job: str, tid: str) -> tuple[RunningTask, int] | None:
+        reads.append(tid)
+        return read(job, tid)
+
+    monkeypatch.setattr(stores.running, "task", counted)
+    assert handler.handle(_update(task_id, "TASK_STARTING"))
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    assert reads == [task_id]  # RUNNING wrote over the version STARTING's write left
+    (task,) = stores.running.tasks("job")
+    assert task.state == "TASK_RUNNING"
+    # A kill reason recorded by another thread: the remembered version is stale, so the next
+    # live write is refused, the node read again and both kept.
+    assert stores.running.mark_killed(task_id, KILLED_BY_USER)
+    assert handler.handle(_update(task_id, "TASK_KILLING"))
+    (task,) = stores.running.tasks("job")
+    assert (task.state, task.kill_reason) == ("TASK_KILLING", KILLED_BY_USER)
+    # The end reads the node (its kill reason decides): killed, not failed.
+    assert handler.handle(_update(task_id, "TASK_FAILED"))
+    assert stores.running.tasks("job") == []
+    assert stores.failover.entries() == [] and seen.events == []
