@@ -459,7 +459,7 @@ def bursts(base: Path, sizes: list[int], margin_s: float, heap_mb: int) -> None:
                         f"all in TASK_STAGING {took_s:.2f} s after the cron second = "
                         f"{n / took_s:.0f}/s",
                         "within 5 s, >= 2,000/s",
-                        took_s <= 5,
+                        took_s <= 5 and n / took_s >= 2000,
                         f"first launch at {first_s:.2f} s, {accepts} ACCEPTs",
                     )
             except Exception as exc:  # noqa: BLE001 - one size failing still lets the next run
