@@ -7,9 +7,16 @@ kazoo watch callbacks only queue an event (`JobChanged`, `ChildrenChanged`); the
 and acts.
 
 A term starts by reading every job without watches (100 to a request where ZooKeeper answers
-multiRead: thousands of jobs in a fraction of a second) and scheduling them; the job watches are
-then placed by the listener's own thread, its first event (`WatchJobs`), with reads that carry
-them: a job that changed between the two reads is acted on then, like any change.
+multiRead: thousands of jobs in a fraction of a second) and scheduling them. Where ZooKeeper
+answers multiRead (3.6+) it also answers addWatch: one persistent recursive watch on the jobs'
+folder, placed before that read, reports every later change of any job (issue 29: no request
+per job, no watch per job in kazoo or the server). On an older server the job watches are placed
+by the listener's own thread, its first event (`WatchJobs`), with an `exists` per job that
+carries one: a job that changed between the two reads is acted on then, like any change.
+
+A connection that drops takes the watches with it (kazoo calls its one-shot ones with a NONE
+event; the server forgets the persistent one): one `Resync` once the session is back sets them
+again and reads every job, acting on those whose version changed meanwhile.
 """
 
 from __future__ import annotations
@@ -104,6 +111,10 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._resync_lock = threading.Lock()
         self._resync_posted = False
         self._job_watch = self._on_job  # one object: kazoo keeps a set of callbacks per path
+        self._jobs_prefix = stores.registry.abs(JOBS) + "/"
+        # One persistent recursive watch on the jobs' folder (ZooKeeper 3.6+: the server
+        # answers multiRead) instead of a one-shot watch per job.
+        self._recursive = False
         # Called with the name of each job deleted from ZooKeeper (listener thread).
         self.deleted_listeners: Listeners[[str]] = Listeners(
             log, "config-listener: deleted listener"
@@ -137,8 +148,10 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             self._post_resync()
             return
         path = getattr(watched, "path", None)
-        if isinstance(path, str) and "/" in path:
-            self.post(JobChanged(path.rsplit("/", 1)[1]))
+        if isinstance(path, str) and path.startswith(self._jobs_prefix):
+            name = path[len(self._jobs_prefix) :]
+            if name and "/" not in name:  # a job's node (not the folder, nothing deeper)
+                self.post(JobChanged(name))
 
     def _post_resync(self) -> None:
         with self._resync_lock:
@@ -151,6 +164,8 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
 
     def _read_job(self, name: str) -> tuple[bytes, int] | None:
+        if self._recursive:
+            return self._registry.get_versioned(job_path(name))  # the folder's watch covers it
         return self._registry.watch_data(job_path(name), self._job_watch)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -160,6 +175,11 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         self._stopping.clear()
         self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
         self._disabled_apps = set(self._watch_children(DISABLE_APP))
+        self._recursive = self._registry.multi_read is True
+        if self._recursive:
+            # Before the read: a change made after it is reported, none is missed between.
+            self._registry.ensure(JOBS)
+            self._registry.add_recursive_watch(JOBS, self._job_watch)
         names = self._watch_children(JOBS)
         self._producer.prefetch_last_fires(names)
         # No watches yet: a read that sets one costs a request of its own.
@@ -167,9 +187,10 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         for path, got in loaded.items():
             if got is not None:
                 self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
-        # The listener's first work: watches on the jobs read (a job created meanwhile comes
-        # with the job list's watch, already placed).
-        self.post(WatchJobs(tuple(names)))
+        if not self._recursive:
+            # The listener's first work: watches on the jobs read (a job created meanwhile
+            # comes with the job list's watch, already placed).
+            self.post(WatchJobs(tuple(names)))
         self._start_thread()
         log.info(
             "config-listener: %s jobs loaded, %s scheduled",
@@ -177,10 +198,19 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             len(self._producer.scheduled),
         )
 
+    def stop(self) -> None:
+        if self._recursive:
+            self._registry.remove_recursive_watch(JOBS, self._job_watch)
+        super().stop()
+
     def pause(self) -> None:
         self._acting.clear()
 
     def resume(self) -> None:
+        if self._recursive:
+            # The session came back: the server forgot the folder's watch with the connection
+            # (kazoo's NONE events usually say so too; this does not lean on them).
+            self._post_resync()
         self._acting.set()
 
     # -- the listener thread ----------------------------------------------------------------
@@ -253,11 +283,21 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         log.info("config-listener: watches dropped with the connection; reading every job again")
         self._disabled_jobs = set(self._watch_children(DISABLE_JOB))
         self._disabled_apps = set(self._watch_children(DISABLE_APP))
+        if self._recursive:
+            # The server forgot the folder's watch with the connection: set it again first.
+            self._registry.add_recursive_watch(JOBS, self._job_watch)
         names = set(self._watch_children(JOBS))
         for name in sorted(set(self._versions) - names):
             self._apply(name, None)
         self._sync_all()
-        self._watch_jobs(tuple(sorted(names)))
+        if self._recursive:
+            read = self._registry.get_many([job_path(name) for name in sorted(names)])
+            for path, got in read.items():
+                if self._stopping.is_set():
+                    return
+                self._apply(path.rsplit("/", 1)[1], got)  # an unchanged version is passed over
+        else:
+            self._watch_jobs(tuple(sorted(names)))
 
     def _sync_all(self) -> None:
         for _name, job in sorted(self._configs.items()):

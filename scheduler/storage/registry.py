@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -37,11 +38,13 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.paths import _prefix_root
-from kazoo.protocol.states import EventType, KazooState
+from kazoo.protocol.serialization import Watch
+from kazoo.protocol.states import EVENT_TYPE_MAP, Callback, EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL
 
 from scheduler.model.errors import Conflict, InvalidRequest, NotFound, RegistryError
+from scheduler.storage.add_watch import AddWatch, RemoveRecursiveWatch
 from scheduler.storage.multi_read import MultiRead
 
 log = logging.getLogger(__name__)
@@ -257,6 +260,45 @@ class Registry:
         # kazoo's request queue, as its own calls use it: it sends any request of its shape.
         client._call(request, answer)
         return answer
+
+    def add_recursive_watch(self, path: str, callback: Callable[[Any], None]) -> None:
+        """Place a persistent recursive watch on `path` (ZooKeeper 3.6+ addWatch): kazoo's
+        callback thread calls `callback(event)` for every node created, changed or deleted
+        below it (and for `path` itself), until `remove_recursive_watch` or until the
+        connection drops (the server then forgets it; kazoo does not set it again: call this
+        again once connected). RegistryError when ZooKeeper refuses it (older than 3.6: its
+        cause is UnimplementedError) or does not answer."""
+        hub = _recursive_watches(self._client)
+        hub.add(self.abs(path), callback)  # first: no event between the answer and this
+        try:
+            self._send_own(f"addWatch {path}", AddWatch(self._wire_path(path)))
+        except BaseException:
+            hub.discard(self.abs(path), callback)
+            raise
+
+    def remove_recursive_watch(self, path: str, callback: Callable[[Any], None]) -> None:
+        """Stop calling `callback` for `path`; the server's watch is removed with the last
+        callback (asked, not waited for: a watch already gone with its connection is no
+        error)."""
+        if not _recursive_watches(self._client).discard(self.abs(path), callback):
+            return
+        # Not waited for: a term that ends without ZooKeeper must not wait on it here (the
+        # notifications that still come find no callback).
+        try:
+            self._client._call(
+                RemoveRecursiveWatch(self._wire_path(path)), self._client.handler.async_result()
+            )
+        except Exception as exc:  # noqa: BLE001 - best effort, as the docstring says
+            log.info("registry: persistent watch on %s not removed: %s", path, exc)
+
+    def _wire_path(self, path: str) -> str:
+        return str(_prefix_root(self._client.chroot, self.abs(path)))
+
+    def _send_own(self, what: str, request: Any) -> Any:
+        """Send one request of this module's own shape through kazoo's queue and wait for it."""
+        answer = self._client.handler.async_result()
+        self._client._call(request, answer)
+        return self._answer(what, partial(answer.get, timeout=self._timeout_s))
 
     def probe_multi_read(self) -> bool:
         """Ask the server once whether it answers multiRead, and remember it in `multi_read`.
@@ -496,3 +538,75 @@ class PendingReads:
                 yield path, None
                 continue
             yield path, ((data or b""), int(stat.version))
+
+
+class _RecursiveWatches:
+    """The persistent recursive watches of one kazoo client and their callbacks.
+
+    kazoo hands a watch notification only to its own one-shot watchers, popped by path; the
+    notifications of a persistent watch, one per node changed below its path, would be
+    dropped. This wraps the client's connection's reader of notifications (once per client)
+    to hand each to the callbacks of the watches whose path covers it, then to kazoo's own.
+    """
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._callbacks: dict[str, set[Callable[[Any], None]]] = {}
+        connection = client._connection
+        kazoos = connection._read_watch_event
+
+        def read_watch_event(buffer: bytes, offset: int) -> Any:
+            try:
+                self._deliver(buffer, offset)
+            except Exception:
+                log.exception("registry: a persistent watch's notification was not delivered")
+            return kazoos(buffer, offset)
+
+        connection._read_watch_event = read_watch_event
+
+    def add(self, path: str, callback: Callable[[Any], None]) -> None:
+        with self._lock:
+            self._callbacks.setdefault(path, set()).add(callback)
+
+    def discard(self, path: str, callback: Callable[[Any], None]) -> bool:
+        """Drop `callback`; True when it was the path's last one."""
+        with self._lock:
+            callbacks = self._callbacks.get(path)
+            if callbacks is None or callback not in callbacks:
+                return False
+            callbacks.discard(callback)
+            if callbacks:
+                return False
+            del self._callbacks[path]
+            return True
+
+    def _deliver(self, buffer: bytes, offset: int) -> None:
+        with self._lock:
+            if not self._callbacks:
+                return
+            watched = list(self._callbacks.items())
+        watch, _ = Watch.deserialize(buffer, offset)
+        kind = EVENT_TYPE_MAP.get(watch.type)
+        if kind not in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
+            return
+        client = self._client
+        path = client.unchroot(watch.path)
+        event = WatchedEvent(kind, client._state, path)
+        for root, callbacks in watched:
+            if path == root or path.startswith(root + "/"):
+                for callback in callbacks:
+                    client.handler.dispatch_callback(Callback("watch", callback, (event,)))
+
+
+_HUBS_LOCK = threading.Lock()
+
+
+def _recursive_watches(client: KazooClient) -> _RecursiveWatches:
+    """The client's `_RecursiveWatches`, made (and its reader wrapped) the first time."""
+    with _HUBS_LOCK:
+        hub = getattr(client, "_ejc_recursive_watches", None)
+        if not isinstance(hub, _RecursiveWatches):
+            hub = _RecursiveWatches(client)
+            client._ejc_recursive_watches = hub
+        return hub

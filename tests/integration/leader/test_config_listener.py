@@ -124,11 +124,13 @@ def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_bet
         listener.stop()
 
 
+@pytest.mark.parametrize("multi_read", [True, False], ids=["recursive-watch", "exists-watches"])
 def test_a_dropped_connection_costs_one_resync_after_the_session_is_back_and_no_read_before(
     zk: ZooKeeperEnsemble,
     zk_namespace: str,
     zk_client: KazooClient,
     caplog: pytest.LogCaptureFixture,
+    multi_read: bool,
 ) -> None:
     # kazoo calls every watch with a NONE event when its connection drops (watches cleared).
     # Read one by one while the connection is dead, each waited out its deadline: the term's
@@ -141,6 +143,8 @@ def test_a_dropped_connection_costs_one_resync_after_the_session_is_back_and_no_
     listener: ConfigListener | None = None
     try:
         registry = Registry(client, zk_namespace, timeout_s=2.0)
+        if multi_read:
+            assert registry.probe_multi_read() is True
         writer = Registry(zk_client, zk_namespace)
         for i in range(40):
             writer.put(f"/config/job/d{i:02d}", _job(f"d{i:02d}"))
@@ -151,11 +155,14 @@ def test_a_dropped_connection_costs_one_resync_after_the_session_is_back_and_no_
         listener = ConfigListener(stores, producer, lambda _name: None)
         caplog.set_level(logging.INFO, logger="scheduler")
         listener.start()
-        wait_for(  # the start's watch pass has placed each job's watch
-            lambda: len(client._data_watchers) >= 40,  # kazoo's own watch table
-            20,
-            message="job watches placed",
-        )
+        if multi_read:
+            assert len(client._data_watchers) == 0  # one watch on the folder, none per job
+        else:
+            wait_for(  # the start's watch pass has placed each job's watch
+                lambda: len(client._data_watchers) >= 40,  # kazoo's own watch table
+                20,
+                message="job watches placed",
+            )
         proxy.cut()
         wait_for(lambda: client.state == KazooState.SUSPENDED, 20, message="suspended")
         listener.pause()  # as the replica does on SUSPENDED

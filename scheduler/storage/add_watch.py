@@ -1,0 +1,72 @@
+"""ZooKeeper's addWatch and removeWatches requests for a persistent recursive watch (3.6+).
+
+Why (issue 29): a leader follows every job's node for changes. One-shot watches cost a request
+per job at every term start (100,000 `exists` requests: seconds of the leader's CPU in its
+first minute, a watch per job in kazoo's tables and in the server's), and each is set again
+after it fires. One persistent recursive watch on the jobs' folder reports every later change
+below it, created, changed or deleted, and stays set until removed or until the connection
+drops. kazoo 2.11 has neither request, so this module is their wire format, written to the
+shape kazoo gives every request (`type`, `serialize()`, `deserialize(buffer, offset)`), as
+`multi_read` is; `Registry` sends them through kazoo's queue and delivers the events.
+
+The protocol (ZooKeeper's `AddWatchRequest` and `RemoveWatchesRequest`): addWatch (opcode 106)
+is the path as a length-prefixed UTF-8 string and the mode (int: 0 persistent, 1 persistent
+recursive); removeWatches (opcode 18) is the path and the watcher type (int: 5 persistent
+recursive). Neither answer has a body. The events are ordinary watch notifications (node
+created, data changed, node deleted; no child events in recursive mode) for each node below
+the path, and for the path itself. Standard library only.
+"""
+
+from __future__ import annotations
+
+import struct
+
+ADD_WATCH = 106
+REMOVE_WATCHES = 18
+PERSISTENT_RECURSIVE = 1
+"""addWatch's mode of a persistent recursive watch."""
+WATCHER_PERSISTENT_RECURSIVE = 5
+"""removeWatches' watcher type of a persistent recursive watch."""
+
+_INT = struct.Struct("!i")
+
+
+def _path_and_int(path: str, value: int) -> bytes:
+    encoded = path.encode("utf-8")
+    return _INT.pack(len(encoded)) + encoded + _INT.pack(value)
+
+
+class AddWatch:
+    """addWatch of a persistent recursive watch on `path` (absolute, chroot included)."""
+
+    type = ADD_WATCH
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"AddWatch({self.path!r}, recursive)"
+
+    def serialize(self) -> bytes:
+        return _path_and_int(self.path, PERSISTENT_RECURSIVE)
+
+    def deserialize(self, _buffer: bytes, _offset: int) -> bool:
+        return True  # no body: the header's error code (0) is the answer
+
+
+class RemoveRecursiveWatch:
+    """removeWatches of the persistent recursive watch on `path` (absolute, chroot included)."""
+
+    type = REMOVE_WATCHES
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"RemoveRecursiveWatch({self.path!r})"
+
+    def serialize(self) -> bytes:
+        return _path_and_int(self.path, WATCHER_PERSISTENT_RECURSIVE)
+
+    def deserialize(self, _buffer: bytes, _offset: int) -> bool:
+        return True

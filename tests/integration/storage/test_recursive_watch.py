@@ -1,0 +1,106 @@
+"""`Registry.add_recursive_watch` (ZooKeeper's addWatch, persistent recursive) on a real
+ZooKeeper: every change below the path arrives, from any client, without being set again; one-
+shot watches on the same nodes keep working; removing the last callback removes the server's
+watch; a dropped connection drops it (the caller sets it again)."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, KazooState
+
+from deploy.zookeeper import ZooKeeperEnsemble
+from scheduler.storage.registry import Registry
+from tests.support.tcpproxy import TcpProxy
+from tests.support.waiting import wait_for
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.got: queue.Queue[tuple[str, str]] = queue.Queue()
+
+    def __call__(self, event: Any) -> None:
+        self.got.put((str(event.type), str(event.path)))
+
+    def next(self, timeout_s: float = 10.0) -> tuple[str, str]:
+        return self.got.get(timeout=timeout_s)
+
+    def none_within(self, timeout_s: float) -> bool:
+        try:
+            self.got.get(timeout=timeout_s)
+        except queue.Empty:
+            return True
+        return False
+
+
+def test_every_change_below_the_path_arrives_until_removed(
+    registry: Registry, zk: ZooKeeperEnsemble
+) -> None:
+    registry.ensure("/w")
+    events = _Events()
+    registry.add_recursive_watch("/w", events)
+    root = registry.abs("/w")
+    other = KazooClient(hosts=zk.hosts)
+    other.start(timeout=15)
+    try:
+        other.create(f"{root}/a", b"1")
+        assert events.next() == (EventType.CREATED, f"{root}/a")
+        other.set(f"{root}/a", b"2")
+        assert events.next() == (EventType.CHANGED, f"{root}/a")
+        other.set(f"{root}/a", b"3")  # still set: no new watch was placed
+        assert events.next() == (EventType.CHANGED, f"{root}/a")
+        other.create(f"{root}/a/deep", b"")
+        assert events.next() == (EventType.CREATED, f"{root}/a/deep")
+        other.delete(f"{root}/a", recursive=True)
+        assert sorted([events.next(), events.next()]) == [
+            (EventType.DELETED, f"{root}/a"),
+            (EventType.DELETED, f"{root}/a/deep"),
+        ]
+        # A one-shot watch on a node below still fires once, besides the persistent one.
+        other.create(f"{root}/b", b"")
+        assert events.next() == (EventType.CREATED, f"{root}/b")
+        once = _Events()
+        registry.watch_data("/w/b", once)
+        other.set(f"{root}/b", b"x")
+        assert events.next() == (EventType.CHANGED, f"{root}/b")
+        assert once.next() == (EventType.CHANGED, f"{root}/b")
+        # Nodes outside the path are not reported.
+        other.create(registry.abs("/wx"), b"")
+        registry.remove_recursive_watch("/w", events)
+        other.set(f"{root}/b", b"y")
+        assert events.none_within(1.0)
+    finally:
+        other.stop()
+        other.close()
+
+
+def test_a_dropped_connection_drops_the_watch_and_it_can_be_set_again(
+    zk: ZooKeeperEnsemble, zk_namespace: str, zk_client: KazooClient
+) -> None:
+    host, port = zk.servers[0].address.split(":")
+    proxy = TcpProxy(host, int(port))
+    client = KazooClient(hosts=proxy.address, timeout=20)
+    client.start(timeout=15)
+    try:
+        registry = Registry(client, zk_namespace, timeout_s=3.0)
+        writer = Registry(zk_client, zk_namespace)
+        registry.ensure("/w")
+        events = _Events()
+        registry.add_recursive_watch("/w", events)
+        writer.put("/w/a", b"1")
+        assert events.next()[1] == registry.abs("/w/a")
+        proxy.cut()
+        wait_for(lambda: client.state == KazooState.SUSPENDED, 20, message="suspended")
+        proxy.restore()
+        wait_for(lambda: client.state == KazooState.CONNECTED, 20, message="same session back")
+        writer.put("/w/a", b"2")
+        assert events.none_within(1.0)  # the server forgot it with the connection
+        registry.add_recursive_watch("/w", events)
+        writer.put("/w/a", b"3")
+        assert events.next() == (EventType.CHANGED, registry.abs("/w/a"))
+    finally:
+        proxy.close()
+        client.stop()
+        client.close()
