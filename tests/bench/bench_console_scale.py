@@ -57,13 +57,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from kazoo.client import KazooClient
 from playwright.sync_api import Page, Request, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from sqlalchemy import Engine, create_engine, func, insert, inspect, select
+from sqlalchemy import Engine, create_engine, func, inspect, select
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.api.paging import encode_cursor
@@ -163,45 +162,72 @@ class RunPlan:
         return self.end - timedelta(seconds=span_s * (1 - (n + 0.5) / self.runs))
 
 
-def _rows(plan: RunPlan, first: int, last: int) -> Iterator[dict[str, Any]]:
+_COLUMNS = (
+    "id",
+    "job_name",
+    "original_task_id",
+    "task_id",
+    "slave_id",
+    "source",
+    "execution_type",
+    "sharding_item",
+    "state",
+    "message",
+    "creation_time",
+)
+_INSERT = (
+    f'INSERT INTO "{StatusTraceLog.__tablename__}" ({", ".join(_COLUMNS)}) '
+    f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
+)
+
+
+def _sqlite_time(moment: datetime) -> str:
+    # As SQLAlchemy's DateTime writes it to SQLite (the product compares these strings).
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _rows(plan: RunPlan, first: int, last: int) -> Iterator[tuple[str, ...]]:
+    """Two rows a run, in `_COLUMNS` order."""
     for n in range(first, last):
         job = plan.job_of(n)
         task_id = f"{job}@-@0@-@READY@-@agent-S0@-@{uuid.UUID(int=n)}"
         launched = plan.launch_of(n)
         failed = n % 20 == 7
-        common = {
-            "job_name": job,
-            "original_task_id": task_id,
-            "task_id": task_id,
-            "slave_id": "agent-S0",
-            "source": "CLOUD_SCHEDULER",
-            "execution_type": "READY",
-            "sharding_item": "[0]",
-        }
+        common = (job, task_id, task_id, "agent-S0", "CLOUD_SCHEDULER", "READY", "[0]")
         fire = launched.replace(tzinfo=UTC).timestamp() - 0.05
-        yield {
-            **common,
-            "id": f"{2 * n:032x}",
-            "state": "TASK_STAGING",
-            "message": launch_message(fire),
-            "creation_time": launched,
-        }
-        yield {
-            **common,
-            "id": f"{2 * n + 1:032x}",
-            "state": "TASK_FAILED" if failed else "TASK_FINISHED",
-            "message": "Command exited with status 3" if failed else "",
-            "creation_time": launched + timedelta(seconds=1 + n % 30),
-        }
+        yield (
+            f"{2 * n:032x}",
+            *common,
+            "TASK_STAGING",
+            launch_message(fire),
+            _sqlite_time(launched),
+        )
+        yield (
+            f"{2 * n + 1:032x}",
+            *common,
+            "TASK_FAILED" if failed else "TASK_FINISHED",
+            "Command exited with status 3" if failed else "",
+            _sqlite_time(launched + timedelta(seconds=1 + n % 30)),
+        )
 
 
 def _write_runs(engine: Engine, plan: RunPlan, chunk: int) -> None:
-    """The plan's runs, `chunk` runs (one transaction, one executemany) at a time."""
-    table = StatusTraceLog.metadata.tables[StatusTraceLog.__tablename__]
-    for first in range(0, plan.runs, chunk):
-        rows = list(_rows(plan, first, min(plan.runs, first + chunk)))
-        with engine.begin() as conn:
-            conn.execute(insert(table), rows)
+    """The plan's runs, `chunk` runs (one transaction, one DB-API executemany) at a time.
+
+    With a page cache of 1 GiB on this connection: SQLite's default 2 MiB made each chunk's
+    inserts into the growing indexes (job and task ids in no order) read their pages again, and
+    1,000,000 runs took over a quarter of an hour here. The replica's own connections are not
+    touched."""
+    conn = engine.raw_connection()
+    try:
+        cursor = conn.cursor()
+        cursor.execute("PRAGMA cache_size = -1048576")
+        for first in range(0, plan.runs, chunk):
+            cursor.executemany(_INSERT, list(_rows(plan, first, min(plan.runs, first + chunk))))
+            conn.commit()
+        cursor.close()
+    finally:
+        conn.close()
 
 
 def _tables_made(engine: Engine) -> bool:
