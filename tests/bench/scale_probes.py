@@ -5,9 +5,7 @@
 - ZooKeeper's own counters through its four-letter words (`mntr`; the bench's servers allow
   every word, `4lw.commands.whitelist=*` in deploy/zookeeper.py), and its JVM's live heap
   through `jcmd` (a full GC first, then `GC.heap_info`).
-- A ZooKeeper server started with a heap of the bench's choosing: deploy/zookeeper.py passes
-  `-Xmx256m` and has no option for it, so `_JAVA_OPTIONS` (which the JVM applies after its
-  command line, so it wins) is set around the start only.
+- A ZooKeeper server started with a heap of the bench's choosing (`ZooKeeperEnsemble.heap_mb`).
 
 Nothing here changes the code under test: every figure comes from /proc, the ZooKeeper server or
 the JVM's tools.
@@ -125,14 +123,10 @@ def mntr(port: int, timeout_s: float = 5.0) -> dict[str, str]:
 def zk_heap_kib(pid: int) -> tuple[int, str]:
     """(KiB, what it is) of the ZooKeeper JVM's memory: its live heap after a full GC through
     `jcmd`, or its VmRSS when jcmd fails (the text says which)."""
-    env = {k: v for k, v in os.environ.items() if k != "_JAVA_OPTIONS"}
     try:
-        subprocess.run(
-            ["jcmd", str(pid), "GC.run"], env=env, capture_output=True, timeout=60, check=True
-        )
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
         info = subprocess.run(
             ["jcmd", str(pid), "GC.heap_info"],
-            env=env,
             capture_output=True,
             timeout=60,
             check=True,
@@ -148,17 +142,10 @@ def zk_heap_kib(pid: int) -> tuple[int, str]:
 
 def started_zookeeper(base: Path, heap_mb: int) -> ZooKeeperEnsemble:
     """A standalone ZooKeeper in `base`, its JVM given `-Xmx{heap_mb}m`; started (blocks)."""
-    zk = ZooKeeperEnsemble(base, size=1)
-    before = os.environ.get("_JAVA_OPTIONS")
-    os.environ["_JAVA_OPTIONS"] = f"-Xmx{heap_mb}m"
+    zk = ZooKeeperEnsemble(base, size=1, heap_mb=heap_mb)
     try:
         zk.start()
     except BaseException:
         zk.stop()  # a member that started but never served
         raise
-    finally:
-        if before is None:
-            del os.environ["_JAVA_OPTIONS"]
-        else:
-            os.environ["_JAVA_OPTIONS"] = before
     return zk
