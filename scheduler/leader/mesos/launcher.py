@@ -168,6 +168,11 @@ class Launcher(ThreadedComponent):
         self.launch_listeners: Listeners[[str, str, str]] = Listeners(
             log, "launcher: launch listener"
         )
+        # Called after each successful ACCEPT with each task as its running node was created
+        # (version 0), before the task's launch listeners. Must not block.
+        self.launched_task_listeners: Listeners[[RunningTask]] = Listeners(
+            log, "launcher: launched task listener"
+        )
         # Tasks killed for a REPLACE run (task id -> monotonic time the kill was sent).
         self._replacing: dict[str, float] = {}
         # The failover shards (job, item) the previous round found pending.
@@ -498,6 +503,7 @@ class Launcher(ThreadedComponent):
                         self._fire_times.node_fire_launched(
                             task.task_id, node_fire.fire_time, node_fire.backfill_id
                         )
+                    self.launched_task_listeners.emit(task)
                     self.launch_listeners.emit(
                         task.task_id, task.agent_id, unit.originals[task.task_id]
                     )

@@ -36,6 +36,7 @@ the task, its end included, from ever arriving.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -153,6 +154,7 @@ class StatusHandler:
         # is made over that version, so a node changed by anyone else meanwhile is refused and
         # read again. A terminal update always reads (its kill reason decides what it means).
         self._written: OrderedDict[str, tuple[RunningTask, int]] = OrderedDict()
+        self._written_lock = threading.Lock()  # the launcher's thread notes launches too
         self.handlers: Mapping[UpdateKind, Callable[[TaskUpdate], None]] = {
             UpdateKind.ACTIVE: self._on_active,
             UpdateKind.UNREACHABLE: self._on_unreachable,
@@ -198,10 +200,8 @@ class StatusHandler:
         # (ended already, or a daemon node of the original's naming).
         task: RunningTask | None
         version: int | None
-        found = self._written.get(task_id) if kind in _LIVE_KINDS else None
-        if found is not None:
-            found = (replace(found[0]), found[1])  # the handlers change the task they get
-        else:
+        found = self._remembered(task_id) if kind in _LIVE_KINDS else None
+        if found is None:
             found = stores.running.task(parsed.job_name, task_id)
         if found is not None:
             task, version = found
@@ -264,7 +264,7 @@ class StatusHandler:
             try:
                 running.update(task, ops, version)
             except (Conflict, NotFound):
-                self._written.pop(update.task_id, None)
+                self._remember(task, None)
                 if version is None:
                     raise
             else:
@@ -389,18 +389,35 @@ class StatusHandler:
                 self._shard_failed(update, why)
         self._wake()
 
+    def note_launched(self, task: RunningTask) -> None:
+        """The launcher created `task`'s running node (version 0) and Mesos accepted it: its
+        first live update needs no read (launcher's thread; never blocks). Kept only when
+        this handler has not written the node yet (an update may come before this note)."""
+        with self._written_lock:
+            if task.task_id in self._written or task.task_id in self._ended:
+                return
+        self._remember(task, 0)
+
+    def _remembered(self, task_id: str) -> tuple[RunningTask, int] | None:
+        """A copy (the handlers change the task they get) of what `_remember` kept."""
+        with self._written_lock:
+            found = self._written.get(task_id)
+        return None if found is None else (replace(found[0]), found[1])
+
     def _remember(self, task: RunningTask, version: int | None) -> None:
         """`task` as its node now is, at `version` (None: unknown, forgotten)."""
-        if version is None:
-            self._written.pop(task.task_id, None)
-            return
-        self._written[task.task_id] = (replace(task), version)
-        self._written.move_to_end(task.task_id)
-        while len(self._written) > _WRITTEN_KEPT:
-            self._written.popitem(last=False)
+        with self._written_lock:
+            if version is None:
+                self._written.pop(task.task_id, None)
+                return
+            self._written[task.task_id] = (replace(task), version)
+            self._written.move_to_end(task.task_id)
+            while len(self._written) > _WRITTEN_KEPT:
+                self._written.popitem(last=False)
 
     def _note_ended(self, task_id: str) -> None:
-        self._written.pop(task_id, None)
+        with self._written_lock:
+            self._written.pop(task_id, None)
         self._ended[task_id] = None
         self._ended.move_to_end(task_id)
         while len(self._ended) > _ENDED_KEPT:

@@ -571,3 +571,33 @@ def test_a_task_s_next_live_update_needs_no_read_and_a_change_meanwhile_is_not_l
     assert handler.handle(_update(task_id, "TASK_FAILED"))
     assert stores.running.tasks("job") == []
     assert stores.failover.entries() == [] and seen.events == []
+
+
+def test_a_launched_task_s_first_live_update_needs_no_read(
+    handler: StatusHandler, stores: TermStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job(stores, "job")
+    first = str(TaskId.new("job", 0, TaskType.READY, "agent-1"))
+    second = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
+    launched = [RunningTask(first, "agent-1"), RunningTask(second, "agent-1")]
+    for task in launched:
+        stores.running.add(task)  # as the launch book creates it: version 0
+        handler.note_launched(task)
+    read = stores.running.task
+    reads: list[str] = []
+
+    def counted(job: str, tid: str) -> tuple[RunningTask, int] | None:
+        reads.append(tid)
+        return read(job, tid)
+
+    monkeypatch.setattr(stores.running, "task", counted)
+    assert handler.handle(_update(first, "TASK_RUNNING"))
+    assert reads == []
+    assert _running(stores, "job")[first].state == "TASK_RUNNING"
+    # Changed after the launch (a kill reason): the note is stale, the write refused and the
+    # node read again; both are kept.
+    assert stores.running.mark_killed(second, KILLED_BY_USER)
+    assert handler.handle(_update(second, "TASK_RUNNING"))
+    assert reads == [second]
+    task = _running(stores, "job")[second]
+    assert (task.state, task.kill_reason) == ("TASK_RUNNING", KILLED_BY_USER)
