@@ -49,7 +49,8 @@ work: every figure is an upper bound.
    peak (VmHWM reset before) and after; goal: after - before < 16 MiB (no growth).
 
 Each part prints `name: figure (goal ...) PASS|FAIL`; a part that fails to run prints ERROR
-and the others still run. Every process started is stopped at the end of its part.
+and the others still run. Every process started is stopped at the end of its part. Parts 4-6
+are in scale_launch.py, the readings from /proc, ZooKeeper and the JVM in scale_probes.py.
 
 Run: `./dev.sh bench scale [--jobs 10000,100000] [--only startup|launch|burst|latency|lists]
 [--quick] [--window-s 60] [--rates 10,100,300] [--bursts 500,10000] [--load-jobs 5000]
@@ -63,10 +64,8 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import math
 import os
 import random
-import re
 import shutil
 import statistics
 import tempfile
@@ -74,9 +73,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -84,69 +81,25 @@ from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.api.paging import encode_cursor
-from tests.bench import bench_launch
+from tests.bench import bench_launch, scale_launch
 from tests.bench.bench_list_memory import _reset_peak
-from tests.bench.bench_pipeline import _job, _post, _wait
+from tests.bench.bench_pipeline import _job, _wait
 from tests.bench.bench_register import AUTH
 from tests.bench.scale_probes import (
     Sampler,
-    cpu_s,
     hwm_kib,
-    mntr,
+    log_stamp,
+    pct,
     rss_kib,
-    started_zookeeper,
+    verdict,
     zk_heap_kib,
+    zookeeper,
 )
-from tests.support.mesosfw import StandIn
 from tests.support.replicas import ReplicaProcess
 
 PARTS = ("startup", "launch", "burst", "latency", "lists")
 # One agent big enough for a 10,000-task burst of 0.01 cpu and 1 MB each.
 RESOURCES = "cpus:256;mem:262144;disk:10240;ports:[31000-32000]"
-_ACCEPT = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
-    r".*framework (\S+): launched \d+ task\(s\) on \S+: (.*)$"
-)
-_STAMP = "%Y-%m-%d %H:%M:%S,%f"
-_SKIPPED = re.compile(r'^ejc_job_fires_skipped_total\{.*outcome="([^"]+)"')
-
-
-def _verdict(name: str, figure: str, goal: str, ok: bool, note: str = "") -> None:
-    tail = f"; {note}" if note else ""
-    print(f"{name}: {figure} (goal {goal}) {'PASS' if ok else 'FAIL'}{tail}", flush=True)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(len(ordered) * q) - 1))]
-
-
-def _stamp(line: str) -> float:
-    return datetime.strptime(line[:23], _STAMP).timestamp()
-
-
-def _accepts(standin: StandIn) -> list[tuple[float, str, list[str]]]:
-    """(wall time, framework id, task ids) of every ACCEPT the stand-in logged."""
-    text = standin.log_path.read_text(errors="replace") if standin.log_path.exists() else ""
-    out = []
-    for line in text.splitlines():
-        m = _ACCEPT.match(line)
-        if m:
-            out.append((_stamp(m.group(1)), m.group(2), m.group(3).split()))
-    return out
-
-
-def _count_scheduled(replica: ReplicaProcess, prefix: str) -> int:
-    return len(re.findall(rf"producer: job {prefix}\d+ scheduled", replica.log_text()))
-
-
-@contextmanager
-def _zookeeper(base: Path, heap_mb: int) -> Iterator[ZooKeeperEnsemble]:
-    zk = started_zookeeper(base, heap_mb)
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 # -- 1-3 and 7: start-up, memory, idle CPU, lists ---------------------------------------------
@@ -183,11 +136,11 @@ def _start_seconds(replica: ReplicaProcess) -> tuple[float, float | None, str]:
     loaded: float | None = None
     for line in replica.log_text().splitlines():
         if " won term " in line and won is None:
-            won = _stamp(line)
+            won = log_stamp(line)
         elif won is not None and "leader: started " in line:
-            last = (_stamp(line), line.split("leader: started ", 1)[1].split(" in ")[0])
+            last = (log_stamp(line), line.split("leader: started ", 1)[1].split(" in ")[0])
         elif won is not None and loaded is None and "jobs loaded" in line:
-            loaded = _stamp(line)
+            loaded = log_stamp(line)
     if won is None or last is None:
         raise RuntimeError("no 'won term' or 'leader: started' line in the replica's log")
     return last[0] - won, None if loaded is None else loaded - won, last[1]
@@ -195,7 +148,7 @@ def _start_seconds(replica: ReplicaProcess) -> tuple[float, float | None, str]:
 
 def startup(base: Path, count: int, window_s: float, heap_mb: int, lists: ListsRun | None) -> None:
     """Parts 1-3 for `count` jobs, then `lists` on the same leader when given."""
-    with _zookeeper(base / "zk", heap_mb) as zk:
+    with zookeeper(base / "zk", heap_mb) as zk:
         namespace = f"scale-{uuid.uuid4().hex[:6]}"
         names = [f"job{j:06d}" for j in range(count)]
         began = time.monotonic()
@@ -218,7 +171,7 @@ def startup(base: Path, count: int, window_s: float, heap_mb: int, lists: ListsR
             start = sampler.sample()
             took_s, loaded_s, last = _start_seconds(replica)
             goal_s = 5.0
-            _verdict(
+            verdict(
                 f"startup[{count}]",
                 f"{took_s:.2f} s from 'won term' to the last component started ({last})",
                 f"< {goal_s:g} s at 100k",
@@ -229,7 +182,7 @@ def startup(base: Path, count: int, window_s: float, heap_mb: int, lists: ListsR
             end = sampler.sample()
             sampler.stop()
             cpu_pct = (end.cpu_s - start.cpu_s) / (end.at - start.at) * 100
-            _verdict(
+            verdict(
                 f"rss[{count}]",
                 f"max {sampler.max_rss_kib() / 1024:.0f} MiB over start + {window_s:.0f} s "
                 f"(at start {start.rss_kib / 1024:.0f}, at the end {end.rss_kib / 1024:.0f}, "
@@ -237,7 +190,7 @@ def startup(base: Path, count: int, window_s: float, heap_mb: int, lists: ListsR
                 "< 400 MB at 100k",
                 sampler.max_rss_kib() / 1024 < 400,
             )
-            _verdict(
+            verdict(
                 f"idle-cpu[{count}]",
                 f"{cpu_pct:.1f}% of a core over the {end.at - start.at:.0f} s after the start",
                 "< 5% at 100k",
@@ -300,8 +253,8 @@ class ListsRun:
                 cursor = next_cursor
         finally:
             conn.close()
-        p99 = _pct(latencies, 0.99)
-        _verdict(
+        p99 = pct(latencies, 0.99)
+        verdict(
             f"lists[{len(names)}]",
             f"p99 {p99:.1f} ms, p50 {statistics.median(latencies):.1f} ms, max "
             f"{max(latencies):.1f} ms over {len(latencies)} pages of 100 ({walk} walked by "
@@ -345,7 +298,7 @@ class ListsRun:
             t.join(self.walk_s + 120)
         after, peak = rss_kib(pid), hwm_kib(pid)
         growth = (after - before) / 1024
-        _verdict(
+        verdict(
             f"lists-memory[{len(names)}]",
             f"RSS {before / 1024:.0f} MiB before, {'peak' if reset else 'peak so far'} "
             f"{peak / 1024:.0f}, {after / 1024:.0f} after ({growth:+.0f}) with {self.clients} "
@@ -365,210 +318,6 @@ def _get_page(conn: http.client.HTTPConnection, cursor: str | None) -> tuple[int
         raise RuntimeError(f"GET {path} answered {resp.status}: {body[:200]!r}")
     page = json.loads(body)
     return len(page["items"]), page["nextCursor"]
-
-
-# -- 4: the cost of a launch ------------------------------------------------------------------
-
-
-def _skipped(replica: ReplicaProcess) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, value in replica.metrics().items():
-        m = _SKIPPED.match(name)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + value
-    return out
-
-
-def launch_cost(base: Path, rate: int, window_s: float, heap_mb: int) -> None:
-    with _zookeeper(base / "zk", heap_mb) as zk:
-        namespace = f"cost-{uuid.uuid4().hex[:6]}"
-        mesos, replica = bench_launch._system(base, zk, namespace)
-        try:
-            framework = bench_launch._framework_id(zk, namespace)
-            bench_launch._write_jobs(
-                zk, namespace, [_job(f"every{i:04d}", "* * * * * ?", 1) for i in range(rate)]
-            )
-            _wait(lambda: _count_scheduled(replica, "every") >= rate, 120)
-            time.sleep(3)  # past the first fires, which may come while jobs are scheduled
-            port = zk.servers[0].client_port
-            pid = replica.pid
-            standin_pid = mesos.process.pid if mesos.process else pid
-            standin_cpu0 = cpu_s(standin_pid)
-            cpu0, packets0 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
-            launched0 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
-            skipped0, at0 = _skipped(replica), time.monotonic()
-            time.sleep(window_s)  # the measured window
-            cpu1, packets1 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
-            standin_cpu = cpu_s(standin_pid) - standin_cpu0
-            launched1 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
-            skipped1, at1 = _skipped(replica), time.monotonic()
-            launched = launched1 - launched0
-            skipped = {k: v - skipped0.get(k, 0.0) for k, v in skipped1.items()}
-            cpu = cpu1 - cpu0
-            packets = packets1 - packets0
-            per_task_ms = cpu / launched * 1000 if launched else math.inf
-            per_task_zk = packets / launched if launched else math.inf
-            note = (
-                f"fires due {rate * (at1 - at0):.0f} over {at1 - at0:.0f} s, tasks launched "
-                f"{launched}, fires with no run: "
-                + (", ".join(f"{k} {v:.0f}" for k, v in sorted(skipped.items())) or "none")
-                + f"; leader CPU {cpu:.1f} s ({cpu / (at1 - at0) * 100:.0f}% of a core), "
-                f"the stand-in's own process {standin_cpu / (at1 - at0) * 100:.0f}%"
-            )
-            _verdict(
-                f"launch-cost[{rate}/s]",
-                f"{per_task_ms:.2f} ms leader CPU per launched task",
-                "< 1 ms",
-                per_task_ms < 1,
-                note,
-            )
-            _verdict(
-                f"launch-zk[{rate}/s]",
-                f"{per_task_zk:.1f} ZooKeeper requests per launched task ({packets} packets)",
-                "<= 3",
-                per_task_zk <= 3,
-            )
-        finally:
-            replica.stop()
-            mesos.stop()
-
-
-# -- 5: bursts --------------------------------------------------------------------------------
-
-
-def bursts(base: Path, sizes: list[int], margin_s: float, heap_mb: int) -> None:
-    """The first size (500) through bench_launch.burst with its bare-framework baseline; the
-    larger ones alone (the bare framework's 10,000 tasks would take minutes to end first)."""
-    with _zookeeper(base / "zk", heap_mb) as zk:
-        for i, n in enumerate(sizes):
-            work = base / f"burst-{n}"
-            work.mkdir()
-            try:
-                if i == 0:
-                    ours, bare = bench_launch.burst(work, zk, n, margin_s)
-                    _verdict(
-                        f"burst[{n}]",
-                        f"{ours:.0f}/s vs bare pymesos {bare:.0f}/s: ratio {ours / bare:.3f}",
-                        ">= 0.6",
-                        ours / bare >= 0.6,
-                    )
-                else:
-                    took_s, first_s, accepts = _burst_alone(work, zk, n, margin_s)
-                    _verdict(
-                        f"burst[{n}]",
-                        f"all in TASK_STAGING {took_s:.2f} s after the cron second = "
-                        f"{n / took_s:.0f}/s",
-                        "within 5 s, >= 2,000/s",
-                        took_s <= 5 and n / took_s >= 2000,
-                        f"first launch at {first_s:.2f} s, {accepts} ACCEPTs",
-                    )
-            except Exception as exc:  # noqa: BLE001 - one size failing still lets the next run
-                print(f"burst[{n}]: ERROR {type(exc).__name__}: {exc}", flush=True)
-
-
-def _burst_alone(
-    base: Path, zk: ZooKeeperEnsemble, count: int, margin_s: float
-) -> tuple[float, float, int]:
-    """bench_launch.burst's own half: `count` one-shard jobs on one cron second, far enough
-    ahead for all to be scheduled; (fire second to the last launch, to the first, ACCEPTs)."""
-    namespace = f"burst-{uuid.uuid4().hex[:6]}"
-    mesos, replica = bench_launch._system(base, zk, namespace)
-    try:
-        ours = bench_launch._framework_id(zk, namespace)
-        fire = math.ceil(time.time() + 10 + count * margin_s)
-        at = time.localtime(fire)
-        cron = f"{at.tm_sec} {at.tm_min} {at.tm_hour} * * ?"
-        bench_launch._write_jobs(
-            zk, namespace, [_job(f"burst{i:05d}", cron, 1) for i in range(count)]
-        )
-        try:
-            _wait(lambda: _count_scheduled(replica, "burst") >= count, fire - time.time() - 0.5)
-        except RuntimeError:
-            raise RuntimeError(
-                f"only {_count_scheduled(replica, 'burst')} of {count} jobs scheduled before "
-                "their fire; raise --schedule-margin-per-job"
-            ) from None
-
-        def launched() -> int:
-            return sum(n for _, n in bench_launch.master_launches(mesos, ours))
-
-        _wait(lambda: launched() >= count, 300)
-        launches = bench_launch.master_launches(mesos, ours)
-        return launches[-1][0] - fire, launches[0][0] - fire, len(launches)
-    finally:
-        replica.stop()
-        mesos.stop()
-
-
-# -- 6: latency under load --------------------------------------------------------------------
-
-
-def latency(base: Path, load_jobs: int, window_s: float, heap_mb: int, second0: bool) -> None:
-    with _zookeeper(base / "zk", heap_mb) as zk:
-        namespace = f"lat-{uuid.uuid4().hex[:6]}"
-        mesos, replica = bench_launch._system(base, zk, namespace)
-        try:
-            framework = bench_launch._framework_id(zk, namespace)
-            bench_launch._write_jobs(
-                zk,
-                namespace,
-                [
-                    _job(f"load{i:05d}", f"{0 if second0 else i % 60} * * * * ?", 1)
-                    for i in range(load_jobs)
-                ],
-            )
-            _wait(lambda: _count_scheduled(replica, "load") >= load_jobs, 600)
-            _post(replica, "/api/job/register", _job("lat", "*/2 * * * * ?", 1))
-            began = time.time()
-            time.sleep(window_s + 2)  # the measured window; then its last launch is logged
-            lat_skipped = {
-                name.split('outcome="')[1].rstrip('"}'): value
-                for name, value in replica.metrics().items()
-                if name.startswith('ejc_job_fires_skipped_total{job_name="lat"')
-            }
-            lat = []
-            total = 0
-            for when, f, ids in _accepts(mesos):
-                if f == framework:
-                    total += len(ids)
-                if f != framework or when < began + 2:  # the first fire may meet scheduling
-                    continue
-                if any(task.startswith("lat@-@") for task in ids):
-                    lat.append((when - math.floor(when / 2) * 2) * 1000)
-            p99 = _pct(lat, 0.99) if lat else math.inf
-            figure = (
-                f"p99 {p99:.1f} ms, p50 {statistics.median(lat):.1f} ms, max {max(lat):.1f} ms "
-                f"over {len(lat)} fires of the 2-s job"
-                if lat
-                else f"no launch of the 2-s job in {window_s:.0f} s"
-            )
-            _verdict(
-                "latency",
-                figure,
-                "p99 < 50 ms",
-                p99 < 50,
-                f"{load_jobs} jobs firing once a minute "
-                + ("(all on second 0); " if second0 else "(job i on second i % 60); ")
-                + f"{total} tasks launched since the start, {_ready_runs(replica)} runs in the "
-                "ready queue at the end; the 2-s job's fires with no run: "
-                + (", ".join(f"{k} {v:.0f}" for k, v in sorted(lat_skipped.items())) or "none"),
-            )
-        finally:
-            replica.stop()
-            mesos.stop()
-
-
-def _ready_runs(replica: ReplicaProcess) -> str:
-    """The ready queue's length (`X-Total-Count` of its first page), as text."""
-    host, port = replica.identity.split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("GET", "/api/job/tasks/ready?limit=1", headers={"Authorization": AUTH})
-        resp = conn.getresponse()
-        resp.read()
-        return resp.getheader("X-Total-Count") or "?"
-    finally:
-        conn.close()
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -669,17 +418,21 @@ def _run_parts(
         for rate in _ints(args.rates):
             _part(
                 f"launch-cost[{rate}/s]",
-                partial(launch_cost, work(f"l{rate}"), rate, window_s, heap),
+                partial(scale_launch.launch_cost, work(f"l{rate}"), rate, window_s, heap),
             )
     if "burst" in chosen:
         _part(
             "burst",
-            lambda: bursts(work("burst"), burst_sizes, args.schedule_margin_per_job, heap),
+            lambda: scale_launch.bursts(
+                work("burst"), burst_sizes, args.schedule_margin_per_job, heap
+            ),
         )
     if "latency" in chosen:
         _part(
             "latency",
-            lambda: latency(work("latency"), load_jobs, window_s, heap, args.load_second0),
+            lambda: scale_launch.latency(
+                work("latency"), load_jobs, window_s, heap, args.load_second0
+            ),
         )
 
 

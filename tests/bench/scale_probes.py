@@ -5,7 +5,10 @@
 - ZooKeeper's own counters through its four-letter words (`mntr`; the bench's servers allow
   every word, `4lw.commands.whitelist=*` in deploy/zookeeper.py), and its JVM's live heap
   through `jcmd` (a full GC first, then `GC.heap_info`).
-- A ZooKeeper server started with a heap of the bench's choosing (`ZooKeeperEnsemble.heap_mb`).
+- A ZooKeeper server started with a heap of the bench's choosing (`ZooKeeperEnsemble.heap_mb`),
+  and what the parts share: `verdict` (one figure's line against its goal), `pct`, `log_stamp`
+  (a log line's time), `count_scheduled` (the producer's "scheduled" lines of a job prefix) and
+  `zookeeper` (a started server, stopped on leaving).
 
 Nothing here changes the code under test: every figure comes from /proc, the ZooKeeper server or
 the JVM's tools.
@@ -13,29 +16,40 @@ the JVM's tools.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from deploy.zookeeper import ZooKeeperEnsemble
+from tests.support.replicas import ReplicaProcess
 
 __all__ = [
     "Sample",
     "Sampler",
+    "count_scheduled",
     "cpu_s",
     "hwm_kib",
+    "log_stamp",
     "mntr",
+    "pct",
     "rss_kib",
     "started_zookeeper",
+    "verdict",
     "zk_heap_kib",
+    "zookeeper",
 ]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
+_LOG_STAMP = "%Y-%m-%d %H:%M:%S,%f"
 _HEAP_USED = re.compile(r"(?:generation|heap)\s+total (\d+)K, used (\d+)K")
 
 
@@ -149,3 +163,37 @@ def started_zookeeper(base: Path, heap_mb: int) -> ZooKeeperEnsemble:
         zk.stop()  # a member that started but never served
         raise
     return zk
+
+
+# -- what the parts share --------------------------------------------------------------------
+
+
+def verdict(name: str, figure: str, goal: str, ok: bool, note: str = "") -> None:
+    """Print `name: figure (goal goal) PASS|FAIL[; note]`."""
+    tail = f"; {note}" if note else ""
+    print(f"{name}: {figure} (goal {goal}) {'PASS' if ok else 'FAIL'}{tail}", flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The `q` quantile of `values` (nearest rank: the max below 1/(1-q) values)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(len(ordered) * q) - 1))]
+
+
+def log_stamp(line: str) -> float:
+    """The epoch time of a log line of ours (`2026-01-02 03:04:05,678 ...`)."""
+    return datetime.strptime(line[:23], _LOG_STAMP).timestamp()
+
+
+def count_scheduled(replica: ReplicaProcess, prefix: str) -> int:
+    return len(re.findall(rf"producer: job {prefix}\d+ scheduled", replica.log_text()))
+
+
+@contextmanager
+def zookeeper(base: Path, heap_mb: int) -> Iterator[ZooKeeperEnsemble]:
+    """A started standalone ZooKeeper (see `started_zookeeper`), stopped on leaving."""
+    zk = started_zookeeper(base, heap_mb)
+    try:
+        yield zk
+    finally:
+        zk.stop()
