@@ -215,10 +215,9 @@ def _rows(plan: RunPlan, first: int, last: int) -> Iterator[tuple[str, ...]]:
 def _write_runs(engine: Engine, plan: RunPlan, chunk: int) -> None:
     """The plan's runs, `chunk` runs (one transaction, one DB-API executemany) at a time.
 
-    With a page cache of 1 GiB on this connection: SQLite's default 2 MiB made each chunk's
-    inserts into the growing indexes (job and task ids in no order) read their pages again, and
-    1,000,000 runs took over a quarter of an hour here. The replica's own connections are not
-    touched."""
+    This connection's page cache is raised to 1 GiB, so the growing indexes (job and task ids in
+    no order) stay in memory between chunks; the replica's own connections are not touched.
+    (1,000,000 runs: 37 s here.)"""
     conn = engine.raw_connection()
     try:
         cursor = conn.cursor()
