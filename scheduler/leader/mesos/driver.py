@@ -15,16 +15,18 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, assert_never
 
 from pymesos import MesosSchedulerDriver
 
 from scheduler.leader import outbound
-from scheduler.leader.lifecycle import EventLoopComponent
+from scheduler.leader.lifecycle import EventLoopComponent, join_thread
 from scheduler.leader.mesos.driver_events import (
     AgentLost,
     Connect,
@@ -56,6 +58,8 @@ DRIVER_CRASHED = threading.Event()
 _RETRY_MAX_S = 30.0
 # How long `stop` waits for a `sched-mesos-connect` thread (it only starts a pymesos driver).
 _CONNECT_JOIN_S = 0.5
+# The acknowledgement thread's last call (an HTTP request with pymesos' own timeout).
+_ACK_JOIN_S = 5.0
 FRAMEWORK_FAILED_OVER = "Framework failed over"
 
 
@@ -198,6 +202,12 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self._paused = False
         self._retry_at = 0.0
         self._retry_s = 1.0
+        # Acknowledgements to send, in the order the updates were processed, by their own
+        # thread: each is an HTTP round trip to the master, which the event thread waited for
+        # before it took the next update (at 200 updates a second the updates fell behind the
+        # agent's 10-s resend, and the resends made it worse).
+        self._acks: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._ack_thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -299,14 +309,31 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         if self._handlers is None:
             raise DriverWiringError("the Mesos driver was started with no handlers bound")
         self._start_thread()
+        self._acks = queue.Queue()
+        self._ack_thread = threading.Thread(
+            target=self._send_acks, name="sched-mesos-acks", daemon=True
+        )
+        self._ack_thread.start()
         # Connect from the event thread: a zk:// master URL may block for a connection timeout,
         # and the leader's API must not wait for Mesos.
         self.post(Connect())
 
+    def _send_acks(self) -> None:
+        """`sched-mesos-acks`: acknowledge each processed update, in order, until stopped (an
+        acknowledgement not sent is no loss: the agent sends its update again)."""
+        while True:
+            status = self._acks.get()
+            if status is None:
+                return
+            self._call("acknowledge", partial(_acknowledge, status))
+
     def stop(self) -> None:
         self._stopping.set()
+        self._acks.put(None)
         self._disconnect()
         self._stop_thread()
+        join_thread(self._ack_thread, _ACK_JOIN_S, self.name)
+        self._ack_thread = None
         # A connect thread ends once its driver started or failed; one still waiting for a
         # zk:// master that does not answer may wait a while longer, and the hand-over to the
         # next leader must not wait for it.
@@ -458,7 +485,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
                 self._bound.on_rescind(offer_id)
             case StatusUpdate(status):
                 if self._bound.on_status(status) and "uuid" in status:
-                    self._call("acknowledge", lambda d: d.acknowledgeStatusUpdate(status))
+                    self._acks.put(status)
             case FrameworkMessage(executor_id, agent_id, data):
                 log.info(
                     "mesos: message of %d characters from executor %s on %s ignored (this "
@@ -507,3 +534,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             # Another scheduler subscribed with our framework id: it is the leader now.
             self._disconnect()
             self._bound.on_disconnected()
+
+
+def _acknowledge(status: dict[str, Any], driver: PymesosDriver) -> None:
+    driver.acknowledgeStatusUpdate(status)
