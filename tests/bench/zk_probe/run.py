@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from deploy.zookeeper import ZooKeeperEnsemble
-from tests.bench import bench_launch, bench_scale
+from tests.bench import bench_launch, bench_scale, scale_launch
 from tests.bench.bench_pipeline import _app, _job, _post, _wait
-from tests.bench.scale_probes import cpu_s, mntr, started_zookeeper
+from tests.bench.scale_probes import count_scheduled, cpu_s, mntr, started_zookeeper
 from tests.support.mesosfw import StandIn
 from tests.support.replicas import ROOT, ReplicaProcess
 
@@ -95,7 +95,7 @@ def _diff(before: Rows, after: Rows) -> Rows:
 
 
 def _launched(mesos: StandIn, framework: str) -> int:
-    return sum(len(ids) for _, f, ids in bench_scale._accepts(mesos) if f == framework)
+    return sum(len(ids) for _, f, ids in scale_launch._accepts(mesos) if f == framework)
 
 
 def _print_table(rows: Rows, launched: int, top: int) -> None:
@@ -135,14 +135,14 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             bench_launch._write_jobs(
                 zk, namespace, [_job(f"every{i:04d}", "* * * * * ?", 1) for i in range(args.jobs)]
             )
-            _wait(lambda: bench_scale._count_scheduled(replica, "every") >= args.jobs, 120)
+            _wait(lambda: count_scheduled(replica, "every") >= args.jobs, 120)
             time.sleep(args.warmup_s)  # past the first fires, which may meet the scheduling
             port = zk.servers[0].client_port
             before = _snapshot(probe_dir, "start")
             cpu0, packets0 = cpu_s(replica.pid), int(mntr(port)["zk_packets_received"])
             launched0, skipped0, at0 = (
                 _launched(mesos, framework),
-                bench_scale._skipped(replica),
+                scale_launch._skipped(replica),
                 time.monotonic(),
             )
             time.sleep(args.seconds)  # the measured window
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             cpu1, packets1 = cpu_s(replica.pid), int(mntr(port)["zk_packets_received"])
             launched1, skipped1, at1 = (
                 _launched(mesos, framework),
-                bench_scale._skipped(replica),
+                scale_launch._skipped(replica),
                 time.monotonic(),
             )
         finally:
