@@ -24,7 +24,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///data/ejcloud.db"
-HEAD_REVISION = "0004_audit_log"
+HEAD_REVISION = "0005_traces_time_index"
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _SQLITE_BUSY_TIMEOUT_MS = 5000
 _CONNECT_TIMEOUT_S = 5

@@ -67,6 +67,8 @@ class StatusTraceLog(Base):
         Index("TASK_ID_STATE_INDEX", "task_id", "state"),
         # A job's runs, newest first: its TASK_STAGING rows by time.
         Index("JOB_STATE_TIME_INDEX", "job_name", "state", "creation_time"),
+        # Every job's runs, newest first (the console's runs view): a page without a sort.
+        Index("TRACE_TIME_INDEX", "creation_time", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
