@@ -33,6 +33,8 @@ const RESULTS = [
 const RUNS_SHOWN = 200;
 // Rows a page of the runs view shows (issue 30: 200 rows made one 10,000-pixel page).
 const PAGE_SIZE = 50;
+// The job filter offers the first this many jobs (and the one the link names).
+const JOB_CHOICES = 1000;
 const LOG_CHUNK = 64 * 1024;
 const LOG_KEEP = 512 * 1024;
 
@@ -64,14 +66,19 @@ export function list(ctx) {
     sourceNote,
   );
   const value = (label) => label.querySelector("select").value;
+  // The job filter's names: the first page of the job list, read once per visit (every poll
+  // read the whole list: megabytes a poll with 100,000 jobs; issue 29).
+  let jobNames = null;
   const poll = ctx.every(5000, async () => {
     // From the link: the job list is filled in by the first answer.
     const job = ctx.query.get("job") || "";
     const since = SINCE_MS[value(sinceFilter)] ? new Date(Date.now() - SINCE_MS[value(sinceFilter)]) : null;
-    const [jobs, found] = await Promise.all([api.get("/api/job/jobs"), fetchRuns(api, { job, since, limit: RUNS_SHOWN })]);
+    const namesWanted = jobNames === null ? api.get(`/api/job/jobs?limit=${JOB_CHOICES}`) : Promise.resolve(null);
+    const [jobsPage, found] = await Promise.all([namesWanted, fetchRuns(api, { job, since, limit: RUNS_SHOWN })]);
     if (!ctx.alive) return;
+    if (jobsPage !== null) jobNames = (jobsPage.items || []).map((j) => j.jobName);
     const jobSelect = jobFilter.querySelector("select");
-    const names = jobs.map((j) => j.jobName);
+    const names = [...jobNames];
     if (job && !names.includes(job)) names.push(job);
     fill(
       jobSelect,
