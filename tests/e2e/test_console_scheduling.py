@@ -172,6 +172,8 @@ def test_calendars_pools_and_backfills_through_the_console(
     expect(row).to_contain_text("0 / 2")
     row.get_by_role("link", name=POOL).click()
     expect(page).to_have_url(re.compile(rf"#/pools/{POOL}$"))
+    # The page has read the pool (its first answer prefills the field this fills).
+    expect(page.locator("[data-value=size]")).to_have_text("2")
     resize = page.locator("form[data-form=resize]")
     resize.locator("[name=size]").fill("3")
     resize.locator("button[type=submit]").click()

@@ -161,10 +161,10 @@ export function list(ctx) {
           { label: "Execution", cell: (j) => j.jobExecutionType },
           {
             label: "Cron / next fire",
-            cell: (j) => [h("code", {}, j.cron), h("br"), nextCell(data.next.get(j.jobName), data.nextKnown)],
+            cell: (j) => [h("code", {}, j.cron), h("br"), loadingOr(data, "next", j, nextCell(data.next.get(j.jobName), data.nextKnown))],
           },
-          { label: "State", cell: (j) => enabledBadge(data.disabled.get(j.jobName)) },
-          { label: "Last run", cell: (j) => lastCell(data.last.get(j.jobName)) },
+          { label: "State", cell: (j) => loadingOr(data, "disabled", j, enabledBadge(data.disabled.get(j.jobName))) },
+          { label: "Last run", cell: (j) => loadingOr(data, "last", j, lastCell(data.last.get(j.jobName))) },
         ],
         rows,
         data.jobs.length ? "No job matches the filters." : "No job registered yet.",
@@ -187,6 +187,17 @@ export function list(ctx) {
     label.querySelector("select").addEventListener("change", onFilter);
   }
 
+  const fillApps = (apps) => {
+    const appSelect = appFilter.querySelector("select");
+    const chosen = ctx.query.get("app") || "";
+    fill(
+      appSelect,
+      h("option", { value: "" }, "all apps"),
+      apps.map((a) => h("option", { value: a.appName, selected: a.appName === chosen }, a.appName)),
+      // An app named in the link but gone stays chosen, so the filter says what it filters.
+      chosen && !apps.some((a) => a.appName === chosen) ? h("option", { value: chosen, selected: true }, chosen) : null,
+    );
+  };
   const refresh = ctx.every(10000, async () => {
     const [listed, appsAnswer, nextKnown] = await Promise.all([
       jobPages(api, pages),
@@ -196,6 +207,22 @@ export function list(ctx) {
     const { jobs } = listed;
     const apps = pageOf(appsAnswer).items;
     const names = jobs.map((j) => j.jobName);
+    if (!ctx.alive) return;
+    fillApps(apps);
+    // The rows at once (issue 29: each row's state, next fire and last run are three requests,
+    // 300 for a page, which kept the page blank for seconds); what a row showed before stays
+    // until its new answers are in, the rest shows as loading.
+    const before = data;
+    data = {
+      jobs,
+      more: listed.more,
+      nextKnown,
+      loading: true,
+      disabled: before ? before.disabled : new Map(),
+      next: before ? before.next : new Map(),
+      last: before ? before.last : new Map(),
+    };
+    render();
     const [disabled, next, last] = await Promise.all([
       mapLimit(names, 4, (n) => api.get(`/api/job/${segment(n)}/disable`)),
       nextKnown
@@ -207,16 +234,7 @@ export function list(ctx) {
       mapLimit(names, 4, (n) => lastRun(api, n)),
     ]);
     if (!ctx.alive) return;
-    const appSelect = appFilter.querySelector("select");
-    const chosen = ctx.query.get("app") || "";
-    fill(
-      appSelect,
-      h("option", { value: "" }, "all apps"),
-      apps.map((a) => h("option", { value: a.appName, selected: a.appName === chosen }, a.appName)),
-      // An app named in the link but gone stays chosen, so the filter says what it filters.
-      chosen && !apps.some((a) => a.appName === chosen) ? h("option", { value: chosen, selected: true }, chosen) : null,
-    );
-    data = { jobs, more: listed.more, nextKnown, disabled: new Map(), next: new Map(), last: new Map() };
+    data = { jobs, more: listed.more, nextKnown, loading: false, disabled: new Map(), next: new Map(), last: new Map() };
     names.forEach((n, i) => {
       if (typeof disabled[i] === "boolean") data.disabled.set(n, disabled[i]);
       if (nextKnown) data.next.set(n, next[i]);
@@ -229,6 +247,11 @@ export function list(ctx) {
     refresh.now();
   });
   return el;
+}
+
+// A row's cell while its answers are on their way and it has none from before: "…".
+function loadingOr(data, key, job, cell) {
+  return data.loading && !data[key].has(job.jobName) ? h("span", { class: "muted", "data-loading": key }, "…") : cell;
 }
 
 function nextCell(answer, known) {

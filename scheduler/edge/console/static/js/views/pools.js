@@ -190,7 +190,8 @@ export function detail(ctx) {
       return;
     }
     if (!ctx.alive) return;
-    if (known === null && size.value === "") size.value = String(pool.size ?? "");
+    // Prefilled once, and never under the user's typing (a field in focus is being edited).
+    if (known === null && size.value === "" && document.activeElement !== size) size.value = String(pool.size ?? "");
     known = pool;
     fill(
       body,
