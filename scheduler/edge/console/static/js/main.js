@@ -111,11 +111,17 @@ class ViewContext {
 
   // Runs `fn` now and then every `ms` while the view is shown and the tab is visible.
   every(ms, fn) {
-    const poller = { ms, fn, timer: null, running: false };
+    const poller = { ms, fn, timer: null, running: false, again: false };
     const tick = async () => {
       poller.timer = null;
       if (!this.alive) return;
-      if (!document.hidden && !poller.running) {
+      if (poller.running) {
+        // Asked while a run is on its way (a click on "More jobs", say): once more right after
+        // it, not at the next period (the click seemed lost for up to `ms`).
+        poller.again = true;
+        return;
+      }
+      if (!document.hidden) {
         poller.running = true;
         try {
           await fn();
@@ -126,7 +132,11 @@ class ViewContext {
           poller.running = false;
         }
       }
-      if (this.alive) poller.timer = setTimeout(tick, poller.ms);
+      if (this.alive) {
+        const soon = poller.again;
+        poller.again = false;
+        poller.timer = setTimeout(tick, soon ? 0 : poller.ms);
+      }
     };
     poller.tick = tick;
     this._pollers.push(poller);
