@@ -10,7 +10,6 @@ prints, and/or as an iCalendar file (`--ics`), whose events the server converts.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -20,7 +19,7 @@ from ejcloud_cli.context import State, confirm, json_option, segment
 from ejcloud_cli.errors import UsageProblem
 from ejcloud_cli.output import objects, ordered_fields, render_fields, render_table
 from ejcloud_cli.paging import PAGE_SIZE
-from ejcloud_cli.specs import build_body, load_spec
+from ejcloud_cli.specs import build_body, load_spec, read_bounded
 
 ICS_MAX_BYTES = 256 * 1024
 """The server's bound of an `ics` text: a larger file is refused here, before it is sent."""
@@ -41,16 +40,7 @@ def _path(name: str) -> str:
 
 def _read_ics(source: str, state: State) -> str:
     name = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            raw = state.stdin().read(ICS_MAX_BYTES + 1)
-        else:
-            with Path(source).open("rb") as handle:
-                raw = handle.read(ICS_MAX_BYTES + 1)
-    except OSError as exc:
-        raise UsageProblem(f"cannot read {name}: {exc.strerror or exc}") from exc
-    if len(raw) > ICS_MAX_BYTES:
-        raise UsageProblem(f"{name} is larger than {ICS_MAX_BYTES} bytes")
+    raw = read_bounded(source, state.stdin(), ICS_MAX_BYTES)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -22,7 +21,7 @@ import yaml
 from ejcloud_cli.client import error_of
 from ejcloud_cli.context import State
 from ejcloud_cli.errors import ApiError, UsageProblem
-from ejcloud_cli.specs import load_spec
+from ejcloud_cli.specs import load_spec, read_bounded
 
 __all__ = ["MAX_BATCH_BODY_BYTES", "MAX_BATCH_JOBS", "add_many", "read_jobs", "register_jobs"]
 
@@ -40,16 +39,7 @@ def read_jobs(source: str, stdin: IO[bytes]) -> list[dict[str, Any]] | dict[str,
     JSON when the name ends in `.json` or the text starts with `{` or `[`, else YAML.
     UsageProblem naming the file."""
     name = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            raw = stdin.read(MAX_FILE_BYTES + 1)
-        else:
-            with Path(source).open("rb") as handle:
-                raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise UsageProblem(f"cannot read {name}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_FILE_BYTES:
-        raise UsageProblem(f"{name} is larger than {MAX_FILE_BYTES} bytes")
+    raw = read_bounded(source, stdin, MAX_FILE_BYTES)
     data = _parsed(source, raw)
     if isinstance(data, dict) and set(data) == {"jobs"}:
         data = data["jobs"]

@@ -22,6 +22,23 @@ from ejcloud_cli.errors import UsageProblem
 MAX_SPEC_BYTES = 1024 * 1024
 
 
+def read_bounded(source: str, stdin: IO[bytes], limit: int) -> bytes:
+    """The bytes of the file `source` (`-`: `stdin`), at most `limit` of them; UsageProblem
+    naming the file when it cannot be read or is larger."""
+    name = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            raw = stdin.read(limit + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise UsageProblem(f"cannot read {name}: {exc.strerror or exc}") from exc
+    if len(raw) > limit:
+        raise UsageProblem(f"{name} is larger than {limit} bytes")
+    return raw
+
+
 def load_spec(source: str, stdin: IO[bytes]) -> dict[str, Any]:
     """The object in the file `source` (`-`: `stdin`), JSON or YAML.
 
@@ -30,16 +47,7 @@ def load_spec(source: str, stdin: IO[bytes]) -> dict[str, Any]:
     values (a YAML date, say, must be quoted).
     """
     name = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            raw = stdin.read(MAX_SPEC_BYTES + 1)
-        else:
-            with Path(source).open("rb") as handle:
-                raw = handle.read(MAX_SPEC_BYTES + 1)
-    except OSError as exc:
-        raise UsageProblem(f"cannot read {name}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_SPEC_BYTES:
-        raise UsageProblem(f"{name} is larger than {MAX_SPEC_BYTES} bytes")
+    raw = read_bounded(source, stdin, MAX_SPEC_BYTES)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
