@@ -31,42 +31,35 @@ WATCHER_PERSISTENT_RECURSIVE = 5
 _INT = struct.Struct("!i")
 
 
-def _path_and_int(path: str, value: int) -> bytes:
-    encoded = path.encode("utf-8")
-    return _INT.pack(len(encoded)) + encoded + _INT.pack(value)
+class _PathRequest:
+    """A request that is a path and one int, whose answer has no body."""
 
-
-class AddWatch:
-    """addWatch of a persistent recursive watch on `path` (absolute, chroot included)."""
-
-    type = ADD_WATCH
+    type = 0
+    value = 0
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        self.path = path  # absolute, chroot included
 
     def __repr__(self) -> str:
-        return f"AddWatch({self.path!r}, recursive)"
+        return f"{type(self).__name__}({self.path!r})"
 
     def serialize(self) -> bytes:
-        return _path_and_int(self.path, PERSISTENT_RECURSIVE)
+        encoded = self.path.encode("utf-8")
+        return _INT.pack(len(encoded)) + encoded + _INT.pack(self.value)
 
     def deserialize(self, _buffer: bytes, _offset: int) -> bool:
         return True  # no body: the header's error code (0) is the answer
 
 
-class RemoveRecursiveWatch:
-    """removeWatches of the persistent recursive watch on `path` (absolute, chroot included)."""
+class AddWatch(_PathRequest):
+    """addWatch of a persistent recursive watch on `path`."""
+
+    type = ADD_WATCH
+    value = PERSISTENT_RECURSIVE
+
+
+class RemoveRecursiveWatch(_PathRequest):
+    """removeWatches of the persistent recursive watch on `path`."""
 
     type = REMOVE_WATCHES
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __repr__(self) -> str:
-        return f"RemoveRecursiveWatch({self.path!r})"
-
-    def serialize(self) -> bytes:
-        return _path_and_int(self.path, WATCHER_PERSISTENT_RECURSIVE)
-
-    def deserialize(self, _buffer: bytes, _offset: int) -> bool:
-        return True
+    value = WATCHER_PERSISTENT_RECURSIVE
