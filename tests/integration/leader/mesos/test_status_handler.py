@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -495,6 +496,26 @@ def test_an_update_a_deposed_leader_cannot_record_is_not_acked(
     assert stores.failover.entries() == [] and handler.counts == {}
 
 
+def _watch_reads(
+    stores: TermStores,
+    monkeypatch: pytest.MonkeyPatch,
+    then: Callable[[str, tuple[RunningTask, int] | None], None] = lambda _t, _g: None,
+) -> list[str]:
+    """The task ids the handler reads running nodes of (`RunningStore.task`), in order; `then`
+    runs after each read, before the handler gets its answer (to change the node meanwhile)."""
+    read = stores.running.task
+    reads: list[str] = []
+
+    def watched(job: str, tid: str) -> tuple[RunningTask, int] | None:
+        got = read(job, tid)
+        reads.append(tid)
+        then(tid, got)
+        return got
+
+    monkeypatch.setattr(stores.running, "task", watched)
+    return reads
+
+
 # -- one request per update, and no lost kill reason ---------------------------------------------
 
 
@@ -506,17 +527,14 @@ def test_a_kill_reason_recorded_between_the_read_and_the_write_is_kept(
     # kill's end then counted as a failure and relaunched.
     _job(stores, "job", failover=True)
     task_id = _task(stores, "job")
-    read = stores.running.task
     raced: list[str] = []
 
-    def read_then_kill(job: str, tid: str) -> tuple[RunningTask, int] | None:
-        got = read(job, tid)
+    def kill_once(tid: str, _got: object) -> None:
         if not raced:
             raced.append(tid)
             assert stores.running.mark_killed(tid, KILLED_BY_USER)
-        return got
 
-    monkeypatch.setattr(stores.running, "task", read_then_kill)
+    _watch_reads(stores, monkeypatch, kill_once)
     assert handler.handle(_update(task_id, "TASK_RUNNING"))
     (task,) = stores.running.tasks("job")
     assert (task.state, task.kill_reason) == ("TASK_RUNNING", KILLED_BY_USER)
@@ -530,15 +548,12 @@ def test_an_update_of_a_task_whose_node_went_meanwhile_does_not_bring_it_back(
 ) -> None:
     _job(stores, "job")
     task_id = _task(stores, "job")
-    read = stores.running.task
 
-    def read_then_remove(job: str, tid: str) -> tuple[RunningTask, int] | None:
-        got = read(job, tid)
+    def remove(tid: str, got: tuple[RunningTask, int] | None) -> None:
         if got is not None and got[0].state != "TASK_RUNNING":
             stores.running.remove(tid)  # ended on another path meanwhile
-        return got
 
-    monkeypatch.setattr(stores.running, "task", read_then_remove)
+    _watch_reads(stores, monkeypatch, remove)
     assert handler.handle(_update(task_id, "TASK_STARTING"))
     assert stores.running.tasks("job") == []
 
@@ -548,14 +563,7 @@ def test_a_task_s_next_live_update_needs_no_read_and_a_change_meanwhile_is_not_l
 ) -> None:
     _job(stores, "job", failover=True)
     task_id = _task(stores, "job")
-    read = stores.running.task
-    reads: list[str] = []
-
-    def counted(job: str, tid: str) -> tuple[RunningTask, int] | None:
-        reads.append(tid)
-        return read(job, tid)
-
-    monkeypatch.setattr(stores.running, "task", counted)
+    reads = _watch_reads(stores, monkeypatch)
     assert handler.handle(_update(task_id, "TASK_STARTING"))
     assert handler.handle(_update(task_id, "TASK_RUNNING"))
     assert reads == [task_id]  # RUNNING wrote over the version STARTING's write left
@@ -583,14 +591,7 @@ def test_a_launched_task_s_first_live_update_needs_no_read(
     for task in launched:
         stores.running.add(task)  # as the launch book creates it: version 0
         handler.note_launched(task)
-    read = stores.running.task
-    reads: list[str] = []
-
-    def counted(job: str, tid: str) -> tuple[RunningTask, int] | None:
-        reads.append(tid)
-        return read(job, tid)
-
-    monkeypatch.setattr(stores.running, "task", counted)
+    reads = _watch_reads(stores, monkeypatch)
     assert handler.handle(_update(first, "TASK_RUNNING"))
     assert reads == []
     assert _running(stores, "job")[first].state == "TASK_RUNNING"
