@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import base64
 import http.client
-import json
 import math
 import shutil
 import statistics
@@ -59,7 +58,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
-from kazoo.client import KazooClient
 from playwright.sync_api import Page, Request, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from sqlalchemy import Engine, create_engine, func, inspect, select
@@ -113,22 +111,7 @@ def _job_names(count: int) -> list[str]:
 def _write_jobs(zk: ZooKeeperEnsemble, namespace: str, names: list[str]) -> None:
     """The app and `names` as daily jobs at an hour twelve hours away, each with its last fire
     recorded a day before that hour's next occurrence (so none is due at the leader's start)."""
-    app = {
-        "appName": "bench",
-        "appURL": "file:///x.tar.gz",
-        "bootstrapScript": "true",
-        "cpuCount": 1.0,
-        "memoryMB": 128.0,
-        "appCacheEnable": True,
-        "eventTraceSamplingCount": 0,
-    }
-    client = KazooClient(hosts=zk.hosts)
-    client.start()
-    try:
-        client.create(f"/{namespace}/config/app/bench", json.dumps(app).encode(), makepath=True)
-    finally:
-        client.stop()
-        client.close()
+    bench_launch.write_app(zk, namespace)
     now = datetime.now(UTC)
     hour = (now.hour + 12) % 24
     cron = f"0 0 {hour} * * ?"

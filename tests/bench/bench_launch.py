@@ -85,9 +85,19 @@ class _TimedScheduler(RecordingScheduler):
         super().resourceOffers(driver, offers)
 
 
-def _system(base: Path, zk: ZooKeeperEnsemble, namespace: str) -> tuple[StandIn, ReplicaProcess]:
-    mesos = StandIn(base / "mesos", "--agents", "1", "--resources", RESOURCES).start()
-    replica = ReplicaProcess(zk.hosts, base, zk_namespace=namespace, mesos_url=mesos.address)
+def _system(
+    base: Path,
+    zk: ZooKeeperEnsemble,
+    namespace: str,
+    resources: str | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[StandIn, ReplicaProcess]:
+    """The stand-in with one agent of `resources` (default RESOURCES) and a leader on it, with
+    the app `bench` registered; `env` for the replica's process."""
+    mesos = StandIn(base / "mesos", "--agents", "1", "--resources", resources or RESOURCES).start()
+    replica = ReplicaProcess(
+        zk.hosts, base, zk_namespace=namespace, mesos_url=mesos.address, env=env
+    )
     replica.start()
     _wait(replica.is_leader, 60)
     _wait(lambda: (replica.health() or {}).get("mesos") == "connected", 60)
@@ -250,11 +260,8 @@ def _memory_kb(pid: int) -> dict[str, int]:
     return out
 
 
-def startup(base: Path, zk: ZooKeeperEnsemble, count: int) -> tuple[float, int]:
-    """(seconds from "won term" to every component started, resident kB then)."""
-    namespace = f"start-{uuid.uuid4().hex[:6]}"
-    client = KazooClient(hosts=zk.hosts)
-    client.start()
+def write_app(zk: ZooKeeperEnsemble, namespace: str) -> None:
+    """The app `bench` of the start-up benchmarks, written straight into ZooKeeper."""
     app = {
         "appName": "bench",
         "appURL": "file:///x.tar.gz",
@@ -264,9 +271,19 @@ def startup(base: Path, zk: ZooKeeperEnsemble, count: int) -> tuple[float, int]:
         "appCacheEnable": True,
         "eventTraceSamplingCount": 0,
     }
-    client.create(f"/{namespace}/config/app/bench", json.dumps(app).encode(), makepath=True)
-    client.stop()
-    client.close()
+    client = KazooClient(hosts=zk.hosts)
+    client.start()
+    try:
+        client.create(f"/{namespace}/config/app/bench", json.dumps(app).encode(), makepath=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+def startup(base: Path, zk: ZooKeeperEnsemble, count: int) -> tuple[float, int]:
+    """(seconds from "won term" to every component started, resident kB then)."""
+    namespace = f"start-{uuid.uuid4().hex[:6]}"
+    write_app(zk, namespace)
     _write_jobs(zk, namespace, [_job(f"job{j:05d}", "0 0 3 * * ?", 2) for j in range(count)])
     now = time.time()
     last_three = now - (now - 3 * 3600) % 86400  # the last 03:00 UTC

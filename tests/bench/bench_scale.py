@@ -77,8 +77,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.api.paging import encode_cursor
 from tests.bench import bench_launch, scale_launch
@@ -107,22 +105,7 @@ RESOURCES = "cpus:256;mem:262144;disk:10240;ports:[31000-32000]"
 
 def _write_daily_jobs(zk: ZooKeeperEnsemble, namespace: str, names: list[str]) -> None:
     """The app, `names` as daily jobs and their fire-ledger records, as bench_launch.startup."""
-    app = {
-        "appName": "bench",
-        "appURL": "file:///x.tar.gz",
-        "bootstrapScript": "true",
-        "cpuCount": 1.0,
-        "memoryMB": 128.0,
-        "appCacheEnable": True,
-        "eventTraceSamplingCount": 0,
-    }
-    client = KazooClient(hosts=zk.hosts)
-    client.start()
-    try:
-        client.create(f"/{namespace}/config/app/bench", json.dumps(app).encode(), makepath=True)
-    finally:
-        client.stop()
-        client.close()
+    bench_launch.write_app(zk, namespace)
     bench_launch._write_jobs(zk, namespace, [_job(name, "0 0 3 * * ?", 2) for name in names])
     now = time.time()
     record = f"{now - (now - 3 * 3600) % 86400:.3f}".encode()  # the last 03:00 UTC

@@ -31,7 +31,7 @@ from typing import Any
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.bench import bench_launch, bench_scale, scale_launch
-from tests.bench.bench_pipeline import _app, _job, _post, _wait
+from tests.bench.bench_pipeline import _job, _wait
 from tests.bench.scale_probes import count_scheduled, cpu_s, mntr, started_zookeeper
 from tests.support.mesosfw import StandIn
 from tests.support.replicas import ROOT, ReplicaProcess
@@ -47,29 +47,13 @@ def _system(
     site = base / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_SITE)
-    mesos = StandIn(base / "mesos", "--agents", "1", "--resources", bench_scale.RESOURCES).start()
-    replica = ReplicaProcess(
-        zk.hosts,
+    return bench_launch._system(
         base,
-        zk_namespace=namespace,
-        mesos_url=mesos.address,
+        zk,
+        namespace,
+        resources=bench_scale.RESOURCES,
         env={"PYTHONPATH": f"{site}:{ROOT}", "ZK_PROBE_DIR": str(probe_dir)},
     )
-    replica.start()
-    _wait(replica.is_leader, 60)
-    _wait(lambda: (replica.health() or {}).get("mesos") == "connected", 60)
-    _post(
-        replica,
-        "/api/app",
-        {
-            "appName": "bench",
-            "appURL": _app(base),
-            "bootstrapScript": "true",
-            "cpuCount": 0.01,
-            "memoryMB": 1,
-        },
-    )
-    return mesos, replica
 
 
 def _snapshot(probe_dir: Path, name: str) -> Rows:
