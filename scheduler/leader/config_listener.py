@@ -163,6 +163,14 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
     def _watch_children(self, path: str) -> list[str]:
         return self._registry.watch_children(path, self._on(ChildrenChanged(path)))
 
+    def _job_names(self) -> list[str]:
+        """The jobs' names; with the folder's recursive watch, without a child watch: its
+        creations and deletions come as the jobs' own events (a child watch would list all
+        100,000 names again at each registration, and read each new job twice)."""
+        if self._recursive:
+            return self._registry.children(JOBS)
+        return self._watch_children(JOBS)
+
     def _read_job(self, name: str) -> tuple[bytes, int] | None:
         if self._recursive:
             return self._registry.get_versioned(job_path(name))  # the folder's watch covers it
@@ -180,7 +188,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             # Before the read: a change made after it is reported, none is missed between.
             self._registry.ensure(JOBS)
             self._registry.add_recursive_watch(JOBS, self._job_watch)
-        names = self._watch_children(JOBS)
+        names = self._job_names()
         self._producer.prefetch_last_fires(names)
         # No watches yet: a read that sets one costs a request of its own.
         loaded = self._registry.get_many([job_path(name) for name in names])
@@ -286,7 +294,7 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         if self._recursive:
             # The server forgot the folder's watch with the connection: set it again first.
             self._registry.add_recursive_watch(JOBS, self._job_watch)
-        names = set(self._watch_children(JOBS))
+        names = set(self._job_names())
         for name in sorted(set(self._versions) - names):
             self._apply(name, None)
         self._sync_all()
