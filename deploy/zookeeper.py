@@ -8,6 +8,7 @@ process group of its own and dies with the thread that started it (`deploy.child
 from __future__ import annotations
 
 import logging
+import os
 import random
 import shutil
 import signal
@@ -44,6 +45,22 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def _worker_slice(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's own part of [low, high), one part per worker (the whole
+    range outside xdist): a port one worker handed out and whose server has not bound it yet
+    is never handed out by another (a replica once failed to start on such a port)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    except ValueError:
+        return low, high
+    if not worker.startswith("gw") or count < 2 or not 0 <= index < count:
+        return low, high
+    size = (high - low) // count
+    return low + index * size, low + (index + 1) * size
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range.
 
@@ -54,7 +71,7 @@ def free_port() -> int:
     workers apart, and the bind checks that the port is free now.
     """
     high = _ephemeral_low()
-    low = max(1024, high // 2)
+    low, high = _worker_slice(max(1024, high // 2), high)
     with _PORTS_LOCK:
         for _ in range(500):
             port = _PORTS_RANDOM.randrange(low, high)
