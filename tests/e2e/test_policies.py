@@ -254,6 +254,9 @@ def test_kill_is_not_a_failure_and_next_fire_times_through_api_and_cli(
     system.script_job("long", "0 0 0 * * ?", shards=3, env="SLEEP_S=300", failover=True)
     assert system.api("POST", "/api/job/trigger", raw="long")[0] == 204
     wait_for(lambda: len(running_of(system, "long")) == 3, 20, message="3 running")
+    # RUNNING in Mesos comes before each script's start line: wait for all three, so that a
+    # relaunch after the kills would show as a fourth start.
+    wait_for(lambda: len(runs.starts()) == 3, 20, message="3 scripts started")
     one = running_of(system, "long")[0]["id"]
     status, body = system.api("POST", f"/api/job/tasks/{one}/kill")
     assert (status, body) == (202, {"taskIds": [one]})

@@ -21,7 +21,11 @@ Mesos (TASK_UNKNOWN, TASK_LOST or TASK_GONE with REASON_RECONCILIATION: the mast
 it, as after the local cluster was stopped, which stops its agents and their executors, and
 started again) is no failure: no run was going on. Its shard is relaunched without a failure
 counted (no back-off, no `run_failed`, no webhook, no run in the metrics) and the update says so
-(issue 30). A master
+(issue 30). So is a task no update ever came for (its node still TASK_STAGING, as the launcher
+wrote it before its ACCEPT) that reconciliation finds unknown: the ACCEPT never reached the
+master, as when a leader is killed between its bookkeeping and the ACCEPT; its shard is
+relaunched the same way, so a workflow node's fire or a backfill's run is not failed by a leader
+change. A master
 that has just failed over does not answer for a task whose agent has not re-registered yet
 (Mesos's reconciliation: "no reply" until the agent re-registers or its
 `agent_reregister_timeout` passes), so such an answer is never a too-early one.
@@ -317,20 +321,26 @@ class StatusHandler:
         if killed_by:
             self._run_killed(update, killed_by)
         elif not timed_out and _idle_daemon_unknown(update):
-            self._idle_daemon_gone(update)
+            self._no_run_gone(update, "the daemon task was idle (no run going on)")
+        elif not timed_out and _launch_never_reached_mesos(update):
+            self._no_run_gone(
+                update, "no update of the task ever came: its launch never reached Mesos"
+            )
         else:
             self._run_failed(update, timed_out)
 
-    def _idle_daemon_gone(self, update: TaskUpdate) -> None:
-        """No run was going on: relaunch the shard, counting no failure."""
-        reason = f"{update.message or update.state}; the daemon task was idle (no run going on)"
+    def _no_run_gone(self, update: TaskUpdate, why: str) -> None:
+        """No run was going on (an idle daemon task, or a launch Mesos never got): relaunch
+        the shard, counting no failure."""
+        reason = f"{update.message or update.state}; {why}"
         update.status["message"] = f"{reason}, started again"
         update.status[NO_RUN_KEY] = True
         self._remove(update, None)
         job = update.job
-        assert job is not None  # _idle_daemon_unknown
-        relaunched = not self._stores.is_disabled(job) and self._stores.failover.relaunch(
-            update.task_id
+        relaunched = (
+            job is not None
+            and not self._stores.is_disabled(job)
+            and self._stores.failover.relaunch(update.task_id)
         )
         log.info(
             "status: %s %s (%s)%s",
@@ -595,6 +605,21 @@ def _idle_daemon_unknown(update: TaskUpdate) -> bool:
         and task.idle
         and job is not None
         and job.execution_type is JobExecutionType.DAEMON
+        and update.state in _UNKNOWN_TO_MESOS
+        and update.status.get("reason") == _RECONCILIATION
+    )
+
+
+def _launch_never_reached_mesos(update: TaskUpdate) -> bool:
+    """A task no update ever came for (its node still TASK_STAGING, as the launcher wrote it
+    before its ACCEPT) that reconciliation says Mesos does not know: the ACCEPT never reached
+    the master (a leader stopped between its bookkeeping and the ACCEPT). A master knows a task
+    from the ACCEPT on, and one that has just failed over answers nothing for a task whose agent
+    has not re-registered yet, so no run of it can be going on."""
+    task = update.task
+    return (
+        task is not None
+        and task.state == "TASK_STAGING"
         and update.state in _UNKNOWN_TO_MESOS
         and update.status.get("reason") == _RECONCILIATION
     )

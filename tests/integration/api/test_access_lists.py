@@ -209,8 +209,13 @@ def test_another_clients_writes_are_filtered_once_they_reach_the_api(
     other.delete(registry.abs(layout.job_path("a_job")))
     wait_for(lambda: lists.seen()["jobs"] == [], 10, message="a_job deleted")
     assert lists.seen() == _only()  # its pending run and running task too: its app is unknown
-    # A job another client registers is read at its first listing: no wait.
+    # A job another client registers is read at the viewer's first listing once this session
+    # knows its name: the names come from memory while their child watch is set, and the watch's
+    # event from the server may arrive after the other client's answer (ZooKeeper promises no
+    # session another's write without a sync). Its app is not waited for: no cache of it yet.
     _write_as_other(other, registry, "d_job", "a_app")
+    config = lists.access.config
+    wait_for(lambda: "d_job" in config.job_names(), 10, message="the API knowing d_job's name")
     assert lists.seen()["jobs"] == ["d_job"]
 
 

@@ -250,6 +250,46 @@ def test_an_idle_daemon_task_mesos_no_longer_knows_is_relaunched_without_a_failu
     assert answer["message"].endswith("the daemon task was idle (no run going on), started again")
 
 
+@pytest.mark.parametrize("state", ["TASK_UNKNOWN", "TASK_LOST", "TASK_GONE"])
+def test_a_launch_that_never_reached_mesos_is_relaunched_without_a_failure(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, state: str
+) -> None:
+    # A leader stopped between its bookkeeping and the ACCEPT: no update of the task ever came
+    # (its node still TASK_STAGING) and the next leader's reconciliation finds it unknown.
+    _job(stores, "t", failover=False, maxRetries=0)
+    task_id = _task(stores, "t")
+    assert _running(stores, "t")[task_id].state == "TASK_STAGING"
+    answer = _update(
+        task_id, state, "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(answer)
+    assert seen.events == []  # no run_failed, no webhook: no run was going on
+    assert stores.running.tasks("t") == []
+    assert [(job, item) for job, item, _ in stores.failover.entries()] == [("t", 0)]
+    assert stores.failover.not_before("t", 0) == 0  # no failure counted: no back-off
+    assert answer[NO_RUN_KEY] is True
+    assert answer["message"].endswith("its launch never reached Mesos, started again")
+
+
+def test_a_started_task_mesos_no_longer_knows_or_a_staging_one_lost_otherwise_fails(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
+) -> None:
+    _job(stores, "t", failover=False)
+    started = _task(stores, "t", 0)
+    assert handler.handle(_update(started, "TASK_STARTING"))
+    unknown = _update(
+        started, "TASK_UNKNOWN", "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(unknown)
+    staging = _task(stores, "t", 1)
+    lost = _update(staging, "TASK_LOST", "agent removed", reason="REASON_AGENT_REMOVED")
+    assert handler.handle(lost)
+    # Both may have run: each is a failed run (failover is off), nothing relaunched.
+    assert seen.kinds() == [JobEventKind.RUN_FAILED, JobEventKind.RUN_FAILED]
+    assert stores.failover.entries() == [] and stores.running.tasks("t") == []
+    assert NO_RUN_KEY not in unknown and NO_RUN_KEY not in lost
+
+
 def test_a_daemon_task_is_idle_once_started_until_its_first_run_begins(
     handler: StatusHandler, stores: TermStores
 ) -> None:
