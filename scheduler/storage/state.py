@@ -265,16 +265,33 @@ class RunningStore(_Store):
             first = Op.create(path, data)
         self._writer.commit(f"update {path}", [first, *also])
 
-    def remove(self, task_id: str, also: list[Op] | None = None) -> None:
-        """Delete the task's node; with `also`, in one transaction with those ops (NotFound
-        when the node is already gone, and then none of them is applied)."""
+    def remove(
+        self, task_id: str, also: list[Op] | None = None, version: int | None = None
+    ) -> None:
+        """Delete the task's node, and its job's folder when the node was the folder's last;
+        with `also`, in one transaction with those ops (NotFound when the node is already
+        gone, and then none of them is applied; without `also` a node already gone is no
+        error). With `version`, only the node at that version: Conflict when it changed.
+
+        One request when the task was its job's last (the common one-shard job): the delete
+        and the folder's in one transaction, which ZooKeeper refuses whole while the folder
+        holds another task; then the delete alone (two, as a delete and a separate drop
+        always cost)."""
         job = TaskId.parse(task_id).job_name
-        path = running_path(job, task_id)
-        if also:
-            self._writer.commit(f"remove {path}", [Op.delete(path), *also])
-        else:
-            self._writer.delete(path)
-        self._drop_if_empty(running_folder(job))
+        path, folder = running_path(job, task_id), running_folder(job)
+        ops = [Op.delete(path, -1 if version is None else version), *(also or [])]
+        what = f"remove {path}"
+        try:
+            try:
+                self._writer.commit(what, [*ops, Op.delete(folder)])
+                return
+            except Conflict:
+                pass  # another task in the folder (or the node changed: the delete alone says)
+            self._writer.commit(what, ops)
+        except NotFound:
+            if also:
+                raise
+            self._drop_if_empty(folder)
 
     def remove_job(self, job: str) -> None:
         self._writer.delete(running_folder(job))

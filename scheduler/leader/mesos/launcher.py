@@ -268,6 +268,7 @@ class Launcher(ThreadedComponent):
         """One round, in the five steps of the module's docstring."""
         if not self._driver.connected.is_set():
             return
+        clock = _RoundClock()
         self._census.refresh(self._offers.agents())
         work, unplaceable = self._gather()  # 1
         if all(u.kind is TaskType.READY and u.job.job_name in unplaceable for u in work):
@@ -278,16 +279,21 @@ class Launcher(ThreadedComponent):
         slots = self._slots()
         if not slots:
             return
+        clock.lap("gather")
         placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
+        clock.lap("place")
         written = self._commit(placed, slots)  # 3
+        clock.lap("commit")
         # A unit whose write was refused (a fire or a status update changed its nodes since
         # the view read them) is still pending: it is left over like a unit that did not fit,
         # or the long filter below would hold its offers back for 5 s (issue 24).
         left_over = left_over or len(written) < len(placed)
         used = self._accept(written, slots)  # 4
+        clock.lap("accept")
         self._pools_launched(written, used)
         unused = [o for agent, s in slots.items() if agent not in used for o in s.offer_ids]
         self._flow.decline(unused, BUSY_REFUSE_S if left_over else IDLE_REFUSE_S / 6)  # 5
+        clock.report(sum(len(unit.infos) for unit in written))
 
     def _revive_for_new_failover(self, work: list[PlacementUnit]) -> None:
         """Failover shards not seen in the previous round (a task just failed) revive offers
@@ -713,3 +719,27 @@ class Launcher(ThreadedComponent):
                 self._fire_of.clear()
             self._fire_of[original] = fire_of_task(self._stores.registry, original)
         return self._fire_of[original]
+
+
+SLOW_ROUND_S = 0.25
+
+
+class _RoundClock:
+    """A round's steps, timed: a round slower than `SLOW_ROUND_S` is logged with where its
+    time went (a burst of thousands of runs, or a slow ZooKeeper or master)."""
+
+    def __init__(self) -> None:
+        self._start = self._last = time.monotonic()
+        self._laps: list[tuple[str, float]] = []
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self._laps.append((step, now - self._last))
+        self._last = now
+
+    def report(self, tasks: int) -> None:
+        took = time.monotonic() - self._start
+        if took >= SLOW_ROUND_S:
+            steps = ", ".join(f"{step} {seconds * 1000:.0f} ms" for step, seconds in self._laps)
+            log.info("launcher: round of %s tasks took %.0f ms (%s)", tasks, took * 1000, steps)
+

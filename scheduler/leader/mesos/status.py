@@ -103,7 +103,9 @@ KIND_OF_STATE: Mapping[str, UpdateKind] = MappingProxyType(
 )
 
 
-_LIVE_KINDS = frozenset({UpdateKind.ACTIVE, UpdateKind.UNREACHABLE})
+class _StaleNode(Exception):
+    """A task's running node changed since the handler read it: nothing was written; the
+    update is decided again from the node as it is now."""
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,9 @@ class StatusHandler:
         # (that would block its shard and count its result a second time).
         self._ended: OrderedDict[str, None] = OrderedDict()
         # The running nodes this handler wrote last, at the version its write left: the next
-        # live update of the task (RUNNING after STARTING) needs no read. Only a hint: the write
-        # is made over that version, so a node changed by anyone else meanwhile is refused and
-        # read again. A terminal update always reads (its kill reason decides what it means).
+        # update of the task (RUNNING after STARTING, its end) needs no read. Only a hint: the
+        # write or delete is made over that version, so a node changed by anyone else meanwhile
+        # (a kill reason recorded) is refused and read again before anything is decided.
         self._written: OrderedDict[str, tuple[RunningTask, int]] = OrderedDict()
         self._written_lock = threading.Lock()  # the launcher's thread notes launches too
         self.handlers: Mapping[UpdateKind, Callable[[TaskUpdate], None]] = {
@@ -199,12 +201,35 @@ class StatusHandler:
                 task_id,
             )
             return
+        original = dict(status)  # a handler's changes to it are undone before a retry
+        found = self._remembered(task_id)
+        for _attempt in range(_WRITE_TRIES):
+            update = self._update_of(parsed, task_id, state, status, found)
+            try:
+                self.handlers[kind](update)
+                return
+            except _StaleNode:
+                # The node changed since it was read (a kill reason recorded meanwhile): read
+                # it again and decide anew; nothing was written.
+                status.clear()
+                status.update(original)
+                found = None
+        raise Conflict(f"running node of {task_id}: too many concurrent changes")
+
+    def _update_of(
+        self,
+        parsed: TaskId,
+        task_id: str,
+        state: str,
+        status: dict[str, Any],
+        found: tuple[RunningTask, int] | None,
+    ) -> TaskUpdate:
+        """The update with the task's running node: `found` (what this handler knows of it),
+        else its own node (one request), else a listing when there is none of that name (ended
+        already, or a daemon node of the original's naming)."""
         stores = self._stores
-        # The task's own node (one request); a listing only when there is none of that name
-        # (ended already, or a daemon node of the original's naming).
         task: RunningTask | None
         version: int | None
-        found = self._remembered(task_id) if kind in _LIVE_KINDS else None
         if found is None:
             found = stores.running.task(parsed.job_name, task_id)
         if found is not None:
@@ -214,7 +239,7 @@ class StatusHandler:
             task, version = known.get(task_id), None
         job = self._job_of(parsed.job_name)
         message = str(status.get("message", ""))
-        self.handlers[kind](TaskUpdate(parsed, task_id, state, message, status, task, job, version))
+        return TaskUpdate(parsed, task_id, state, message, status, task, job, version)
 
     # -- the task lives ---------------------------------------------------------------------
 
@@ -444,9 +469,17 @@ class StatusHandler:
                 also = self._workflows.shard_ended_ops(
                     update.task.workflow_fire, update.parsed.item, True, "", task_id
                 )
-            self._with_result(
-                success, lambda ops: self._stores.running.remove(task_id, [*ops, *also])
-            )
+            version = update.version
+            try:
+                self._with_result(
+                    success,
+                    lambda ops: self._stores.running.remove(task_id, [*ops, *also], version),
+                )
+            except Conflict as exc:
+                self._remember(update.task, None)
+                if version is None:
+                    raise
+                raise _StaleNode(task_id) from exc
 
     def _shard_failed(self, update: TaskUpdate, why: str) -> None:
         """A workflow node's shard ended for good without success (not relaunched): record it

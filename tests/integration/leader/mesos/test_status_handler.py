@@ -16,6 +16,7 @@ from scheduler.leader.mesos.status import KIND_OF_STATE, StatusHandler, UpdateKi
 from scheduler.model.job_events import JobEvent, JobEventCounts, JobEventKind
 from scheduler.model.runs import NO_RUN_KEY
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.layout import running_folder
 from scheduler.storage.registry import Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
@@ -615,7 +616,7 @@ def test_a_task_s_next_live_update_needs_no_read_and_a_change_meanwhile_is_not_l
     assert handler.handle(_update(task_id, "TASK_KILLING"))
     (task,) = stores.running.tasks("job")
     assert (task.state, task.kill_reason) == ("TASK_KILLING", KILLED_BY_USER)
-    # The end reads the node (its kill reason decides): killed, not failed.
+    # The end is decided on the node as it is (its kill reason): killed, not failed.
     assert handler.handle(_update(task_id, "TASK_FAILED"))
     assert stores.running.tasks("job") == []
     assert stores.failover.entries() == [] and seen.events == []
@@ -642,3 +643,28 @@ def test_a_launched_task_s_first_live_update_needs_no_read(
     assert reads == [second]
     task = _running(stores, "job")[second]
     assert (task.state, task.kill_reason) == ("TASK_RUNNING", KILLED_BY_USER)
+
+
+def test_a_task_s_end_needs_no_read_and_a_kill_reason_recorded_meanwhile_still_decides(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job(stores, "job", failover=True)
+    done = str(TaskId.new("job", 0, TaskType.READY, "agent-1"))
+    killed = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
+    for task in (RunningTask(done, "agent-1"), RunningTask(killed, "agent-1")):
+        stores.running.add(task)
+        handler.note_launched(task)
+    reads = _watch_reads(stores, monkeypatch)
+    assert handler.handle(_update(done, "TASK_RUNNING"))
+    assert handler.handle(_update(killed, "TASK_RUNNING"))
+    assert handler.handle(_update(done, "TASK_FINISHED"))
+    assert reads == []  # the end deleted the node over the version the RUNNING write left
+    assert list(_running(stores, "job")) == [killed]
+    # A user's kill recorded after the handler's last write: the delete over the remembered
+    # version is refused, the node read again, and the end counts as the kill it is.
+    assert stores.running.mark_killed(killed, KILLED_BY_USER)
+    assert handler.handle(_update(killed, "TASK_FAILED", "killed"))
+    assert reads == [killed]
+    assert stores.failover.entries() == [] and seen.events == []
+    # The last task's delete took its job's folder with it.
+    assert not stores.registry.exists(running_folder("job"))
