@@ -742,4 +742,3 @@ class _RoundClock:
         if took >= SLOW_ROUND_S:
             steps = ", ".join(f"{step} {seconds * 1000:.0f} ms" for step, seconds in self._laps)
             log.info("launcher: round of %s tasks took %.0f ms (%s)", tasks, took * 1000, steps)
-

@@ -21,8 +21,10 @@ Mesos (TASK_UNKNOWN, TASK_LOST or TASK_GONE with REASON_RECONCILIATION: the mast
 it, as after the local cluster was stopped, which stops its agents and their executors, and
 started again) is no failure: no run was going on. Its shard is relaunched without a failure
 counted (no back-off, no `run_failed`, no webhook, no run in the metrics) and the update says so
-(issue 30). So is a task no update ever came for (its node still TASK_STAGING, as the launcher
-wrote it before its ACCEPT) that reconciliation finds unknown: the ACCEPT never reached the
+(issue 30). So is a task never recorded started (its node still TASK_STAGING, as the launcher
+wrote it before its ACCEPT: TASK_STARTING is kept in memory only, one write per task saved, and
+our executor sends TASK_RUNNING once the job's process started) that reconciliation finds
+unknown: the ACCEPT never reached the
 master, as when a leader is killed between its bookkeeping and the ACCEPT; its shard is
 relaunched the same way, so a workflow node's fire or a backfill's run is not failed by a leader
 change. A master
@@ -278,6 +280,13 @@ class StatusHandler:
         if not changed:
             return
         task.state = update.state
+        if update.state == "TASK_STARTING" and update.version is not None:
+            # Kept in memory only (a write per task saved, issue 29): our executor sends it
+            # just before it starts the job's process, and its TASK_RUNNING follows. A leader
+            # taking over meanwhile finds the node TASK_STAGING, and reconciliation tells it the
+            # task's latest state.
+            self._remember(task, update.version)
+            return
         completed = update.message == "COMPLETE" and was_busy
         self._with_result(True if completed else None, partial(self._write_active, task, update))
         if completed:
@@ -349,7 +358,7 @@ class StatusHandler:
             self._no_run_gone(update, "the daemon task was idle (no run going on)")
         elif not timed_out and _launch_never_reached_mesos(update):
             self._no_run_gone(
-                update, "no update of the task ever came: its launch never reached Mesos"
+                update, "the task was never recorded started: its launch never reached Mesos"
             )
         else:
             self._run_failed(update, timed_out)
@@ -644,11 +653,13 @@ def _idle_daemon_unknown(update: TaskUpdate) -> bool:
 
 
 def _launch_never_reached_mesos(update: TaskUpdate) -> bool:
-    """A task no update ever came for (its node still TASK_STAGING, as the launcher wrote it
-    before its ACCEPT) that reconciliation says Mesos does not know: the ACCEPT never reached
-    the master (a leader stopped between its bookkeeping and the ACCEPT). A master knows a task
-    from the ACCEPT on, and one that has just failed over answers nothing for a task whose agent
-    has not re-registered yet, so no run of it can be going on."""
+    """A task never recorded started (its node still TASK_STAGING, as the launcher wrote it
+    before its ACCEPT; a TASK_STARTING is not written, and our executor sends TASK_RUNNING once
+    the job's process started) that reconciliation says Mesos does not know: the ACCEPT never
+    reached the master (a leader stopped between its bookkeeping and the ACCEPT), or the task
+    went with its agent before its job's process started. A master knows a task from the ACCEPT
+    on, and one that has just failed over answers nothing for a task whose agent has not
+    re-registered yet, so no run of it can be going on."""
     task = update.task
     return (
         task is not None

@@ -255,8 +255,9 @@ def test_an_idle_daemon_task_mesos_no_longer_knows_is_relaunched_without_a_failu
 def test_a_launch_that_never_reached_mesos_is_relaunched_without_a_failure(
     handler: StatusHandler, stores: TermStores, seen: _Recorder, state: str
 ) -> None:
-    # A leader stopped between its bookkeeping and the ACCEPT: no update of the task ever came
-    # (its node still TASK_STAGING) and the next leader's reconciliation finds it unknown.
+    # A leader stopped between its bookkeeping and the ACCEPT: the task was never recorded
+    # started (its node still TASK_STAGING) and the next leader's reconciliation finds it
+    # unknown.
     _job(stores, "t", failover=False, maxRetries=0)
     task_id = _task(stores, "t")
     assert _running(stores, "t")[task_id].state == "TASK_STAGING"
@@ -668,3 +669,27 @@ def test_a_task_s_end_needs_no_read_and_a_kill_reason_recorded_meanwhile_still_d
     assert stores.failover.entries() == [] and seen.events == []
     # The last task's delete took its job's folder with it.
     assert not stores.registry.exists(running_folder("job"))
+
+
+def test_starting_is_kept_in_memory_and_running_is_written(
+    handler: StatusHandler, stores: TermStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job(stores, "job")
+    task_id = str(TaskId.new("job", 0, TaskType.READY, "agent-1"))
+    task = RunningTask(task_id, "agent-1")
+    stores.running.add(task)
+    handler.note_launched(task)
+    reads = _watch_reads(stores, monkeypatch)
+    assert handler.handle(_update(task_id, "TASK_STARTING"))
+    found = stores.running.task("job", task_id)
+    assert found is not None and (found[0].state, found[1]) == ("TASK_STAGING", 0)  # no write
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    found = stores.running.task("job", task_id)
+    assert found is not None and (found[0].state, found[1]) == ("TASK_RUNNING", 1)
+    # A failure after STARTING alone is a failed run (its process may have been starting).
+    other = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
+    stores.running.add(RunningTask(other, "agent-1"))
+    assert handler.handle(_update(other, "TASK_STARTING"))
+    assert handler.handle(_update(other, "TASK_FAILED", "cannot start the job's worker process"))
+    assert list(_running(stores, "job")) == [task_id]
+    assert reads.count(other) == 1  # read at STARTING; its end used what that read gave
