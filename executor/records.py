@@ -22,7 +22,7 @@ record comes back complete. Which updates carry one:
 - TRANSIENT: TASK_RUNNING (started), then TASK_FINISHED / TASK_FAILED / TASK_KILLED (complete).
 - DAEMON: TASK_RUNNING "BEGIN" (started) and TASK_RUNNING "COMPLETE" (complete) for each
   reported run; TASK_KILLED (complete) if a run was cut short by the kill.
-- TASK_STARTING, TASK_ERROR and plain TASK_RUNNING carry no data.
+- TASK_ERROR and plain TASK_RUNNING carry no data (the executor sends no TASK_STARTING).
 
 The scheduler decodes with `decode_status_data(status.get("data"))`, which returns None for an
 update without data and raises `RecordError` for data it cannot read.

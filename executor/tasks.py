@@ -1,8 +1,9 @@
 """Task runners: one per Mesos task, each with its own thread; job code runs in worker processes.
 
-- `TransientTask`: TASK_STARTING, TASK_RUNNING (with the started record), one worker run, then
-  TASK_FINISHED, TASK_FAILED (message: the exception or exit status) or TASK_KILLED.
-- `DaemonTask`: TASK_STARTING, TASK_RUNNING, then the job's cron runs in an APScheduler
+- `TransientTask`: TASK_RUNNING (with the started record) once its worker process started, one
+  worker run, then TASK_FINISHED, TASK_FAILED (message: the exception or exit status) or
+  TASK_KILLED.
+- `DaemonTask`: TASK_RUNNING once its scheduler started, then the job's cron runs in an APScheduler
   `BackgroundScheduler` owned by the task; each fire is one worker run, reported as
   TASK_RUNNING "BEGIN" and "COMPLETE" (every Nth run with sampling N > 0; a failed run is always
   reported, as "COMPLETE" with the failure in its record). Ends only with TASK_KILLED.
@@ -277,7 +278,9 @@ class TransientTask(TaskRunner):
         self._killer.start()
 
     def _run(self) -> None:
-        self._report("TASK_STARTING")
+        # No TASK_STARTING (as Elastic-Job-Cloud's executor): TASK_RUNNING follows within
+        # milliseconds, and each update costs the leader a status write, a trace row and an
+        # acknowledgement (issue 29).
         self._prepare_output()
         record = self._new_record()
         spawn_error = ""
@@ -337,7 +340,6 @@ class DaemonTask(TaskRunner):
             return self._runs
 
     def _run(self) -> None:
-        self._report("TASK_STARTING")
         self._prepare_output()
         try:
             scheduler = self._new_scheduler()

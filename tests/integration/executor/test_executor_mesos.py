@@ -40,8 +40,8 @@ def test_simple_dataflow_and_script_jobs_finish_with_their_records(
     for task_id in ids:
         assert scheduler.wait_terminal(task_id).state == "TASK_FINISHED", task_id
         states = scheduler.states(task_id)
-        assert states == ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"], states
-        running, finished = scheduler.of(task_id)[1:]
+        assert states == ["TASK_RUNNING", "TASK_FINISHED"], states
+        running, finished = scheduler.of(task_id)
         assert running.record is not None and finished.record is not None
         assert finished.record.id == running.record.id
         assert finished.record.is_success is True
@@ -132,7 +132,7 @@ def test_one_failing_task_leaves_the_other_tasks_of_the_app_running(
     assert scheduler.wait_terminal(crash_id).state == "TASK_FAILED"
     # The same executor still runs the other task and takes new ones.
     assert pid_alive(pid)
-    assert scheduler.states(hang_id) == ["TASK_STARTING", "TASK_RUNNING"]
+    assert scheduler.states(hang_id) == ["TASK_RUNNING"]
     later = scheduler.launch_app(test_app, task_data(tmp_path, "SIMPLE", "testjobs.simple:ok"))
     assert scheduler.wait_terminal(later).state == "TASK_FINISHED"
     assert scheduler.lost_executors() == []
@@ -266,7 +266,7 @@ def test_the_demo_app_runs_its_three_jobs(
     assert "hello from " in hello and "shard 1/2" in hello
     assert "shard 0: [0, 1, 4]" in squares and "hello from " not in squares
     assert script and "shard 0: [0, 1, 4]" not in script
-    running = scheduler.of(ids[0])[1]
+    running = scheduler.of(ids[0])[0]
     assert running.state == "TASK_RUNNING"
     assert parse_output_message(running.message) == {
         "stdout": f"{task_output_dir(ids[0])}/stdout",

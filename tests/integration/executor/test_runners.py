@@ -74,8 +74,8 @@ def test_a_simple_job_finishes_with_a_started_and_a_completed_record(
     task_id = data.sharding.task_id
     assert recorder.wait_terminal(task_id).state == "TASK_FINISHED"
     updates = recorder.of(task_id)
-    assert [u.state for u in updates] == ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"]
-    begun, ended = updates[1].record, updates[2].record
+    assert [u.state for u in updates] == ["TASK_RUNNING", "TASK_FINISHED"]
+    begun, ended = updates[0].record, updates[1].record
     assert begun is not None and ended is not None
     assert not begun.complete and ended.is_success is True and ended.id == begun.id
     assert (ended.job_name, ended.task_id, ended.sharding_item) == (
@@ -293,7 +293,7 @@ def test_a_task_killed_before_it_started_never_runs(
     runner.request_kill()
     runner.start()
     assert recorder.wait_terminal(data.sharding.task_id).state == "TASK_KILLED"
-    assert recorder.states(data.sharding.task_id) == ["TASK_STARTING", "TASK_KILLED"]
+    assert recorder.states(data.sharding.task_id) == ["TASK_KILLED"]
     assert not (tmp_path / f"{data.sharding.job_name}-0.json").exists()
 
 
@@ -308,9 +308,9 @@ def test_a_daemon_reports_begin_and_complete_around_each_run(
     assert recorder.wait_terminal(task_id).state == "TASK_KILLED"
     assert runner.join(10.0)
     updates = recorder.of(task_id)
-    assert [u.state for u in updates[:2]] == ["TASK_STARTING", "TASK_RUNNING"]
-    assert updates[1].message == ""
-    runs = [u for u in updates[2:-1]]
+    assert updates[0].state == "TASK_RUNNING"
+    assert updates[0].message == ""
+    runs = [u for u in updates[1:-1]]
     # Each run: BEGIN (open record), then COMPLETE (the same record, successful).
     for begin, complete in zip(runs[::2], runs[1::2], strict=False):
         assert (begin.message, complete.message) == ("BEGIN", "COMPLETE")
@@ -360,7 +360,7 @@ def test_a_failing_daemon_run_is_reported_and_the_daemon_keeps_running(
     failed = recorder.with_message(task_id, "COMPLETE")[0].record
     assert failed is not None and "RuntimeError: even run fails" in failed.failure_cause
     assert len(recorder.with_message(task_id, "BEGIN")) == 1  # only run 3 was sampled
-    assert not [u for u in recorder.of(task_id) if u.state != "TASK_RUNNING"][1:]
+    assert not [u for u in recorder.of(task_id) if u.state != "TASK_RUNNING"]
     runner.request_kill()
     assert recorder.wait_terminal(task_id).state == "TASK_KILLED"
 
