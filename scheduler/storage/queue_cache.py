@@ -11,9 +11,16 @@ holds (namespace-relative paths, the layout of `state`):
 - failover shards: `/state/failover/{job}/{job@-@item}` (original task id) with the shard's
   back-off (`/state/failover_backoff/{job}/{item}`, read with it);
 - running tasks: the task ids under `/state/running/{job}` (node names; the node's data is read
-  only for the original's daemon nodes named `{job}@-@{item}`). A folder the launcher's own
-  launch created is listed (and watched) only when it is asked about: most end with their one
-  task, and the child watch on `/state/running` sees them go;
+  only for the original's daemon nodes named `{job}@-@{item}`). With ZooKeeper 3.6+ (the
+  registry answers multiRead) one persistent recursive watch on `/state/running`, placed before
+  the first listing and again at every full reload, brings every task node and job folder
+  created or deleted: the view applies them in the order ZooKeeper made them and never lists
+  again (issue 29: two listings per launched task before). A task this process's launch noted
+  stays in the view until its own creation event is applied, whatever older event (its job's
+  folder deleted with the previous task) is applied meanwhile. With an older server: child
+  watches; a folder the launcher's own launch created is listed (and watched) only when it is
+  asked about: most end with their one task, and the child watch on `/state/running` sees them
+  go;
 - disabled jobs and apps (`/state/disable/job|app` children);
 - jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
   follows ZooKeeper), else read on first use with a watch (`queue_configs.ConfigMirror`).
@@ -108,6 +115,14 @@ class QueueCache:
         self._backoff: dict[str, tuple[int, float]] = {}  # by back-off node path
         self._running: dict[str, dict[str, str]] = {}  # job -> node name -> task id
         self._unlisted: set[str] = set()  # running folders known from own launches only
+        # With ZooKeeper 3.6+ (the registry answers multiRead): one persistent recursive watch
+        # on the running root gives every task node created and deleted, applied in order; no
+        # listing after the first (issue 29: two listings per launched task before).
+        self._recursive = False
+        # Task nodes this process's launches created whose creation event has not been applied
+        # yet (recursive watch only): an older event (the job's folder deleted with its last
+        # task) applied after the launch's note must not take them out of the view.
+        self._created: dict[str, set[str]] = {}
         self._disabled_jobs: set[str] = set()
         self._disabled_apps: set[str] = set()
         self._configs = ConfigMirror(config)
@@ -130,6 +145,10 @@ class QueueCache:
     def stop(self) -> None:
         """Ignore every watch from now on (kazoo keeps the callbacks until each fires once)."""
         self._inbox.stop()
+        with self._view:
+            if self._recursive:
+                self._recursive = False
+                self._registry.remove_recursive_watch(RUNNING, self._inbox.on_node)
 
     def invalidate(self, paths: Iterable[str] = ()) -> None:
         """Read `paths` (namespace-relative; none given: everything) again at the next
@@ -146,15 +165,17 @@ class QueueCache:
             news = self._inbox.take()
             try:
                 if news.stale or session != self._session:
+                    # The nodes' events taken are older than the listings the load makes.
                     self._session = session
                     self._load(news.notes, news.requires)
-                elif news.children or news.data or news.notes:
+                elif news.children or news.data or news.notes or news.nodes:
                     self._refresh(
                         news.children,
                         news.data,
                         news.notes,
                         expected=news.expected,
                         requires=news.requires,
+                        nodes=news.nodes,
                     )
             except BaseException:
                 self._inbox.make_stale()
@@ -169,11 +190,20 @@ class QueueCache:
     # -- reads into the view (under `_view`) -----------------------------------------------------
 
     def _list(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
+        """Child names of `paths`, each with a child watch; the running root and folders
+        without one when the recursive watch follows them."""
         wanted = list(paths)
         if not wanted:
             return {}
         self.reads += len(wanted)
-        return self._registry.children_many(wanted, self._children_watch)
+        if not self._recursive:
+            return self._registry.children_many(wanted, self._children_watch)
+        followed = [p for p in wanted if p == RUNNING or p.startswith(RUNNING + "/")]
+        others = [p for p in wanted if p not in followed]
+        out = self._registry.children_many(others, self._children_watch) if others else {}
+        if followed:
+            out.update(self._registry.children_many(followed))
+        return out
 
     def _get(self, paths: Iterable[str]) -> dict[str, tuple[bytes, int] | None]:
         wanted = list(paths)
@@ -187,6 +217,12 @@ class QueueCache:
     ) -> None:
         for root in _ROOTS:
             self._registry.ensure(root)  # a child watch needs the node
+        if self._registry.multi_read is True:
+            # Before the listings: no change falls between them and the watch. Placed again at
+            # every load: the server forgets it with the connection (the one-shot watches'
+            # NONE events make the view stale then).
+            self._registry.add_recursive_watch(RUNNING, self._inbox.on_node)
+            self._recursive = True
         self._ready.clear()
         self._requires.clear()
         self._failover_jobs.clear()
@@ -194,6 +230,7 @@ class QueueCache:
         self._backoff.clear()
         self._running.clear()
         self._unlisted.clear()
+        self._created.clear()
         self._configs.clear()
         self._refresh(set(_ROOTS), set(), notes, fresh=True, requires=requires)
 
@@ -205,10 +242,14 @@ class QueueCache:
         fresh: bool = False,
         expected: set[str] | None = None,
         requires: dict[str, tuple[str, int]] | None = None,
+        nodes: list[tuple[bool, str]] | None = None,
     ) -> None:
         """Re-read the dirty paths; `fresh`: the view is empty and every root is listed;
         `expected`: ready nodes being written here, whose counts the writer will note (not
-        read: they are taken up at the sync after the note)."""
+        read: they are taken up at the sync after the note); `nodes`: running nodes created
+        and deleted (the recursive watch's), applied in order before any listing, which is
+        newer than all of them."""
+        data = data | self._apply_nodes(nodes or [])
         lists = self._list(sorted(p for p in children if p in _ROOTS))
         job_folders: set[str] = {
             p
@@ -255,6 +296,41 @@ class QueueCache:
             self._disabled_apps = set(lists[DISABLE_APP] or [])
         reads |= self._list_folders(job_folders)
         self._read_data(reads)
+
+    def _apply_nodes(self, nodes: list[tuple[bool, str]]) -> set[str]:
+        """Apply the running nodes created (True) and deleted, in the order they changed;
+        returns the original's daemon nodes (not named by a task id) to read. Replaying an
+        event older than the view is harmless: every later change of the same node follows it.
+        """
+        reads: set[str] = set()
+        for created, path in nodes:
+            parts = path.split("/")  # "", "state", "running", job[, node]
+            if len(parts) == 4:
+                if created:
+                    self._running.setdefault(parts[3], {})
+                else:
+                    self._drop_folder(RUNNING, parts[3])
+                    # A launch noted since created the folder again: its tasks stay.
+                    for task_id in self._created.get(parts[3], ()):
+                        self._running.setdefault(parts[3], {})[task_id] = task_id
+            elif len(parts) == 5:
+                job, name = parts[3], parts[4]
+                own = self._created.get(job)
+                if own is not None:
+                    own.discard(name)  # its own event from now on
+                    if not own:
+                        del self._created[job]
+                if not created:
+                    self._running.get(job, {}).pop(name, None)
+                    continue
+                tasks = self._running.setdefault(job, {})
+                try:
+                    TaskId.parse(name)
+                except ValueError:
+                    reads.add(path)
+                    continue
+                tasks[name] = name
+        return reads
 
     def _list_folders(self, folders: set[str]) -> set[str]:
         """List job folders (with watches); returns the data paths to read for them."""
@@ -497,11 +573,13 @@ class QueueCache:
         take (count and new version; None when untouched) and the failover entries it
         consumed."""
         with self._view:
-            if job not in self._running:
+            if job not in self._running and not self._recursive:
                 self._unlisted.add(job)  # created by this launch: listed when asked about
             tasks = self._running.setdefault(job, {})
             for task_id in task_ids:
                 tasks[task_id] = task_id
+                if self._recursive:
+                    self._created.setdefault(job, set()).add(task_id)
             if ready is not None:
                 self._set_ready(job, ready if ready[0] > 0 else None)
             for path in failover_paths:

@@ -4,7 +4,8 @@ Two kinds of news reach a `QueueCache` from other threads, and both wait here un
 `sync()` takes them (`take`) and applies them under the view's own lock:
 - kazoo's watches (on kazoo's thread): the path whose children or data changed, or, for an
   event of type NONE (connection lost, new session: kazoo dropped every watch), that
-  everything must be read again (`stale`);
+  everything must be read again (`stale`); and a persistent recursive watch's nodes created
+  and deleted, in order (`on_node`);
 - the writers' notes protocol (the fire ledger's and the launcher's threads): a writer here
   says which ready nodes it is writing (`expect_ready`: not to be read back when their watches
   fire), what it wrote (`note_ready`: count and version, known without a read), what it sent
@@ -45,6 +46,9 @@ class QueueNews:
     expected: set[str] = field(default_factory=set)
     """Jobs whose ready nodes a writer here is writing now (not to be read; still expected
     after the take, until noted or invalidated)."""
+    nodes: list[tuple[bool, str]] = field(default_factory=list)
+    """Nodes created (True) or deleted (False) below a persistently watched path, in the order
+    ZooKeeper made the changes (namespace-relative)."""
 
 
 class QueueInbox:
@@ -61,6 +65,7 @@ class QueueInbox:
         self._notes: dict[str, tuple[int, int]] = {}
         self._requires: dict[str, tuple[str, int]] = {}
         self._expected: set[str] = set()
+        self._nodes: list[tuple[bool, str]] = []
         self._stopped = False
 
     # -- watches (kazoo's thread): record and return -------------------------------------------
@@ -72,6 +77,18 @@ class QueueInbox:
     def on_data(self, event: Any) -> None:
         """A data watch fired."""
         self._mark(event, self._data)
+
+    def on_node(self, event: Any) -> None:
+        """A persistent recursive watch's event: a node created or deleted below its path is
+        kept, in order (a change of a node's data is of no interest here)."""
+        kind, path = getattr(event, "type", None), getattr(event, "path", None)
+        if kind not in ("CREATED", "DELETED") or not path:
+            return
+        with self._lock:
+            if self._stopped:
+                return
+            self._nodes.append((kind == "CREATED", self._relative(path)))
+        self._on_change()
 
     def _mark(self, event: Any, target: set[str]) -> None:
         path = getattr(event, "path", None)
@@ -106,9 +123,11 @@ class QueueInbox:
                 self._notes,
                 self._requires,
                 set(self._expected),
+                self._nodes,
             )
             self._stale = False
             self._children, self._data, self._notes, self._requires = set(), set(), {}, {}
+            self._nodes = []
         return news
 
     def make_stale(self) -> None:

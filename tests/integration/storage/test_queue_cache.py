@@ -19,6 +19,7 @@ from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.support.bodies import job_body
+from tests.support.held_watches import watches_held
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -32,13 +33,20 @@ class _Changes:
 
     def __init__(self) -> None:
         self.seen = threading.Event()
+        self.count = 0
 
     def __call__(self) -> None:
+        self.count += 1
         self.seen.set()
 
 
-@pytest.fixture
-def watched(registry: Registry) -> Iterator[tuple[QueueCache, _Changes]]:
+@pytest.fixture(params=["recursive", "one-shot"])
+def watched(
+    registry: Registry, request: pytest.FixtureRequest
+) -> Iterator[tuple[QueueCache, _Changes]]:
+    """The view, following running tasks by the persistent recursive watch (a server that
+    answers multiRead, ZooKeeper 3.6+) or by one-shot child watches (an older server)."""
+    registry.multi_read = request.param == "recursive"
     changes = _Changes()
     queues = QueueCache(registry, ConfigStore(registry, None, "UTC"), changes)
     yield queues, changes
@@ -199,5 +207,102 @@ def test_a_new_session_reads_everything_again(
         assert set(queues.ready()) == {"one", "two"}
         queues.stop()
     finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def recursive(registry: Registry) -> Iterator[tuple[QueueCache, _Changes]]:
+    """The view as a leader on ZooKeeper 3.6+ keeps it: running tasks by the recursive watch."""
+    registry.multi_read = True
+    changes = _Changes()
+    queues = QueueCache(registry, ConfigStore(registry, None, "UTC"), changes)
+    yield queues, changes
+    queues.stop()
+
+
+def _task(job: str, item: int = 0) -> str:
+    return str(TaskId.new(job, item, TaskType.READY, "agent-1"))
+
+
+def test_running_tasks_are_followed_without_a_listing(
+    stores: TermStores, recursive: tuple[QueueCache, _Changes]
+) -> None:
+    queues, _changes = recursive
+    first = _task("a")
+    stores.running.add(RunningTask(first, "agent-1"))
+    queues.sync()
+    assert queues.running() == {"a": [first]}
+    reads = queues.reads
+    tasks = {f"j{i:02d}": _task(f"j{i:02d}") for i in range(30)}
+    for task_id in tasks.values():
+        stores.running.add(RunningTask(task_id, "agent-1"))
+    stores.running.remove(first)  # its folder goes with it
+    expected = {job: [task_id] for job, task_id in tasks.items()}
+    _synced(queues, lambda: queues.running() == expected, "30 tasks added, one removed")
+    for job in ("j00", "j01"):
+        stores.running.remove(tasks.pop(job))
+    _synced(queues, lambda: set(queues.running()) == set(tasks), "two more removed")
+    assert not queues.has_running_folder("a") and not queues.has_running_folder("j00")
+    assert queues.running_tasks("j02") == [tasks["j02"]]
+    assert queues.reads == reads  # every change came as the watch's event: nothing listed
+
+
+def test_an_older_folder_deletion_applied_after_a_launch_keeps_the_launched_task(
+    zk_client: KazooClient,
+    registry: Registry,
+    stores: TermStores,
+    recursive: tuple[QueueCache, _Changes],
+) -> None:
+    queues, changes = recursive
+    old = _task("job")
+    stores.running.add(RunningTask(old, "agent-1"))
+    queues.sync()
+    assert queues.running_tasks("job") == [old]
+    before = changes.count
+    stores.running.remove(old)  # the task and the job's folder: two events, not applied yet
+    wait_for(lambda: changes.count >= before + 2, 10, message="both deletions' events")
+    new = _task("job")
+    with watches_held(zk_client, registry):
+        # The launch creates the folder again and notes its task; the creation's events wait
+        # behind the held thread, so the sync below applies only the older deletions.
+        stores.running.add(RunningTask(new, "agent-1"))
+        queues.launched("job", [new], None, [])
+        queues.sync()
+        assert queues.running_tasks("job") == [new]
+    _synced(queues, lambda: queues.running_tasks("job") == [new], "the creation's events")
+    stores.running.remove(new)
+    _synced(queues, lambda: not queues.has_running_folder("job"), "the new task's end")
+
+
+def test_the_recursive_watch_is_placed_again_after_the_connection_was_lost(
+    zk: ZooKeeperEnsemble, zk_namespace: str, stores: TermStores
+) -> None:
+    host, port = zk.servers[0].address.split(":")
+    proxy = TcpProxy(host, int(port))
+    client = KazooClient(hosts=proxy.address, timeout=10)
+    client.start(timeout=15)
+    try:
+        registry = Registry(client, zk_namespace, timeout_s=2.0, multi_read=True)
+        queues = QueueCache(registry, ConfigStore(registry, None, "UTC"))
+        gone, during, after = _task("gone"), _task("during"), _task("after")
+        stores.running.add(RunningTask(gone, "agent-1"))
+        queues.sync()
+        assert queues.running() == {"gone": [gone]}
+        proxy.cut()
+        wait_for(lambda: client.state == "SUSPENDED", 10, message="the cut")
+        stores.running.remove(gone)
+        stores.running.add(RunningTask(during, "agent-1"))
+        proxy.restore()
+        wait_for(lambda: client.state == "CONNECTED", 20, message="the reconnection")
+        _synced(queues, lambda: queues.running() == {"during": [during]}, "the changes cut off")
+        reads = queues.reads
+        stores.running.add(RunningTask(after, "agent-1"))
+        expected = {"during": [during], "after": [after]}
+        _synced(queues, lambda: queues.running() == expected, "a task added after")
+        assert queues.reads == reads  # the watch's event: it was placed again
+        queues.stop()
+    finally:
+        proxy.close()
         client.stop()
         client.close()

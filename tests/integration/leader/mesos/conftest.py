@@ -34,7 +34,9 @@ def wake() -> WakeSignal:
 
 @pytest.fixture
 def queues(stores: TermStores, wake: WakeSignal) -> Iterator[QueueCache]:
-    """The term's view of the queues, as the term builds it: its changes wake the launcher."""
+    """The term's view of the queues, as the term builds it: its changes wake the launcher,
+    and (as on the ZooKeeper 3.6+ of a deployment) running tasks come by its recursive watch."""
+    stores.registry.multi_read = True
     view = QueueCache(stores.registry, stores.config, on_change=wake.wake)
     yield view
     view.stop()
