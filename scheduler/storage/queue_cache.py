@@ -221,7 +221,7 @@ class QueueCache:
             # Before the listings: no change falls between them and the watch. Placed again at
             # every load: the server forgets it with the connection (the one-shot watches'
             # NONE events make the view stale then).
-            self._registry.add_recursive_watch(RUNNING, self._inbox.on_node)
+            self._registry.add_recursive_watch(RUNNING, self._inbox.on_node, changes=False)
             self._recursive = True
         self._ready.clear()
         self._requires.clear()

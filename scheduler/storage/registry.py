@@ -261,15 +261,20 @@ class Registry:
         client._call(request, answer)
         return answer
 
-    def add_recursive_watch(self, path: str, callback: Callable[[Any], None]) -> None:
+    def add_recursive_watch(
+        self, path: str, callback: Callable[[Any], None], *, changes: bool = True
+    ) -> None:
         """Place a persistent recursive watch on `path` (ZooKeeper 3.6+ addWatch): kazoo's
         callback thread calls `callback(event)` for every node created, changed or deleted
         below it (and for `path` itself), until `remove_recursive_watch` or until the
         connection drops (the server then forgets it; kazoo does not set it again: call this
-        again once connected). RegistryError when ZooKeeper refuses it (older than 3.6: its
-        cause is UnimplementedError) or does not answer."""
+        again once connected). Without `changes`, a node's data changed is not handed over
+        (the server sends it all the same; the queue view follows only nodes created and
+        deleted, and running nodes change with each task's state). RegistryError when
+        ZooKeeper refuses it (older than 3.6: its cause is UnimplementedError) or does not
+        answer."""
         hub = _recursive_watches(self._client)
-        hub.add(self.abs(path), callback)  # first: no event between the answer and this
+        hub.add(self.abs(path), callback, changes)  # first: no event between the answer and this
         try:
             self._send_own(f"addWatch {path}", AddWatch(self._wire_path(path)))
         except BaseException:
@@ -552,7 +557,8 @@ class _RecursiveWatches:
     def __init__(self, client: KazooClient) -> None:
         self._client = client
         self._lock = threading.Lock()
-        self._callbacks: dict[str, set[Callable[[Any], None]]] = {}
+        # Path -> callback -> whether it takes nodes' data changes too.
+        self._callbacks: dict[str, dict[Callable[[Any], None], bool]] = {}
         connection = client._connection
         kazoos = connection._read_watch_event
 
@@ -565,9 +571,9 @@ class _RecursiveWatches:
 
         connection._read_watch_event = read_watch_event
 
-    def add(self, path: str, callback: Callable[[Any], None]) -> None:
+    def add(self, path: str, callback: Callable[[Any], None], changes: bool = True) -> None:
         with self._lock:
-            self._callbacks.setdefault(path, set()).add(callback)
+            self._callbacks.setdefault(path, {})[callback] = changes
 
     def discard(self, path: str, callback: Callable[[Any], None]) -> bool:
         """Drop `callback`; True when it was the path's last one."""
@@ -575,7 +581,7 @@ class _RecursiveWatches:
             callbacks = self._callbacks.get(path)
             if callbacks is None or callback not in callbacks:
                 return False
-            callbacks.discard(callback)
+            del callbacks[callback]
             if callbacks:
                 return False
             del self._callbacks[path]
@@ -585,7 +591,7 @@ class _RecursiveWatches:
         with self._lock:
             if not self._callbacks:
                 return
-            watched = list(self._callbacks.items())
+            watched = [(root, list(each.items())) for root, each in self._callbacks.items()]
         watch, _ = Watch.deserialize(buffer, offset)
         kind = EVENT_TYPE_MAP.get(watch.type)
         if kind not in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
@@ -595,8 +601,9 @@ class _RecursiveWatches:
         event = WatchedEvent(kind, client._state, path)
         for root, callbacks in watched:
             if path == root or path.startswith(root + "/"):
-                for callback in callbacks:
-                    client.handler.dispatch_callback(Callback("watch", callback, (event,)))
+                for callback, changes in callbacks:
+                    if changes or kind != EventType.CHANGED:
+                        client.handler.dispatch_callback(Callback("watch", callback, (event,)))
 
 
 _HUBS_LOCK = threading.Lock()

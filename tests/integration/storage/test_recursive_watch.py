@@ -104,3 +104,30 @@ def test_a_dropped_connection_drops_the_watch_and_it_can_be_set_again(
         proxy.close()
         client.stop()
         client.close()
+
+
+def test_a_callback_without_changes_gets_only_nodes_created_and_deleted(
+    registry: Registry,
+) -> None:
+    registry.ensure("/w")
+    every, nodes = _Events(), _Events()
+    registry.add_recursive_watch("/w", every)
+    registry.add_recursive_watch("/w", nodes, changes=False)
+    root = registry.abs("/w")
+    try:
+        registry.create("/w/a", b"1")
+        registry.put("/w/a", b"2")
+        registry.delete("/w/a")
+        assert [every.next() for _ in range(3)] == [
+            (EventType.CREATED, f"{root}/a"),
+            (EventType.CHANGED, f"{root}/a"),
+            (EventType.DELETED, f"{root}/a"),
+        ]
+        assert [nodes.next() for _ in range(2)] == [
+            (EventType.CREATED, f"{root}/a"),
+            (EventType.DELETED, f"{root}/a"),
+        ]
+        assert nodes.none_within(0.5)
+    finally:
+        registry.remove_recursive_watch("/w", every)
+        registry.remove_recursive_watch("/w", nodes)
