@@ -145,10 +145,9 @@ class QueueCache:
     def stop(self) -> None:
         """Ignore every watch from now on (kazoo keeps the callbacks until each fires once)."""
         self._inbox.stop()
-        with self._view:
-            if self._recursive:
-                self._recursive = False
-                self._registry.remove_recursive_watch(RUNNING, self._inbox.on_node)
+        # Not under the view's lock: a sync may hold it, waiting on a dead connection, and the
+        # term's end must not wait for that. Removing a watch never placed does nothing.
+        self._registry.remove_recursive_watch(RUNNING, self._inbox.on_node)
 
     def invalidate(self, paths: Iterable[str] = ()) -> None:
         """Read `paths` (namespace-relative; none given: everything) again at the next
