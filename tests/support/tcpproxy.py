@@ -5,8 +5,12 @@ from __future__ import annotations
 import select
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from deploy.zookeeper import free_port
+from kazoo.client import KazooClient
+
+from deploy.zookeeper import ZooKeeperEnsemble, free_port
 
 
 class TcpProxy:
@@ -132,3 +136,21 @@ class TcpProxy:
         with self._lock:
             self._drop_all()
         self._thread.join(2)
+
+
+@contextmanager
+def proxied_client(
+    zk: ZooKeeperEnsemble, timeout_s: float
+) -> Iterator[tuple[TcpProxy, KazooClient]]:
+    """A started kazoo client (session timeout `timeout_s`) that reaches `zk`'s first server
+    through a `TcpProxy` the test can cut; both closed at the end of the block."""
+    host, port = zk.servers[0].address.split(":")
+    proxy = TcpProxy(host, int(port))
+    client = KazooClient(hosts=proxy.address, timeout=timeout_s)
+    try:
+        client.start(timeout=15)
+        yield proxy, client
+    finally:
+        proxy.close()
+        client.stop()
+        client.close()

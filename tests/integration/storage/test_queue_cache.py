@@ -20,7 +20,7 @@ from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 from tests.support.bodies import job_body
 from tests.support.held_watches import watches_held
-from tests.support.tcpproxy import TcpProxy
+from tests.support.tcpproxy import proxied_client
 from tests.support.waiting import wait_for
 
 
@@ -166,11 +166,7 @@ def test_the_view_is_read_again_after_the_connection_was_lost(
 ) -> None:
     # kazoo drops every watch when its connection drops: changes made meanwhile by another
     # client would never be seen if the view only waited for watches.
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    client = KazooClient(hosts=proxy.address, timeout=10)
-    client.start(timeout=15)
-    try:
+    with proxied_client(zk, 10) as (proxy, client):
         registry = Registry(client, zk_namespace, timeout_s=2.0)
         queues = QueueCache(registry, ConfigStore(registry, None, "UTC"))
         stores.ready.add_transient("before", misfire=True)
@@ -184,10 +180,6 @@ def test_the_view_is_read_again_after_the_connection_was_lost(
         wait_for(lambda: client.state == "CONNECTED", 20, message="the reconnection")
         _synced(queues, lambda: set(queues.ready()) == {"during"}, "the changes made while cut off")
         queues.stop()
-    finally:
-        proxy.close()
-        client.stop()
-        client.close()
 
 
 def test_a_new_session_reads_everything_again(
@@ -278,11 +270,7 @@ def test_an_older_folder_deletion_applied_after_a_launch_keeps_the_launched_task
 def test_the_recursive_watch_is_placed_again_after_the_connection_was_lost(
     zk: ZooKeeperEnsemble, zk_namespace: str, stores: TermStores
 ) -> None:
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    client = KazooClient(hosts=proxy.address, timeout=10)
-    client.start(timeout=15)
-    try:
+    with proxied_client(zk, 10) as (proxy, client):
         registry = Registry(client, zk_namespace, timeout_s=2.0, multi_read=True)
         queues = QueueCache(registry, ConfigStore(registry, None, "UTC"))
         gone, during, after = _task("gone"), _task("during"), _task("after")
@@ -302,7 +290,3 @@ def test_the_recursive_watch_is_placed_again_after_the_connection_was_lost(
         _synced(queues, lambda: queues.running() == expected, "a task added after")
         assert queues.reads == reads  # the watch's event: it was placed again
         queues.stop()
-    finally:
-        proxy.close()
-        client.stop()
-        client.close()

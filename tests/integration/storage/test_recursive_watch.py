@@ -13,7 +13,7 @@ from kazoo.protocol.states import EventType, KazooState
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.storage.registry import Registry
-from tests.support.tcpproxy import TcpProxy
+from tests.support.tcpproxy import proxied_client
 from tests.support.waiting import wait_for
 
 
@@ -79,11 +79,7 @@ def test_every_change_below_the_path_arrives_until_removed(
 def test_a_dropped_connection_drops_the_watch_and_it_can_be_set_again(
     zk: ZooKeeperEnsemble, zk_namespace: str, zk_client: KazooClient
 ) -> None:
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    client = KazooClient(hosts=proxy.address, timeout=20)
-    client.start(timeout=15)
-    try:
+    with proxied_client(zk, 20) as (proxy, client):
         registry = Registry(client, zk_namespace, timeout_s=3.0)
         writer = Registry(zk_client, zk_namespace)
         registry.ensure("/w")
@@ -100,10 +96,6 @@ def test_a_dropped_connection_drops_the_watch_and_it_can_be_set_again(
         registry.add_recursive_watch("/w", events)
         writer.put("/w/a", b"3")
         assert events.next() == (EventType.CHANGED, registry.abs("/w/a"))
-    finally:
-        proxy.close()
-        client.stop()
-        client.close()
 
 
 def test_a_callback_without_changes_gets_only_nodes_created_and_deleted(

@@ -18,7 +18,7 @@ from scheduler.storage.acl import make_client
 from scheduler.storage.multi_read import MultiRead
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter, compare_and_set
-from tests.support.tcpproxy import TcpProxy
+from tests.support.tcpproxy import proxied_client
 from tests.support.waiting import wait_for
 
 
@@ -237,11 +237,7 @@ def test_every_call_gives_up_at_its_deadline_while_zookeeper_does_not_answer(
     zk: ZooKeeperEnsemble, zk_namespace: str
 ) -> None:
     # Before writes had a deadline, each of these blocked for as long as the partition lasted.
-    host, port = zk.servers[0].address.split(":")
-    proxy = TcpProxy(host, int(port))
-    client = KazooClient(hosts=proxy.address, timeout=10)
-    client.start(timeout=15)
-    try:
+    with proxied_client(zk, 10) as (proxy, client):
         registry = Registry(client, zk_namespace, timeout_s=1.0)
         registry.create("/w/a", b"1")
         assert registry.get_many(["/w/a", "/w/missing"]) == {"/w/a": (b"1", 0), "/w/missing": None}
@@ -261,10 +257,6 @@ def test_every_call_gives_up_at_its_deadline_while_zookeeper_does_not_answer(
             with pytest.raises(RegistryError, match=r"did not answer|ConnectionLoss"):
                 call()
             assert time.monotonic() - began < 5, name
-    finally:
-        proxy.close()
-        client.stop()
-        client.close()
 
 
 # -- multiRead: many reads in one request (ZooKeeper 3.6+) ----------------------------------
