@@ -38,7 +38,7 @@ _INT = struct.Struct("!i")
 # czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, dataLength,
 # numChildren, pzxid
 _STAT = struct.Struct("!qqqqiiiqiiq")
-_VERSION = 4
+_VERSION_OFFSET = struct.calcsize("!qqqq")  # the version's place in the stat
 
 Answer = tuple[bytes, int] | int
 """One path's answer: (data, version), or the ZooKeeper error code its read failed with."""
@@ -106,9 +106,11 @@ def _decode(buffer: bytes, offset: int) -> list[Answer]:
                 raise ValueError(f"data length {length} at byte {offset - _INT.size}")
             data = b"" if length < 0 else bytes(buffer[offset : offset + length])
             offset += max(length, 0)
-            stat = _STAT.unpack_from(buffer, offset)
+            if offset + _STAT.size > len(buffer):
+                raise struct.error(f"stat cut short at byte {offset}")
+            (version,) = _INT.unpack_from(buffer, offset + _VERSION_OFFSET)
             offset += _STAT.size
-            answers.append((data, int(stat[_VERSION])))
+            answers.append((data, version))
         elif op == _ERROR:
             (code,) = _INT.unpack_from(buffer, offset)
             offset += _INT.size

@@ -363,7 +363,7 @@ def parse_json(data: bytes, what: str) -> object:
     if _nested_deeper_than(text, MAX_JSON_DEPTH):
         raise invalid(what, {"body": f"is nested deeper than {MAX_JSON_DEPTH} levels"})
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         # JSONDecodeError is a ValueError; so are over-long integers and NaN/Infinity.
         raise invalid(what, {"body": f"is not valid JSON ({exc})"}) from exc
@@ -438,6 +438,10 @@ def check_stored_size(data: bytes, what: str) -> None:
 
 def _refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+# One decoder for every document (`json.loads` with an argument builds one per call).
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 def _json_type(value: object) -> str:

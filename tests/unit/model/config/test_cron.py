@@ -434,3 +434,15 @@ def test_never_fires_check_uses_the_given_now() -> None:
 
 def test_system_time_zone_is_a_usable_iana_name() -> None:
     assert time_zone_problem(system_time_zone()) is None
+
+
+def test_a_cron_parsed_again_in_the_same_zone_is_the_same_spec_while_it_fires_later() -> None:
+    # A leader starting with 100,000 jobs on a few crons parses each once (issue 29).
+    first = parse_cron("0 15 10 ? * MON-FRI", "Europe/Paris")
+    assert parse_cron("0 15 10 ? * MON-FRI", "Europe/Paris") is first
+    assert parse_cron("0 15 10 ? * MON-FRI", "Asia/Tokyo") is not first
+    # Asked about a moment after its fires end, it is parsed and refused as before.
+    once = "0 0 0 1 1 ? 2030"
+    assert parse_cron(once, "UTC").expression == once
+    with pytest.raises(InvalidRequest, match="never fires after"):
+        parse_cron(once, "UTC", now=datetime(2031, 1, 1, tzinfo=UTC))

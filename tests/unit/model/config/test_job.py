@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -15,6 +16,7 @@ from scheduler.model.config import (
     JobType,
     parse_sharding_item_parameters,
 )
+from scheduler.model.config.job import _built
 from scheduler.model.errors import InvalidRequest
 
 ZONE = "Asia/Shanghai"
@@ -632,3 +634,22 @@ def test_a_transient_job_may_have_no_cron(cron: str | None) -> None:
 def test_a_daemon_job_still_needs_a_cron() -> None:
     error = invalid(valid(cron="", jobExecutionType="DAEMON"))
     assert "DAEMON" in error.fields["cron"]
+
+
+def test_a_job_read_is_the_job_its_fields_make_frozen_and_hashed_alike() -> None:
+    # Reading fills the instance's dict at once (issue 29: the dataclass's own __init__ set 28
+    # fields one object.__setattr__ at a time); the result must be the same value.
+    read = JobConfig.from_bytes(original(), default_time_zone=ZONE, strict=False)
+    values = {f.name: getattr(read, f.name) for f in dataclasses.fields(read) if f.init}
+    made = JobConfig(**values)
+    assert read == made and hash(read) == hash(made) and repr(read) == repr(made)
+    assert read.to_bytes() == made.to_bytes()
+    assert read.cron_spec == made.cron_spec
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.cron = "0 0 4 * * ?"  # type: ignore[misc]
+    assert _built(**values) == made
+    # Not every field given, or one it lacks: the dataclass's own __init__ says so.
+    with pytest.raises(TypeError):
+        _built(**{k: v for k, v in values.items() if k != "pool_slots"}, colour="red")
+    fewer = {k: v for k, v in values.items() if k not in ("pool", "pool_slots")}
+    assert _built(**fewer) == dataclasses.replace(made, pool=None, pool_slots=1)
