@@ -64,7 +64,10 @@ class _FireRacesFirstCommit(Launcher):
 
 
 def _tasks(standin: StandIn, state: str) -> list[TaskId]:
-    tasks = [t for f in standin.state()["frameworks"] for t in f["tasks"]]
+    """The master's tasks in `state`, ended ones included: a task's terminal update is
+    acknowledged within milliseconds, and Mesos then lists it under `completed_tasks`."""
+    frameworks = standin.state()["frameworks"]
+    tasks = [t for f in frameworks for t in (*f["tasks"], *f.get("completed_tasks", ()))]
     return [TaskId.parse(t["id"]) for t in tasks if t["state"] == state]
 
 
