@@ -350,7 +350,8 @@ class Master:
             ]
             if not eligible:
                 return
-            eligible.sort(key=self._cpu_share)
+            if len(eligible) > 1:  # summing every task's cpus is the costly part of a tick
+                eligible.sort(key=self._cpu_share)
             batches: dict[str, list[Offer]] = {}
             for agent in self.agents.values():
                 if agent.id in self.reregistering:
