@@ -75,6 +75,7 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
     if ctx.metrics is not None:
         _wire_metrics(ctx.metrics, parts)
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
+    parts.launcher.launching_listeners.append(parts.status.note_launching)
     parts.launcher.launched_task_listeners.append(parts.status.note_launched)
     parts.status.listeners.append(parts.workflows.on_status)  # a task's end may end a node
     parts.status.listeners.append(parts.backfills.on_status)  # ... or a backfill's fire

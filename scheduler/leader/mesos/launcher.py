@@ -168,6 +168,12 @@ class Launcher(ThreadedComponent):
         self.launch_listeners: Listeners[[str, str, str]] = Listeners(
             log, "launcher: launch listener"
         )
+        # Called before a round's bookkeeping is written, with the ids of the tasks it may
+        # launch (until its ACCEPT answers, a reconciliation may find them unknown). Must not
+        # block.
+        self.launching_listeners: Listeners[[list[str]]] = Listeners(
+            log, "launcher: launching listener"
+        )
         # Called after each successful ACCEPT with each task as its running node was created
         # (version 0), before the task's launch listeners. Must not block.
         self.launched_task_listeners: Listeners[[RunningTask]] = Listeners(
@@ -282,6 +288,8 @@ class Launcher(ThreadedComponent):
         clock.lap("gather")
         placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
         clock.lap("place")
+        if placed:
+            self.launching_listeners.emit([t.task_id for p in placed for t in p.launch.tasks])
         written = self._commit(placed, slots)  # 3
         clock.lap("commit")
         # A unit whose write was refused (a fire or a status update changed its nodes since

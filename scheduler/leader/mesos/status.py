@@ -71,6 +71,9 @@ log = logging.getLogger(__name__)
 _ENDED_KEPT = 100_000
 # Writes of a task's running node over a version another thread keeps changing.
 _WRITE_TRIES = 5
+# How long a task of this term's launch round counts as on its way to Mesos: far longer than
+# an ACCEPT takes (its answer, or the driver's timeout).
+_LAUNCHING_S = 60.0
 # Running nodes remembered after this handler's writes (a task's live updates come close
 # together).
 _WRITTEN_KEPT = 20_000
@@ -163,6 +166,9 @@ class StatusHandler:
         # (a kill reason recorded) is refused and read again before anything is decided.
         self._written: OrderedDict[str, tuple[RunningTask, int]] = OrderedDict()
         self._written_lock = threading.Lock()  # the launcher's thread notes launches too
+        # Tasks of this term's launch rounds whose ACCEPT has not answered yet (task id ->
+        # monotonic time noted; under `_written_lock`): Mesos may not know them yet.
+        self._launching: OrderedDict[str, float] = OrderedDict()
         self.handlers: Mapping[UpdateKind, Callable[[TaskUpdate], None]] = {
             UpdateKind.ACTIVE: self._on_active,
             UpdateKind.UNREACHABLE: self._on_unreachable,
@@ -356,6 +362,23 @@ class StatusHandler:
             self._run_killed(update, killed_by)
         elif not timed_out and _idle_daemon_unknown(update):
             self._no_run_gone(update, "the daemon task was idle (no run going on)")
+        elif (
+            not timed_out
+            and _launch_never_reached_mesos(update)
+            and self._in_flight(update.task_id)
+        ):
+            # Asked about while this term's ACCEPT of it is on its way: its updates follow,
+            # or, should the ACCEPT fail, the launcher takes its node back.
+            log.info(
+                "status: %s %s while its launch is on its way; ignored",
+                update.task_id,
+                update.state,
+            )
+            update.status["message"] = (
+                f"{update.message or update.state}; its launch was on its way"
+            )
+            update.status[NO_RUN_KEY] = True  # no run ended: the metrics count none
+            self._ended.pop(update.task_id, None)  # it has not ended: its updates are awaited
         elif not timed_out and _launch_never_reached_mesos(update):
             self._no_run_gone(
                 update, "the task was never recorded started: its launch never reached Mesos"
@@ -433,11 +456,31 @@ class StatusHandler:
                 self._shard_failed(update, why)
         self._wake()
 
+    def note_launching(self, task_ids: list[str]) -> None:
+        """A launch round is about to write these tasks' nodes and send their ACCEPT
+        (launcher's thread; never blocks). Until `note_launched` (or `_LAUNCHING_S`), a
+        reconciliation answer that Mesos does not know one of them is no news."""
+        now = time.monotonic()
+        with self._written_lock:
+            for task_id in task_ids:
+                self._launching[task_id] = now
+            while self._launching:
+                oldest, at = next(iter(self._launching.items()))
+                if now - at < _LAUNCHING_S:
+                    break
+                del self._launching[oldest]  # its ACCEPT failed: the node was taken back
+
+    def _in_flight(self, task_id: str) -> bool:
+        with self._written_lock:
+            at = self._launching.get(task_id)
+        return at is not None and time.monotonic() - at < _LAUNCHING_S
+
     def note_launched(self, task: RunningTask) -> None:
         """The launcher created `task`'s running node (version 0) and Mesos accepted it: its
         first live update needs no read (launcher's thread; never blocks). Kept only when
         this handler has not written the node yet (an update may come before this note)."""
         with self._written_lock:
+            self._launching.pop(task.task_id, None)
             if task.task_id in self._written or task.task_id in self._ended:
                 return
         self._remember(task, 0)

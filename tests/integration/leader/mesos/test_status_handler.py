@@ -693,3 +693,35 @@ def test_starting_is_kept_in_memory_and_running_is_written(
     assert handler.handle(_update(other, "TASK_FAILED", "cannot start the job's worker process"))
     assert list(_running(stores, "job")) == [task_id]
     assert reads.count(other) == 1  # read at STARTING; its end used what that read gave
+
+
+def test_a_task_whose_accept_is_on_its_way_is_not_relaunched_when_mesos_does_not_know_it_yet(
+    handler: StatusHandler, stores: TermStores, seen: _Recorder
+) -> None:
+    # A periodic reconciliation read the node the launch round just wrote and asked before the
+    # round's ACCEPT reached the master: "unknown" then says nothing; the task must not be
+    # relaunched beside the one the ACCEPT starts.
+    _job(stores, "t", failover=True)
+    task_id = str(TaskId.new("t", 0, TaskType.READY, "agent-1"))
+    handler.note_launching([task_id])
+    task = RunningTask(task_id, "agent-1")
+    stores.running.add(task)
+    answer = _update(
+        task_id, "TASK_UNKNOWN", "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(answer)
+    assert list(_running(stores, "t")) == [task_id] and stores.failover.entries() == []
+    assert seen.events == [] and answer[NO_RUN_KEY] is True
+    # The ACCEPT answered: its updates are handled as any task's.
+    handler.note_launched(task)
+    assert handler.handle(_update(task_id, "TASK_RUNNING"))
+    assert handler.handle(_update(task_id, "TASK_FINISHED"))
+    assert stores.running.tasks("t") == []
+    # Once launched, Mesos not knowing a task never recorded started is the lost launch again.
+    other = str(TaskId.new("t", 1, TaskType.READY, "agent-1"))
+    stores.running.add(RunningTask(other, "agent-1"))
+    lost = _update(
+        other, "TASK_UNKNOWN", "Reconciliation: Task is unknown", reason="REASON_RECONCILIATION"
+    )
+    assert handler.handle(lost)
+    assert [(job, item) for job, item, _ in stores.failover.entries()] == [("t", 1)]
