@@ -248,7 +248,8 @@ class QueueCache:
         read: they are taken up at the sync after the note); `nodes`: running nodes created
         and deleted (the recursive watch's), applied in order before any listing, which is
         newer than all of them."""
-        data = data | self._apply_nodes(nodes or [])
+        if nodes:
+            data = data | self._apply_nodes(nodes)
         lists = self._list(sorted(p for p in children if p in _ROOTS))
         job_folders: set[str] = {
             p

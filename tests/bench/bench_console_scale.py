@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import base64
 import http.client
-import math
 import shutil
 import statistics
 import tempfile
@@ -68,7 +67,7 @@ from scheduler.leader.statistics.models import StatusTraceLog
 from scheduler.model.runs import launch_message
 from tests.bench import bench_launch
 from tests.bench.bench_pipeline import _job
-from tests.bench.scale_probes import hwm_kib, rss_kib
+from tests.bench.scale_probes import hwm_kib, log_stamp, pct, rss_kib, verdict
 from tests.e2e.test_console import CHROMIUM
 from tests.support.replicas import ReplicaProcess
 
@@ -80,17 +79,6 @@ TRACE_DB = "ejcloud-trace.db"
 JOBS_PAGE = 100  # the console's page of jobs (views/jobs.js JOBS_PAGE)
 RUNS_SHOWN = 200  # the runs view's runs fetched (views/runs.js RUNS_SHOWN)
 TRACE_ROWS = 1000  # data.js traceRows(RUNS_SHOWN): the status rows the all-jobs view asks for
-_STAMP = "%Y-%m-%d %H:%M:%S,%f"
-
-
-def _verdict(name: str, figure: str, goal: str, ok: bool, note: str = "") -> None:
-    tail = f"; {note}" if note else ""
-    print(f"{name}: {figure} (goal {goal}) {'PASS' if ok else 'FAIL'}{tail}", flush=True)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(len(ordered) * q) - 1))]
 
 
 def _wait(predicate: Callable[[], object], timeout_s: float, what: str) -> None:
@@ -217,17 +205,13 @@ def _tables_made(engine: Engine) -> bool:
     return "JOB_STATUS_TRACE_LOG" in inspect(engine).get_table_names()
 
 
-def _stamp(line: str) -> float:
-    return datetime.strptime(line[:23], _STAMP).timestamp()
-
-
 def _start_seconds(replica: ReplicaProcess) -> float | None:
     won = started = None
     for line in replica.log_text().splitlines():
         if won is None and " won term " in line:
-            won = _stamp(line)
+            won = log_stamp(line)
         elif won is not None and "started reconcile" in line:
-            started = _stamp(line)
+            started = log_stamp(line)
             break
     return None if won is None or started is None else started - won
 
@@ -258,7 +242,7 @@ class Timings:
             notes.append(
                 f"{self.timed_out} of {len(self.samples)} timed out (counted at the bound)"
             )
-        _verdict(
+        verdict(
             self.name,
             f"median {median:.0f} ms, max {worst:.0f} ms over {len(self.samples)}",
             f"yardstick: max < {YARDSTICK_MS:.0f} ms",
@@ -430,13 +414,13 @@ def http_figures(
         except (OSError, RuntimeError, http.client.HTTPException) as exc:
             print(f"{name}: ERROR {type(exc).__name__}: {exc}", flush=True)
             continue
-        p99, p50 = _pct(got, 0.99), statistics.median(got)
+        p99, p50 = pct(got, 0.99), statistics.median(got)
         figure = (
             f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(got):.1f} ms over {len(got)} "
             f"requests ({size / 1024:.0f} KiB an answer)"
         )
         if goal_ms is not None:
-            _verdict(name, figure, f"p99 < {goal_ms:.0f} ms", p99 < goal_ms)
+            verdict(name, figure, f"p99 < {goal_ms:.0f} ms", p99 < goal_ms)
         else:
             print(f"{name}: {figure} (no goal)", flush=True)
 

@@ -10,6 +10,8 @@ import re
 import statistics
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from deploy.zookeeper import ZooKeeperEnsemble
@@ -51,67 +53,77 @@ def _accepts(standin: StandIn) -> list[tuple[float, str, list[str]]]:
 # -- 4: the cost of a launch ------------------------------------------------------------------
 
 
-def _skipped(replica: ReplicaProcess) -> dict[str, float]:
+def _skipped(replica: ReplicaProcess, job: str | None = None) -> dict[str, float]:
+    """Fires that added no run, by outcome: of every job, or of `job` alone."""
     out: dict[str, float] = {}
     for name, value in replica.metrics().items():
         m = _SKIPPED.match(name)
-        if m:
+        if m and (job is None or f'job_name="{job}"' in name):
             out[m.group(1)] = out.get(m.group(1), 0.0) + value
     return out
 
 
-def launch_cost(base: Path, rate: int, window_s: float, heap_mb: int) -> None:
+@contextmanager
+def _loaded(
+    base: Path, heap_mb: int, prefix: str, jobs: list[dict[str, object]], timeout_s: float
+) -> Iterator[tuple[ZooKeeperEnsemble, StandIn, ReplicaProcess, str]]:
+    """ZooKeeper, the stand-in and a leader with `jobs` (named `prefix`...) written straight
+    into ZooKeeper and all scheduled: (zk, stand-in, leader, our framework id); stopped after."""
     with zookeeper(base / "zk", heap_mb) as zk:
-        namespace = f"cost-{uuid.uuid4().hex[:6]}"
+        namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
         mesos, replica = bench_launch._system(base, zk, namespace)
         try:
             framework = bench_launch._framework_id(zk, namespace)
-            bench_launch._write_jobs(
-                zk, namespace, [_job(f"every{i:04d}", "* * * * * ?", 1) for i in range(rate)]
-            )
-            _wait(lambda: count_scheduled(replica, "every") >= rate, 120)
-            time.sleep(3)  # past the first fires, which may come while jobs are scheduled
-            port = zk.servers[0].client_port
-            pid = replica.pid
-            standin_pid = mesos.process.pid if mesos.process else pid
-            standin_cpu0 = cpu_s(standin_pid)
-            cpu0, packets0 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
-            launched0 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
-            skipped0, at0 = _skipped(replica), time.monotonic()
-            time.sleep(window_s)  # the measured window
-            cpu1, packets1 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
-            standin_cpu = cpu_s(standin_pid) - standin_cpu0
-            launched1 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
-            skipped1, at1 = _skipped(replica), time.monotonic()
-            launched = launched1 - launched0
-            skipped = {k: v - skipped0.get(k, 0.0) for k, v in skipped1.items()}
-            cpu = cpu1 - cpu0
-            packets = packets1 - packets0
-            per_task_ms = cpu / launched * 1000 if launched else math.inf
-            per_task_zk = packets / launched if launched else math.inf
-            note = (
-                f"fires due {rate * (at1 - at0):.0f} over {at1 - at0:.0f} s, tasks launched "
-                f"{launched}, fires with no run: "
-                + (", ".join(f"{k} {v:.0f}" for k, v in sorted(skipped.items())) or "none")
-                + f"; leader CPU {cpu:.1f} s ({cpu / (at1 - at0) * 100:.0f}% of a core), "
-                f"the stand-in's own process {standin_cpu / (at1 - at0) * 100:.0f}%"
-            )
-            verdict(
-                f"launch-cost[{rate}/s]",
-                f"{per_task_ms:.2f} ms leader CPU per launched task",
-                "< 1 ms",
-                per_task_ms < 1,
-                note,
-            )
-            verdict(
-                f"launch-zk[{rate}/s]",
-                f"{per_task_zk:.1f} ZooKeeper requests per launched task ({packets} packets)",
-                "<= 3",
-                per_task_zk <= 3,
-            )
+            bench_launch._write_jobs(zk, namespace, jobs)
+            _wait(lambda: count_scheduled(replica, prefix) >= len(jobs), timeout_s)
+            yield zk, mesos, replica, framework
         finally:
             replica.stop()
             mesos.stop()
+
+
+def launch_cost(base: Path, rate: int, window_s: float, heap_mb: int) -> None:
+    jobs = [_job(f"every{i:04d}", "* * * * * ?", 1) for i in range(rate)]
+    with _loaded(base, heap_mb, "every", jobs, 120) as (zk, mesos, replica, framework):
+        time.sleep(3)  # past the first fires, which may come while jobs are scheduled
+        port = zk.servers[0].client_port
+        pid = replica.pid
+        standin_pid = mesos.process.pid if mesos.process else pid
+        standin_cpu0 = cpu_s(standin_pid)
+        cpu0, packets0 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
+        launched0 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
+        skipped0, at0 = _skipped(replica), time.monotonic()
+        time.sleep(window_s)  # the measured window
+        cpu1, packets1 = cpu_s(pid), int(mntr(port)["zk_packets_received"])
+        standin_cpu = cpu_s(standin_pid) - standin_cpu0
+        launched1 = sum(len(ids) for _, f, ids in _accepts(mesos) if f == framework)
+        skipped1, at1 = _skipped(replica), time.monotonic()
+        launched = launched1 - launched0
+        skipped = {k: v - skipped0.get(k, 0.0) for k, v in skipped1.items()}
+        cpu = cpu1 - cpu0
+        packets = packets1 - packets0
+        per_task_ms = cpu / launched * 1000 if launched else math.inf
+        per_task_zk = packets / launched if launched else math.inf
+        note = (
+            f"fires due {rate * (at1 - at0):.0f} over {at1 - at0:.0f} s, tasks launched "
+            f"{launched}, fires with no run: "
+            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(skipped.items())) or "none")
+            + f"; leader CPU {cpu:.1f} s ({cpu / (at1 - at0) * 100:.0f}% of a core), "
+            f"the stand-in's own process {standin_cpu / (at1 - at0) * 100:.0f}%"
+        )
+        verdict(
+            f"launch-cost[{rate}/s]",
+            f"{per_task_ms:.2f} ms leader CPU per launched task",
+            "< 1 ms",
+            per_task_ms < 1,
+            note,
+        )
+        verdict(
+            f"launch-zk[{rate}/s]",
+            f"{per_task_zk:.1f} ZooKeeper requests per launched task ({packets} packets)",
+            "<= 3",
+            per_task_zk <= 3,
+        )
 
 
 # -- 5: bursts --------------------------------------------------------------------------------
@@ -185,58 +197,41 @@ def _burst_alone(
 
 
 def latency(base: Path, load_jobs: int, window_s: float, heap_mb: int, second0: bool) -> None:
-    with zookeeper(base / "zk", heap_mb) as zk:
-        namespace = f"lat-{uuid.uuid4().hex[:6]}"
-        mesos, replica = bench_launch._system(base, zk, namespace)
-        try:
-            framework = bench_launch._framework_id(zk, namespace)
-            bench_launch._write_jobs(
-                zk,
-                namespace,
-                [
-                    _job(f"load{i:05d}", f"{0 if second0 else i % 60} * * * * ?", 1)
-                    for i in range(load_jobs)
-                ],
-            )
-            _wait(lambda: count_scheduled(replica, "load") >= load_jobs, 600)
-            _post(replica, "/api/job/register", _job("lat", "*/2 * * * * ?", 1))
-            began = time.time()
-            time.sleep(window_s + 2)  # the measured window; then its last launch is logged
-            lat_skipped = {
-                name.split('outcome="')[1].rstrip('"}'): value
-                for name, value in replica.metrics().items()
-                if name.startswith('ejc_job_fires_skipped_total{job_name="lat"')
-            }
-            lat = []
-            total = 0
-            for when, f, ids in _accepts(mesos):
-                if f == framework:
-                    total += len(ids)
-                if f != framework or when < began + 2:  # the first fire may meet scheduling
-                    continue
-                if any(task.startswith("lat@-@") for task in ids):
-                    lat.append((when - math.floor(when / 2) * 2) * 1000)
-            p99 = pct(lat, 0.99) if lat else math.inf
-            figure = (
-                f"p99 {p99:.1f} ms, p50 {statistics.median(lat):.1f} ms, max {max(lat):.1f} ms "
-                f"over {len(lat)} fires of the 2-s job"
-                if lat
-                else f"no launch of the 2-s job in {window_s:.0f} s"
-            )
-            verdict(
-                "latency",
-                figure,
-                "p99 < 50 ms",
-                p99 < 50,
-                f"{load_jobs} jobs firing once a minute "
-                + ("(all on second 0); " if second0 else "(job i on second i % 60); ")
-                + f"{total} tasks launched since the start, {_ready_runs(replica)} runs in the "
-                "ready queue at the end; the 2-s job's fires with no run: "
-                + (", ".join(f"{k} {v:.0f}" for k, v in sorted(lat_skipped.items())) or "none"),
-            )
-        finally:
-            replica.stop()
-            mesos.stop()
+    jobs = [
+        _job(f"load{i:05d}", f"{0 if second0 else i % 60} * * * * ?", 1) for i in range(load_jobs)
+    ]
+    with _loaded(base, heap_mb, "load", jobs, 600) as (_zk, mesos, replica, framework):
+        _post(replica, "/api/job/register", _job("lat", "*/2 * * * * ?", 1))
+        began = time.time()
+        time.sleep(window_s + 2)  # the measured window; then its last launch is logged
+        lat_skipped = _skipped(replica, "lat")
+        lat = []
+        total = 0
+        for when, f, ids in _accepts(mesos):
+            if f == framework:
+                total += len(ids)
+            if f != framework or when < began + 2:  # the first fire may meet scheduling
+                continue
+            if any(task.startswith("lat@-@") for task in ids):
+                lat.append((when - math.floor(when / 2) * 2) * 1000)
+        p99 = pct(lat, 0.99) if lat else math.inf
+        figure = (
+            f"p99 {p99:.1f} ms, p50 {statistics.median(lat):.1f} ms, max {max(lat):.1f} ms "
+            f"over {len(lat)} fires of the 2-s job"
+            if lat
+            else f"no launch of the 2-s job in {window_s:.0f} s"
+        )
+        verdict(
+            "latency",
+            figure,
+            "p99 < 50 ms",
+            p99 < 50,
+            f"{load_jobs} jobs firing once a minute "
+            + ("(all on second 0); " if second0 else "(job i on second i % 60); ")
+            + f"{total} tasks launched since the start, {_ready_runs(replica)} runs in the "
+            "ready queue at the end; the 2-s job's fires with no run: "
+            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(lat_skipped.items())) or "none"),
+        )
 
 
 def _ready_runs(replica: ReplicaProcess) -> str:

@@ -362,29 +362,25 @@ class StatusHandler:
             self._run_killed(update, killed_by)
         elif not timed_out and _idle_daemon_unknown(update):
             self._no_run_gone(update, "the daemon task was idle (no run going on)")
-        elif (
-            not timed_out
-            and _launch_never_reached_mesos(update)
-            and self._in_flight(update.task_id)
-        ):
-            # Asked about while this term's ACCEPT of it is on its way: its updates follow,
-            # or, should the ACCEPT fail, the launcher takes its node back.
-            log.info(
-                "status: %s %s while its launch is on its way; ignored",
-                update.task_id,
-                update.state,
-            )
-            update.status["message"] = (
-                f"{update.message or update.state}; its launch was on its way"
-            )
-            update.status[NO_RUN_KEY] = True  # no run ended: the metrics count none
-            self._ended.pop(update.task_id, None)  # it has not ended: its updates are awaited
         elif not timed_out and _launch_never_reached_mesos(update):
-            self._no_run_gone(
-                update, "the task was never recorded started: its launch never reached Mesos"
-            )
+            if self._in_flight(update.task_id):
+                self._launch_on_its_way(update)
+            else:
+                self._no_run_gone(
+                    update, "the task was never recorded started: its launch never reached Mesos"
+                )
         else:
             self._run_failed(update, timed_out)
+
+    def _launch_on_its_way(self, update: TaskUpdate) -> None:
+        """Asked about while this term's ACCEPT of it is on its way: its updates follow, or,
+        should the ACCEPT fail, the launcher takes its node back. Nothing is changed."""
+        log.info(
+            "status: %s %s while its launch is on its way; ignored", update.task_id, update.state
+        )
+        update.status["message"] = f"{update.message or update.state}; its launch was on its way"
+        update.status[NO_RUN_KEY] = True  # no run ended: the metrics count none
+        self._ended.pop(update.task_id, None)  # it has not ended: its updates are awaited
 
     def _no_run_gone(self, update: TaskUpdate, why: str) -> None:
         """No run was going on (an idle daemon task, or a launch Mesos never got): relaunch
