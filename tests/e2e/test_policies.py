@@ -217,6 +217,9 @@ def test_allow_runs_two_fires_of_a_shard_at_once_and_replace_kills_the_old_run_f
     )  # fmt: skip
     assert system.api("POST", "/api/job/trigger", raw="swap")[0] == 204
     old = wait_for(lambda: running_of(system, "swap"), 20, message="the old run")[0]["id"]
+    # RUNNING in Mesos comes before the script's start line: replacing the run sooner would kill
+    # it before it wrote one, and the count of starts below would never reach two.
+    wait_for(lambda: started_ids(replaced) == [old], 20, message="the old run started")
     live: list[int] = []
     stop = threading.Event()
 
