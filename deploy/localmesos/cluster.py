@@ -90,6 +90,7 @@ class LocalMesos:
         self._max_extracted_bytes = max_extracted_bytes
         self._agent_seq = 0
         self._agent_servers: dict[str, HttpServer] = {}
+        self._checkpoints: list[AgentCheckpoint] = []
         self._server = HttpServer("localmesos-http", host, port, master_routes(self))
         self.master.port = self._server.port
         specs = list(agent_resources or [self._default_resources] * agents)
@@ -164,6 +165,8 @@ class LocalMesos:
         for server in self._agent_servers.values():
             server.stop(left())
         self._clock.stop(left())
+        for checkpoint in self._checkpoints:
+            checkpoint.close(left())  # the last task states, written by the kills above
         self._remove_work_dir()
         log.info("localmesos: stopped")
 
@@ -191,6 +194,7 @@ class LocalMesos:
                 # on its work_dir, each agent keeps its id and its completed executors.
                 agent_id = AgentCheckpoint.agent_id(self.work_dir, index, agent_id)
                 checkpoint = AgentCheckpoint(self.work_dir, agent_id)
+                self._checkpoints.append(checkpoint)
             agent = Agent(
                 agent_id=agent_id,
                 hostname=f"agent{index}.localmesos",
