@@ -32,6 +32,7 @@ from scheduler.leader.lifecycle import EventLoopComponent, Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.layout import DISABLE_APP, DISABLE_JOB, JOBS, job_path
+from scheduler.storage.parsed_jobs import ParsedJobs
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,14 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         stores: TermStores,
         producer: RunProducer,
         kill_job_tasks: Callable[[str], None],
+        parsed_ahead: ParsedJobs | None = None,
     ) -> None:
         super().__init__()
         self._stores = stores
+        # Jobs a standby parsed before this term (taken at the start where the document read
+        # is the same; emptied after it).
+        self._parsed_ahead = parsed_ahead
+        self._taken_ahead = 0
         self._registry = stores.registry
         self._producer = producer
         self._kill = kill_job_tasks
@@ -201,15 +207,19 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             if got is not None:
                 self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
         applied = time.monotonic()
+        if self._parsed_ahead is not None:
+            self._parsed_ahead.clear()  # the term keeps its own configs from here on
         if not self._recursive:
             # The listener's first work: watches on the jobs read (a job created meanwhile
             # comes with the job list's watch, already placed).
             self.post(WatchJobs(tuple(names)))
         self._start_thread()
         log.info(
-            "config-listener: %s jobs loaded, %s scheduled in %.2f s (names %.2f s, last fires "
-            "%.2f s, reading %.2f s, parsing and scheduling %.2f s)",
+            "config-listener: %s jobs loaded (%s parsed ahead by the standby), %s scheduled in "
+            "%.2f s (names %.2f s, last fires %.2f s, reading %.2f s, parsing and scheduling "
+            "%.2f s)",
             len(names),
+            self._taken_ahead,
             len(self._producer.scheduled),
             applied - began,
             listed - began,
@@ -344,7 +354,9 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         if self._versions.get(name) == version:
             return  # already acted on this version (e.g. the watch and a re-list both fired)
         try:
-            job = self._stores.config.parse_stored_job(name, data)
+            job = (self._ahead(name, data) if catch_up else None) or (
+                self._stores.config.parse_stored_job(name, data)
+            )
         except RegistryError as exc:
             log.error("config-listener: %s", exc.message)
             self._versions[name] = version
@@ -367,6 +379,14 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
             self._producer.schedule(job)
         else:
             self._producer.unschedule(name)
+
+    def _ahead(self, name: str, data: bytes) -> JobConfig | None:
+        if self._parsed_ahead is None:
+            return None
+        job = self._parsed_ahead.parsed(name, data, self._stores.config.default_time_zone)
+        if job is not None:
+            self._taken_ahead += 1
+        return job
 
     def _sync_enabled(self, job: JobConfig) -> None:
         scheduled = job.job_name in self._producer.scheduled

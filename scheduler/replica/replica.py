@@ -60,7 +60,9 @@ from scheduler.replica.startup_warnings import DEV_CLUSTER_ENV, startup_warnings
 from scheduler.replica.term import BuiltTerm, LeaderContext, Term, TermReadout, term_number
 from scheduler.replica.vouching import Vouching
 from scheduler.storage.acl import make_client, secure_namespace
+from scheduler.storage.config_store import resolve_time_zone
 from scheduler.storage.layout import ELECTION
+from scheduler.storage.parsed_jobs import ParsedJobs
 from scheduler.storage.registry import Registry
 
 if TYPE_CHECKING:
@@ -105,6 +107,9 @@ ServerFactory = Callable[["Replica"], ReplicaServer]
 SessionFollower = Callable[[Registry, Callable[[], None]], bool]
 
 _WATCHDOG_INTERVAL_S = 0.5
+# How long a replica has been a standby before it parses the jobs ahead of a term (a replica
+# that wins at its start never does).
+_STANDBY_SETTLE_S = 5.0
 # /health tolerates a SUSPENDED session this long (capped at half the session timeout) before it
 # answers 503: a blip that kazoo recovers from in a moment should not get the replica replaced.
 _SUSPENDED_GRACE_S = 2.0
@@ -182,6 +187,8 @@ class Replica:
         self.failed = threading.Event()
         self.failure: str | None = None
         self.metrics.register(ReplicaCollector(self.figures))
+        # Jobs parsed while a standby, for the next term's start (issue 29).
+        self.parsed_ahead = ParsedJobs()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -221,6 +228,9 @@ class Replica:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        # Not one of the threads the watchdog requires alive, nor one the stop waits for (a
+        # pass may be in a read; it stops at its next chunk, and holds nothing).
+        threading.Thread(target=self._parse_ahead, name="sched-standby-parse", daemon=True).start()
         log.info(
             "replica %s: started (namespace /%s)",
             self.settings.identity,
@@ -375,6 +385,48 @@ class Replica:
         )
         self._leader_changed.set()
 
+    # -- standby: jobs parsed ahead ----------------------------------------------------------
+
+    def _parse_ahead(self) -> None:
+        """Thread `sched-standby-parse`: while this replica is a standby, read and parse every
+        job every `standby_parse_ahead_minutes` (the first pass once it has been a standby for
+        `_STANDBY_SETTLE_S`), so that its term, when it comes, parses only the jobs changed
+        since. A pass stops as soon as a term begins, the session wavers or the replica stops."""
+        interval_s = self.settings.standby_parse_ahead_minutes * 60
+        if interval_s <= 0:
+            self._stopping.wait()
+            return
+        time_zone = resolve_time_zone(self.settings.time_zone)
+        standby_since: float | None = None
+        next_pass = 0.0
+        while not self._stopping.wait(1.0):
+            if not self._standing_by():
+                standby_since = None
+                continue
+            now = time.monotonic()
+            if standby_since is None:
+                standby_since = now
+                next_pass = now + _STANDBY_SETTLE_S
+            if now < next_pass:
+                continue
+            try:
+                done = self.parsed_ahead.warm(
+                    self.registry, time_zone, lambda: not self._standing_by()
+                )
+            except Exception as exc:  # noqa: BLE001 - a standby's extra: never ends the thread
+                if self._standing_by():
+                    log.warning("standby: jobs not parsed ahead this time: %s", exc)
+                done = None
+            next_pass = time.monotonic() + (interval_s if done is not None else _STANDBY_SETTLE_S)
+
+    def _standing_by(self) -> bool:
+        return (
+            self._term is None
+            and not self._stopping.is_set()
+            and self._client_death is None
+            and self._zk_state == KazooState.CONNECTED
+        )
+
     # -- election loop -----------------------------------------------------------------------
 
     def _contend(self) -> None:
@@ -433,7 +485,12 @@ class Replica:
                 log.exception("leader: term %s could not set ACLs", term.number)
                 return self._give_up(term, f"cannot set ACLs: {type(exc).__name__}: {exc}")
         ctx = LeaderContext(
-            self.settings, self.registry, term, self.http.mount_api, metrics=self.scheduler_metrics
+            self.settings,
+            self.registry,
+            term,
+            self.http.mount_api,
+            metrics=self.scheduler_metrics,
+            parsed_ahead=self.parsed_ahead,
         )
         self._readout = None
         try:

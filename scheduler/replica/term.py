@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from scheduler.edge.metrics import SchedulerMetrics, TermFigures
     from scheduler.model.settings import Settings
+    from scheduler.storage.parsed_jobs import ParsedJobs
     from scheduler.storage.registry import Registry
 
 
@@ -85,6 +86,8 @@ class LeaderContext:
     mount_api: Callable[[WSGIApplication | None], None]
     # The replica's scheduling metrics (they outlive the term); None where nothing counts.
     metrics: SchedulerMetrics | None = None
+    # Jobs this replica parsed while it was a standby (None: none).
+    parsed_ahead: ParsedJobs | None = None
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         producer=producer,
         statistics=statistics,
         webhooks=WebhookNotifier.from_settings(settings),
-        listener=ConfigListener(stores, producer, kill_job_tasks),
+        listener=ConfigListener(stores, producer, kill_job_tasks, ctx.parsed_ahead),
         status=StatusHandler(
             stores,
             driver.kill,

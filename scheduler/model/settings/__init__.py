@@ -236,6 +236,12 @@ _KEYS: tuple[_Key, ...] = (
         _at_least(0.1),
     ),
     _Key(
+        "standby_parse_ahead_minutes",
+        _parse_float,
+        "a standby reads and parses every job this often, for a faster takeover (0 = never)",
+        _at_least(0),
+    ),
+    _Key(
         "job_state_queue_size",
         _parse_int,
         "cap on pending entries per state queue",
@@ -483,6 +489,7 @@ class Settings:
     zk_session_timeout_seconds: float = 10.0
     zk_connection_timeout_seconds: float = 15.0
     leader_retry_backoff_seconds: float = 2.0
+    standby_parse_ahead_minutes: float = 10.0
     job_state_queue_size: int = 10000
     event_trace_rdb_driver: str = ""
     event_trace_rdb_url: str = ""

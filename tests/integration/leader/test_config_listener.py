@@ -16,6 +16,7 @@ from kazoo.protocol.states import KazooState
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.leader.config_listener import ConfigListener
 from scheduler.model.config.job import JobConfig
+from scheduler.storage.parsed_jobs import ParsedJobs
 from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
@@ -37,6 +38,7 @@ class _Producer:
         self.scheduled: set[str] = set()
         self.calls: list[tuple[str, str, str, bool]] = []
         self.prefetched: list[str] = []
+        self.jobs: dict[str, JobConfig] = {}  # the last scheduled of each name
         self.on_schedule: Callable[[JobConfig], None] | None = None
         self._lock = threading.Lock()
 
@@ -47,6 +49,7 @@ class _Producer:
         with self._lock:
             self.calls.append(("schedule", job.job_name, job.cron, catch_up))
             self.scheduled.add(job.job_name)
+            self.jobs[job.job_name] = job
         if self.on_schedule is not None:
             self.on_schedule(job)
 
@@ -204,3 +207,52 @@ def test_a_dropped_connection_costs_one_resync_after_the_session_is_back_and_no_
         proxy.close()
         client.stop()
         client.close()
+
+
+@pytest.mark.parametrize("multi_read", [True, False], ids=["multiRead", "pipelined"])
+def test_a_term_takes_the_jobs_a_standby_parsed_only_where_the_stored_job_is_the_same(
+    zk_client: KazooClient,
+    zk_namespace: str,
+    fence: Fence,
+    caplog: pytest.LogCaptureFixture,
+    multi_read: bool,
+) -> None:
+    registry = Registry(zk_client, zk_namespace)
+    if multi_read:
+        assert registry.probe_multi_read() is True
+    for i in range(JOBS):
+        registry.put(f"/config/job/j{i:03d}", _job(f"j{i:03d}"))
+    registry.put("/config/job/broken", b'{"jobName": "broken"}')
+    ahead = ParsedJobs()
+    assert ahead.warm(registry, "UTC", lambda: False) == (JOBS, JOBS)  # the broken one left out
+    before = ahead.parsed("j000", _job("j000"), "UTC")
+    assert before is not None and before.cron == "0 0 3 * * ?"
+    assert ahead.parsed("j000", _job("j000"), "Asia/Shanghai") is None  # another zone default
+    # A second pass parses only what changed since; one stopped midway keeps nothing of its own.
+    registry.put("/config/job/j005", _job("j005", "0 0 5 * * ?"))
+    assert ahead.warm(registry, "UTC", lambda: False) == (JOBS, 1)
+    assert ahead.parsed("j000", _job("j000"), "UTC") is before
+    assert ahead.warm(registry, "UTC", lambda: True) is None
+    assert len(ahead) == JOBS
+    # Changed, deleted and added after the standby's last pass.
+    registry.put("/config/job/j001", _job("j001", "0 0 4 * * ?"))
+    registry.delete("/config/job/j002")
+    registry.put("/config/job/new", _job("new", "0 0 6 * * ?"))
+
+    stores = TermStores.build(registry, fence, "UTC", 10_000)
+    producer = _Producer()
+    listener = ConfigListener(stores, producer, lambda name: None, ahead)
+    with caplog.at_level(logging.INFO, logger="scheduler.leader.config_listener"):
+        listener.start()
+    try:
+        crons = {name: cron for _kind, name, cron, _ in producer.calls}
+        assert crons["j001"] == "0 0 4 * * ?" and crons["j005"] == "0 0 5 * * ?"
+        assert crons["new"] == "0 0 6 * * ?" and "j002" not in crons and "broken" not in crons
+        assert len(crons) == JOBS  # 150 - j002 + new
+        assert producer.jobs["j000"] is before  # taken, not parsed again
+        (line,) = [r.getMessage() for r in caplog.records if "jobs loaded" in r.getMessage()]
+        # Every job but the one changed and the one added (the broken one is read, not kept).
+        assert f"({JOBS - 2} parsed ahead by the standby)" in line, line
+        assert len(ahead) == 0  # emptied once the term had started
+    finally:
+        listener.stop()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
 from scheduler.leader.lifecycle import LeaderComponent
@@ -16,6 +18,7 @@ from scheduler.replica.replica import Replica
 from scheduler.replica.term import BuiltTerm, LeaderContext
 from scheduler.storage.transactions import FencedWriter
 from scheduler.wiring.replica import build_replica
+from tests.support.bodies import job_body
 from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import wait_for
 
@@ -117,6 +120,32 @@ def test_standby_takes_over_when_leader_stops(make_replica: Any) -> None:
     wait_for(b.is_acting_leader, 5, message="b leads")
     assert journal_a == ["start x", "stop x"]
     assert journal_b == ["start x"]
+
+
+def test_a_standby_parses_the_jobs_ahead_and_its_term_is_given_them(
+    make_replica: Any, zk_namespace: str, zk_client: KazooClient
+) -> None:
+    for i in range(30):
+        body = json.dumps(job_body(f"j{i:02d}")).encode()
+        zk_client.create(f"/{zk_namespace}/config/job/j{i:02d}", body, makepath=True)
+    given: list[Any] = []
+
+    def factory(ctx: LeaderContext) -> list[LeaderComponent]:
+        given.append(ctx.parsed_ahead)
+        return [Recorder("x", [])]
+
+    a = make_replica(factory)
+    wait_for(a.is_acting_leader, 10, message="a leads")
+    b = make_replica(factory)
+    off = make_replica(factory, standby_parse_ahead_minutes="0")
+    # The first pass comes once b has been a standby for a few seconds.
+    wait_for(lambda: len(b.parsed_ahead) == 30, 30, message="b's jobs parsed ahead")
+    assert len(a.parsed_ahead) == 0  # it won at its start: never a standby
+    assert len(off.parsed_ahead) == 0
+    off.stop(timeout_s=10)
+    a.stop(timeout_s=10)
+    wait_for(b.is_acting_leader, 10, message="b leads")
+    assert given == [a.parsed_ahead, b.parsed_ahead]
 
 
 def test_suspended_leader_stops_acting_at_once_and_steps_down_after_session_timeout(
