@@ -31,6 +31,7 @@ fire on; a listed calendar that does not exist is ignored, with one WARNING per 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -62,8 +63,6 @@ from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
-
-_FAR = datetime.max.replace(tzinfo=UTC)
 
 
 def _at(epoch_s: float) -> datetime:
@@ -179,7 +178,7 @@ class Producer(LeaderComponent):
         self._last_fires: dict[str, float] | None = None
         # (cron key, recorded last fire) -> the fire after it, for term start's due checks:
         # thousands of jobs on one cron were last fired at the same second.
-        self._fire_after: dict[tuple[tuple[object, ...], float], datetime] = {}
+        self._fire_after: dict[tuple[tuple[object, ...], float], float] = {}
         # Jobs scheduled at term start whose fires are still to account, by cron key.
         self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
         self._flushing = False
@@ -258,8 +257,12 @@ class Producer(LeaderComponent):
         """
         with self._lock:
             previous_key = self._key_of.get(job.job_name)
-        self.unschedule(job.job_name)
-        self._queues.note_job(job)
+            scheduled = job.job_name in self._jobs
+            if not scheduled:
+                self._excluded_log.pop(job.job_name, None)
+        if scheduled:
+            self.unschedule(job.job_name)
+        self._queues.note_job(job)  # (replaces what the view knew of a job not scheduled here)
         if job.execution_type is JobExecutionType.DAEMON:
             if not self._stores.running.tasks(job.job_name):
                 self._stores.ready.add_daemon(job.job_name)
@@ -300,19 +303,21 @@ class Producer(LeaderComponent):
                 self._ids[key] = aps_job.id
         # At term start the config listener logs one line for all jobs (a line per job costs
         # 10,000 writes to the log, a quarter of the term's start with 10,000 jobs).
-        log.log(
-            logging.DEBUG if catch_up else logging.INFO,
-            "producer: job %s scheduled (%s %s)",
-            job.job_name,
-            spec.expression,
-            spec.time_zone,
-        )
+        if not catch_up or log.isEnabledFor(logging.DEBUG):
+            log.log(
+                logging.DEBUG if catch_up else logging.INFO,
+                "producer: job %s scheduled (%s %s)",
+                job.job_name,
+                spec.expression,
+                spec.time_zone,
+            )
         # After the trigger is in place, so that no fire falls between the two: fires since the
         # record (missed while no leader acted, or while the job was not scheduled here) are
         # due now; a job without a record, or whose cron changed, starts counting from now.
         prefetched = self._last_fires.get(job.job_name) if catch_up and self._last_fires else None
-        if prefetched is not None and self._fire_after_record(key, trigger, prefetched) > _at(
-            time.time()
+        if (
+            prefetched is not None
+            and self._fire_after_record(key, trigger, prefetched) > time.time()
         ):
             return  # nothing due: no ZooKeeper round trip for most jobs at term start
         restart = previous_key is not None and previous_key != key
@@ -335,18 +340,20 @@ class Producer(LeaderComponent):
 
     def _fire_after_record(
         self, key: tuple[object, ...], trigger: Trigger, recorded: float
-    ) -> datetime:
-        """The cron's first fire after the recorded one (far away when it fires no more)."""
+    ) -> float:
+        """The cron's first fire after the recorded one, in epoch seconds (infinity when it
+        fires no more)."""
         with self._lock:
             known = self._fire_after.get((key, recorded))
         if known is not None:
             return known
-        fire = trigger.get_next_fire_time(None, _at(recorded + 1e-6)) or _FAR
+        fire = trigger.get_next_fire_time(None, _at(recorded + 1e-6))
+        at = math.inf if fire is None else fire.timestamp()
         with self._lock:
             if len(self._fire_after) >= 4096:
                 self._fire_after.clear()  # bounded: jobs of many crons and many last fires
-            self._fire_after[(key, recorded)] = fire
-        return fire
+            self._fire_after[(key, recorded)] = at
+        return at
 
     def _flush_deferred(self) -> None:
         """Producer pool: account the jobs scheduled at term start, a batch per cron, until

@@ -93,7 +93,7 @@ def parse_cron(expression: str, time_zone: str, *, now: datetime | None = None) 
     Raises InvalidRequest with field `cron` (and `timeZone` for an unknown zone) when the
     expression cannot be honoured exactly, or never fires after `now` (default: the clock).
     """
-    start = (now or datetime.now(UTC)).astimezone(UTC)
+    start = datetime.now(UTC) if now is None else now.astimezone(UTC)
     memo_key = (expression, time_zone) if isinstance(expression, str) else None
     parsed = _parsed.get(memo_key) if memo_key is not None else None
     if parsed is not None:
