@@ -297,6 +297,13 @@ class EdgeServer:
                     log.exception("http: I/O loop pass failed")
                     self._stopping.wait(0.1)
         finally:
+            for channel in self._channels():
+                # Its buffers too (a large answer's is a temporary file): close_all below closes
+                # only the sockets, and a buffer left open was closed by the garbage collector.
+                try:
+                    channel.handle_close()
+                except Exception:
+                    log.debug("http: closing a connection at stop failed", exc_info=True)
             wasyncore.close_all(self._map, ignore_all=True)
 
     def _channels(self) -> list[Any]:
