@@ -413,12 +413,19 @@ def _members(kind: type[_E]) -> dict[str, _E]:
 
 
 _PROPERTY_KEYS = ("job_exception_handler", "executor_service_handler")
+_DEFAULT_PROPERTY_VALUES = {
+    "job_exception_handler": DEFAULT_JOB_EXCEPTION_HANDLER,
+    "executor_service_handler": DEFAULT_EXECUTOR_SERVICE_HANDLER,
+}
+
+
+_DEFAULT_PROPERTIES = JobProperties()
 
 
 def _read_job_properties(reader: _wire.FieldReader, strict: bool) -> JobProperties:
     raw = reader.raw("jobProperties")
     if raw is None:
-        return JobProperties()
+        return _DEFAULT_PROPERTIES
     if not isinstance(raw, dict):
         reader.problem("jobProperties", "must be an object")
         return JobProperties()
@@ -439,6 +446,8 @@ def _read_job_properties(reader: _wire.FieldReader, strict: bool) -> JobProperti
                 values[key] = value
         else:
             reader.problem(f"jobProperties.{key}", "must be a string")
+    if values == _DEFAULT_PROPERTY_VALUES:
+        return _DEFAULT_PROPERTIES  # what nearly every stored job holds: one frozen instance
     return JobProperties(**values)
 
 

@@ -90,12 +90,17 @@ def webhook_url_problem(url: str) -> str | None:
     return None
 
 
+_NO_POLICIES = JobPolicies()
+
+
 def read_policies(reader: _wire.FieldReader, *, daemon: bool | None, strict: bool) -> JobPolicies:
     """Read the policy fields, recording a problem per bad field in `reader`.
 
     `daemon` is whether the job is a DAEMON job (None: unknown, its type was bad). Stored jobs
     (`strict=False`) get the same checks: only this scheduler writes these fields.
     """
+    if not any(reader.present(key) for key in POLICY_FIELDS):
+        return _NO_POLICIES  # most jobs set none: one frozen instance
     timeout_s = reader.integer("timeoutSeconds", 0) if reader.present("timeoutSeconds") else None
     if timeout_s is not None and not 1 <= timeout_s <= MAX_TIMEOUT_SECONDS:
         reader.problem("timeoutSeconds", f"must be between 1 and {MAX_TIMEOUT_SECONDS} (7 days)")

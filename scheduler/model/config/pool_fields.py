@@ -68,12 +68,17 @@ class JobPool:
         return result
 
 
+_NO_POOL = JobPool()
+
+
 def read_job_pool(reader: _wire.FieldReader) -> JobPool:
     """Read the pool fields, recording a problem per bad field in `reader`.
 
     Stored jobs get the same checks as new input: only this scheduler writes these fields. The
     result is meaningful only when the reader recorded no problem under POOL_FIELDS.
     """
+    if not reader.present("pool") and not reader.present("poolSlots"):
+        return _NO_POOL  # most jobs are in none: one frozen instance
     raw_pool = reader.optional_text("pool")
     pool: str | None = None
     if raw_pool is not None and raw_pool != "":

@@ -4,8 +4,11 @@ JSON nested at most 32 levels, whole objects at most 256 KiB stored; stored data
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model.config import (
     CRON_MAX_BYTES,
@@ -291,3 +294,40 @@ def test_a_hundred_thousand_unknown_fields_get_a_short_answer() -> None:
     assert len(caught.value.fields) == 11
     assert caught.value.fields["..."] == "and 99990 more unknown fields"
     assert len(caught.value.message) < 2000
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()  # NaN and the infinities too: json.dumps writes them as NaN and Infinity
+    | st.text(),  # lone surrogates too: written escaped (\ud800)
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _decoded(decode: Any, raw: bytes) -> str:
+    """What `decode` makes of `raw`: the repr of its value (types and -0.0 told apart), or the
+    problem it names."""
+    try:
+        return repr(decode(raw, "x"))
+    except InvalidRequest as exc:
+        return f"refused: {exc.fields}"
+
+
+@settings(max_examples=400)
+@given(
+    value=_JSON_VALUES,
+    ascii_only=st.booleans(),
+    prefix=st.sampled_from([b"", b"\xef\xbb\xbf", b" ", b"\n"]),
+    cut=st.integers(min_value=0, max_value=4),
+)
+def test_the_fast_decoder_takes_a_document_only_as_the_standard_decoder_reads_it(
+    value: object, ascii_only: bool, prefix: bytes, cut: int
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    raw = prefix + text.encode("utf-8", errors="surrogatepass")  # lone surrogates: bad UTF-8
+    raw = raw[: len(raw) - cut] if cut else raw  # and truncated documents
+    assert _decoded(parse_json, raw) == _decoded(_wire.parse_json_standard, raw)
