@@ -31,6 +31,16 @@ def _job(name: str, cron: str = "0 0 3 * * ?") -> bytes:
     return json.dumps(job_body(name, cron=cron)).encode()
 
 
+def _registry_with_jobs(client: KazooClient, namespace: str, multi_read: bool) -> Registry:
+    """A registry (answering multiRead, or not asked) over JOBS daily jobs j000, j001, ..."""
+    registry = Registry(client, namespace)
+    if multi_read:
+        assert registry.probe_multi_read() is True
+    for i in range(JOBS):
+        registry.put(f"/config/job/j{i:03d}", _job(f"j{i:03d}"))
+    return registry
+
+
 class _Producer:
     """The listener's run producer, recording what it is asked (the `RunProducer` protocol)."""
 
@@ -73,11 +83,7 @@ class _Producer:
 def test_a_term_start_loads_every_job_then_watches_each_and_misses_no_change_between(
     zk_client: KazooClient, zk_namespace: str, fence: Fence, multi_read: bool
 ) -> None:
-    registry = Registry(zk_client, zk_namespace)
-    if multi_read:
-        assert registry.probe_multi_read() is True
-    for i in range(JOBS):
-        registry.put(f"/config/job/j{i:03d}", _job(f"j{i:03d}"))
+    registry = _registry_with_jobs(zk_client, zk_namespace, multi_read)
     stores = TermStores.build(registry, fence, "UTC", 10_000)
     producer = _Producer()
     killed: list[str] = []
@@ -217,11 +223,7 @@ def test_a_term_takes_the_jobs_a_standby_parsed_only_where_the_stored_job_is_the
     caplog: pytest.LogCaptureFixture,
     multi_read: bool,
 ) -> None:
-    registry = Registry(zk_client, zk_namespace)
-    if multi_read:
-        assert registry.probe_multi_read() is True
-    for i in range(JOBS):
-        registry.put(f"/config/job/j{i:03d}", _job(f"j{i:03d}"))
+    registry = _registry_with_jobs(zk_client, zk_namespace, multi_read)
     registry.put("/config/job/broken", b'{"jobName": "broken"}')
     ahead = ParsedJobs()
     assert ahead.warm(registry, "UTC", lambda: False) == (JOBS, JOBS)  # the broken one left out
