@@ -114,8 +114,10 @@ def test_a_restarted_scheduler_keeps_its_tasks_and_receives_missed_updates(
     )
     framework_processes.append(second)
     second.wait(event="reregistered", framework_id=framework_id)
-    replayed = second.wait(event="update", task_id="done", state="TASK_FINISHED")
-    assert replayed["has_uuid"] is True  # the agent's own update, not a reconciliation answer
+    # The agent's own update (with its uuid) comes again. The answer to the implicit
+    # reconciliation the framework sends on re-registering may come first: it names the same
+    # state, without a uuid (the master still holds the task until that update is acknowledged).
+    second.wait(event="update", task_id="done", state="TASK_FINISHED", has_uuid=True)
     reconciled = second.wait(event="update", task_id="keep", state="TASK_RUNNING")
     assert reconciled["reason"] == "REASON_RECONCILIATION"
 
