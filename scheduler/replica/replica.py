@@ -228,9 +228,12 @@ class Replica:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        # Not one of the threads the watchdog requires alive, nor one the stop waits for (a
-        # pass may be in a read; it stops at its next chunk, and holds nothing).
-        threading.Thread(target=self._parse_ahead, name="sched-standby-parse", daemon=True).start()
+        if self.settings.standby_parse_ahead_minutes > 0:
+            # Not one of the threads the watchdog requires alive, nor one the stop waits for (a
+            # pass may be in a read; it stops at its next chunk, and holds nothing).
+            threading.Thread(
+                target=self._parse_ahead, name="sched-standby-parse", daemon=True
+            ).start()
         log.info(
             "replica %s: started (namespace /%s)",
             self.settings.identity,
@@ -388,14 +391,12 @@ class Replica:
     # -- standby: jobs parsed ahead ----------------------------------------------------------
 
     def _parse_ahead(self) -> None:
-        """Thread `sched-standby-parse`: while this replica is a standby, read and parse every
-        job every `standby_parse_ahead_minutes` (the first pass once it has been a standby for
-        `_STANDBY_SETTLE_S`), so that its term, when it comes, parses only the jobs changed
-        since. A pass stops as soon as a term begins, the session wavers or the replica stops."""
+        """Thread `sched-standby-parse` (started when `standby_parse_ahead_minutes` is not 0):
+        while this replica is a standby, read and parse every job that often (the first pass
+        once it has been a standby for `_STANDBY_SETTLE_S`), so that its term, when it comes,
+        parses only the jobs changed since. A pass stops as soon as a term begins, the session
+        wavers or the replica stops."""
         interval_s = self.settings.standby_parse_ahead_minutes * 60
-        if interval_s <= 0:
-            self._stopping.wait()
-            return
         time_zone = resolve_time_zone(self.settings.time_zone)
         standby_since: float | None = None
         next_pass = 0.0
