@@ -20,13 +20,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Protocol, assert_never
 
 from pymesos import MesosSchedulerDriver
 
 from scheduler.leader import outbound
 from scheduler.leader.lifecycle import EventLoopComponent, join_thread
+from scheduler.leader.mesos.acks import AckEndpoint, AckFailed, PipelinedAcks, basic_credential
 from scheduler.leader.mesos.driver_events import (
     AgentLost,
     Connect,
@@ -58,9 +58,11 @@ DRIVER_CRASHED = threading.Event()
 _RETRY_MAX_S = 30.0
 # How long `stop` waits for a `sched-mesos-connect` thread (it only starts a pymesos driver).
 _CONNECT_JOIN_S = 0.5
-# The acknowledgement thread's last call (an HTTP request with pymesos' own timeout).
+# The acknowledgement thread's last write and its answers (within MASTER_READ_TIMEOUT_S).
 _ACK_JOIN_S = 5.0
 FRAMEWORK_FAILED_OVER = "Framework failed over"
+# At most this many acknowledgements in one pipelined write.
+_ACK_BATCH_MAX = 256
 
 
 def _scalar_sum(resources: list[dict[str, Any]], name: str) -> float:
@@ -319,13 +321,59 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self.post(Connect())
 
     def _send_acks(self) -> None:
-        """`sched-mesos-acks`: acknowledge each processed update, in order, until stopped (an
-        acknowledgement not sent is no loss: the agent sends its update again)."""
-        while True:
-            status = self._acks.get()
-            if status is None:
-                return
-            self._call("acknowledge", partial(_acknowledge, status))
+        """`sched-mesos-acks`: acknowledge the processed updates, in order, until stopped: all
+        those queued when it looks, in one pipelined write (`acks.PipelinedAcks`). An
+        acknowledgement not sent is no loss: the agent sends its update again."""
+        sender = PipelinedAcks(MASTER_READ_TIMEOUT_S)
+        try:
+            while True:
+                status = self._acks.get()
+                if status is None:
+                    return
+                batch = [status]
+                while len(batch) < _ACK_BATCH_MAX:
+                    try:
+                        status = self._acks.get_nowait()
+                    except queue.Empty:
+                        break
+                    if status is None:
+                        self._acknowledge(sender, batch)
+                        return
+                    batch.append(status)
+                self._acknowledge(sender, batch)
+        finally:
+            sender.close()
+
+    def _acknowledge(self, sender: PipelinedAcks, batch: list[dict[str, Any]]) -> None:
+        with self._lock:
+            driver = self._driver
+            connected = driver is not None and self.connected.is_set()
+            master = driver.master if driver is not None else None
+            stream_id = driver.stream_id if driver is not None else None
+            framework_id = driver.framework_id if driver is not None else None
+        if not connected or not master or not stream_id or not framework_id:
+            log.warning("mesos: %d acknowledgement(s) skipped, not connected", len(batch))
+            return
+        s = self._settings
+        try:
+            endpoint = AckEndpoint(
+                master,
+                stream_id,
+                framework_id,
+                basic_credential(s.framework_principal or None, s.framework_secret or None),
+            )
+            outcome = sender.send(endpoint, batch)
+        except (AckFailed, ValueError) as exc:
+            log.warning("mesos: acknowledgements not sent (the agents send again): %s", exc)
+            return
+        if outcome.refused:
+            # As while the master fails over (403): one line, no stack trace.
+            log.warning(
+                "mesos: %d of %d acknowledgement(s) not accepted by the master: %s",
+                len(outcome.refused),
+                len(batch),
+                outcome.refused[0],
+            )
 
     def stop(self) -> None:
         self._stopping.set()
@@ -534,7 +582,3 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             # Another scheduler subscribed with our framework id: it is the leader now.
             self._disconnect()
             self._bound.on_disconnected()
-
-
-def _acknowledge(status: dict[str, Any], driver: PymesosDriver) -> None:
-    driver.acknowledgeStatusUpdate(status)

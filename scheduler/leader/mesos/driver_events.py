@@ -36,7 +36,16 @@ class PymesosDriver(Protocol):
         self, executor_id: dict[str, str], agent_id: dict[str, str], data: str
     ) -> None: ...
 
-    def acknowledgeStatusUpdate(self, status: dict[str, Any]) -> None: ...
+    # Where the acknowledgements go (`acks.AckEndpoint`): the leading master (`host:port`),
+    # the subscription's stream id (None until subscribed) and the framework id.
+    @property
+    def master(self) -> str | None: ...
+
+    @property
+    def stream_id(self) -> str | None: ...
+
+    @property
+    def framework_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
