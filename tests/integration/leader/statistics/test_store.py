@@ -122,6 +122,23 @@ def test_complete_without_start_is_upserted_and_a_late_start_keeps_it(engine: En
     assert row.complete_time is not None
 
 
+def test_a_completion_in_a_later_batch_updates_the_stored_row_and_keeps_its_start(
+    engine: Engine,
+) -> None:
+    # One batch inserts a new run and updates a stored one (the writer's Core statements).
+    _write(engine, _record(3))
+    later = dataclasses.replace(_record(3), start_time_ms=T0_MS)  # a later leader's guess
+    _write(engine, _record(4), later.finished(T0_MS + 900_000, "exit 2"))
+    with Session(engine) as session:
+        rows = {row.id: row for row in session.scalars(select(ExecutionLog))}
+    done, going = rows["run-003"], rows["run-004"]
+    assert done.start_time == datetime(2023, 11, 14, 22, 16, 20)  # T0 + 3 min, as stored
+    assert done.complete_time == datetime(2023, 11, 14, 22, 28, 20)
+    assert (done.is_success, done.failure_cause) == (False, "exit 2")
+    assert going.start_time == datetime(2023, 11, 14, 22, 17, 20)
+    assert (going.complete_time, going.is_success, going.failure_cause) == (None, None, None)
+
+
 def test_paging_filters_sorting_and_time_range(engine: Engine) -> None:
     _write(engine, *[_record(n, job="job_a" if n % 2 else "job_b") for n in range(25)])
     page = queries.executions(engine, {"per_page": "10", "page": "3"})
