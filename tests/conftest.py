@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from deploy import children
 from deploy.zookeeper import ZooKeeperEnsemble
+from scheduler.storage.zk_handler import PollingHandler, use_buffered_reads
 from tests.support.certificates import self_signed
 
 # `postgres` (one server per session) and `postgres_url` (a fresh database per test); how the
@@ -45,7 +46,9 @@ def zk_namespace() -> str:
 
 @pytest.fixture
 def zk_client(zk: ZooKeeperEnsemble) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk.hosts, timeout=4)
+    # With the replica's own handler and chunked reads (`acl.make_client`), so that every test
+    # on this client runs them too.
+    client = use_buffered_reads(KazooClient(hosts=zk.hosts, timeout=4, handler=PollingHandler()))
     client.start(timeout=15)
     yield client
     client.stop()

@@ -27,7 +27,7 @@ from scheduler.model.settings import Settings
 from scheduler.storage.layout import ACL_MARKER
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence, FencedWriter
-from scheduler.storage.zk_handler import PollingHandler
+from scheduler.storage.zk_handler import PollingHandler, use_buffered_reads
 
 __all__ = ["AclReport", "digest_acl", "make_client", "secure_namespace", "secure_tree"]
 
@@ -56,7 +56,7 @@ def make_client(settings: Settings) -> KazooClient:
         kwargs["auth_data"] = [("digest", settings.zk_digest)]
         # Only the credentials that created a node may touch it (Curator's CREATOR_ALL).
         kwargs["default_acl"] = digest_acl(settings.zk_digest)
-    return KazooClient(
+    client = KazooClient(
         hosts=settings.zk_servers,
         timeout=settings.zk_session_timeout_seconds,
         # Reconnect promptly and forever; the replica decides what a long outage means.
@@ -64,6 +64,7 @@ def make_client(settings: Settings) -> KazooClient:
         handler=PollingHandler(),  # a select of one system call (zk_handler.py)
         **kwargs,
     )
+    return use_buffered_reads(client)  # frames cut from chunks (zk_handler.py)
 
 
 def _acl_key(acl: ACL) -> tuple[int, str, str]:
