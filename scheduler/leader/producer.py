@@ -50,12 +50,11 @@ from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
 from scheduler.model.fires import (
     MAX_FIRES_COUNTED,
-    DueFires,
+    DueSince,
     FireBudget,
     FireOutcome,
     FirePlan,
     Trigger,
-    due_fires,
     fire_events,
     plan_fires,
 )
@@ -454,14 +453,8 @@ class Producer(LeaderComponent):
         Raises NotLeader and other SchedulerErrors from the ledger's reads and writes.
         """
         limit = max(MAX_FIRES_COUNTED, self._cap + 1)
-        # The jobs of one cron mostly share their last record: the fires due are worked out
-        # once per record, not once per job.
-        due_after: dict[float, DueFires] = {}
-
-        def due_since(last: float) -> DueFires:
-            if last not in due_after:
-                due_after[last] = due_fires(trigger, last, now, limit)
-            return due_after[last]
+        # The jobs of one cron share the fires due since their records (`fires.DueSince`).
+        due_since = DueSince(trigger, now, limit)
 
         # Read before the ledger's transaction, which may run its decisions more than once.
         exclusions = {job.job_name: self._exclusion_of(job) for job, _r in jobs}

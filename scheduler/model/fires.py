@@ -35,6 +35,7 @@ from scheduler.model.job_events import JobEvent, JobEventKind, iso_time
 __all__ = [
     "MAX_FIRES_COUNTED",
     "DueFires",
+    "DueSince",
     "FireBudget",
     "FireDecision",
     "FireOutcome",
@@ -120,6 +121,37 @@ def due_fires(
         times.append(fire)
         fire = _next(trigger, fire)
     return DueFires(tuple(times))
+
+
+class DueSince:
+    """`due_fires(trigger, last, now, limit)` for the records `last` of many jobs of one cron.
+
+    Jobs scheduled at different moments have records of their own, mostly before the same few
+    fires: once the fires after the earliest record asked for are listed whole (`anchor`),
+    a later record's are those of the list after it, with no cron arithmetic (a cron's next
+    fire time costs about 60 µs: 60% of a 500-job fire's accounting, issue 29). A record
+    earlier than the anchor is worked out and becomes the anchor."""
+
+    def __init__(self, trigger: Trigger, now: float, limit: int = MAX_FIRES_COUNTED) -> None:
+        self._trigger = trigger
+        self._now = now
+        self._limit = limit
+        self._known: dict[float, DueFires] = {}
+        self._anchor: tuple[float, DueFires] | None = None
+
+    def __call__(self, last: float) -> DueFires:
+        found = self._known.get(last)
+        if found is not None:
+            return found
+        anchor = self._anchor
+        if anchor is not None and anchor[0] <= last:
+            found = DueFires(tuple(t for t in anchor[1].times if t > last))
+        else:
+            found = due_fires(self._trigger, last, self._now, self._limit)
+            if not found.more:  # every fire in (last, now] is listed
+                self._anchor = (last, found)
+        self._known[last] = found
+        return found
 
 
 def _latest(trigger: Trigger, floor: float, now: float) -> float:

@@ -25,8 +25,10 @@ holds (namespace-relative paths, the layout of `state`):
 - jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
   follows ZooKeeper), else read on first use with a watch (`queue_configs.ConfigMirror`).
 
-kazoo calls a watch on its own thread: the callback only records the path as dirty in the
-view's inbox (`queue_inbox`, which also holds the writers' notes until the next sync) and
+kazoo calls a watch on its own thread (the recursive watch's callback on its connection thread
+itself, as it reads each notification: `Registry.add_recursive_watch(inline=True)`, a launch's
+thousand notifications at the cost of reading them): the callback only records the path as
+dirty in the view's inbox (`queue_inbox`, which also holds the writers' notes until the next sync) and
 calls `on_change`, which must not block. `sync()` re-reads the dirty paths with pipelined requests
 and new watches, so it costs what changed since the last call, not what is stored; the view is
 current within a watch's latency. kazoo drops every watch when the connection is lost (it calls
@@ -220,7 +222,9 @@ class QueueCache:
             # Before the listings: no change falls between them and the watch. Placed again at
             # every load: the server forgets it with the connection (the one-shot watches'
             # NONE events make the view stale then).
-            self._registry.add_recursive_watch(RUNNING, self._inbox.on_node, changes=False)
+            self._registry.add_recursive_watch(
+                RUNNING, self._inbox.on_node, changes=False, inline=True
+            )
             self._recursive = True
         self._ready.clear()
         self._requires.clear()

@@ -22,6 +22,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -265,7 +266,12 @@ class Registry:
         return answer
 
     def add_recursive_watch(
-        self, path: str, callback: Callable[[Any], None], *, changes: bool = True
+        self,
+        path: str,
+        callback: Callable[[Any], None],
+        *,
+        changes: bool = True,
+        inline: bool = False,
     ) -> None:
         """Place a persistent recursive watch on `path` (ZooKeeper 3.6+ addWatch): kazoo's
         callback thread calls `callback(event)` for every node created, changed or deleted
@@ -273,11 +279,17 @@ class Registry:
         connection drops (the server then forgets it; kazoo does not set it again: call this
         again once connected). Without `changes`, a node's data changed is not handed over
         (the server sends it all the same; the queue view follows only nodes created and
-        deleted, and running nodes change with each task's state). RegistryError when
+        deleted, and running nodes change with each task's state). `inline`: kazoo's
+        connection thread calls `callback` itself as it reads the notification, instead of
+        handing it to the callback thread (a queue and a thread switch, about half of what a
+        notification costs; a launch's come in the thousands, read before the answer to its
+        write): such a callback must only record and return, never block nor make a ZooKeeper
+        request (its answer would wait for the thread waiting on it). RegistryError when
         ZooKeeper refuses it (older than 3.6: its cause is UnimplementedError) or does not
         answer."""
         hub = _recursive_watches(self._client)
-        hub.add(self.abs(path), callback, changes)  # first: no event between the answer and this
+        # First: no event between the answer and this.
+        hub.add(self.abs(path), callback, _Delivery(changes, inline))
         try:
             self._send_own(f"addWatch {path}", AddWatch(self._wire_path(path)))
         except BaseException:
@@ -548,6 +560,15 @@ class PendingReads:
             yield path, ((data or b""), int(stat.version))
 
 
+@dataclass(frozen=True)
+class _Delivery:
+    """How a persistent watch's callback is called: with nodes' data changes too or not; on
+    kazoo's callback thread, or inline on its connection thread."""
+
+    changes: bool
+    inline: bool
+
+
 class _RecursiveWatches:
     """The persistent recursive watches of one kazoo client and their callbacks.
 
@@ -560,8 +581,8 @@ class _RecursiveWatches:
     def __init__(self, client: KazooClient) -> None:
         self._client = client
         self._lock = threading.Lock()
-        # Path -> callback -> whether it takes nodes' data changes too.
-        self._callbacks: dict[str, dict[Callable[[Any], None], bool]] = {}
+        # Path -> callback -> how it is called.
+        self._callbacks: dict[str, dict[Callable[[Any], None], _Delivery]] = {}
         connection = client._connection
         kazoos = connection._read_watch_event
 
@@ -574,9 +595,9 @@ class _RecursiveWatches:
 
         connection._read_watch_event = read_watch_event
 
-    def add(self, path: str, callback: Callable[[Any], None], changes: bool = True) -> None:
+    def add(self, path: str, callback: Callable[[Any], None], delivery: _Delivery) -> None:
         with self._lock:
-            self._callbacks.setdefault(path, {})[callback] = changes
+            self._callbacks.setdefault(path, {})[callback] = delivery
 
     def discard(self, path: str, callback: Callable[[Any], None]) -> bool:
         """Drop `callback`; True when it was the path's last one."""
@@ -604,9 +625,16 @@ class _RecursiveWatches:
         event = WatchedEvent(kind, client._state, path)
         for root, callbacks in watched:
             if path == root or path.startswith(root + "/"):
-                for callback, changes in callbacks:
-                    if changes or kind != EventType.CHANGED:
+                for callback, delivery in callbacks:
+                    if not delivery.changes and kind == EventType.CHANGED:
+                        continue
+                    if not delivery.inline:
                         client.handler.dispatch_callback(Callback("watch", callback, (event,)))
+                        continue
+                    try:
+                        callback(event)
+                    except Exception:
+                        log.exception("registry: a persistent watch's callback failed")
 
 
 _HUBS_LOCK = threading.Lock()

@@ -9,8 +9,10 @@ TASK_STAGING; those lines' timestamps (ms) are the launch times below.
    comes). Clock: from that cron second to the master's last launch of the N tasks. In the same
    run, on the same stand-in (one agent, `--resources`), before the burst: a bare pymesos
    framework given the same N command tasks (same app archive fetched and extracted, same
-   command, same cpu and memory), which packs them into its first offer. Its clock: from its
-   first offer to the master's last launch. Both rates and their ratio are printed.
+   command, same cpu and memory), which packs them into its first offer, once registered
+   with `checkpoint` as the scheduler's framework is (the baseline: the stand-in's agent then
+   writes the same checkpoint files for both, inside the ACCEPT) and once without. Its clock:
+   from its first offer to the master's last launch. The rates and ratios are printed.
 2. latency: one 1-shard job every 2 s on an idle cluster; a fire's latency is from its even
    second to the master's launch of its task; p50/p99/max over `--fires` fires.
 3. startup: a leader started over `--startup-jobs` jobs written into ZooKeeper, each with the
@@ -127,9 +129,10 @@ def _framework_id(zk: ZooKeeperEnsemble, namespace: str) -> str:
         client.close()
 
 
-def bare_framework(standin: StandIn, archive: str, count: int) -> float:
+def bare_framework(standin: StandIn, archive: str, count: int, checkpoint: bool = True) -> float:
     """Launch `count` command tasks like the jobs' with a bare pymesos framework; returns the
-    seconds from its first offer to the master's last launch of them (tasks left to finish)."""
+    seconds from its first offer to the master's last launch of them (tasks left to finish).
+    `checkpoint`: the framework asks its agents to checkpoint, as the scheduler's does."""
     scheduler = _TimedScheduler(refuse_s=0.5)
     uri = {"value": archive, "cache": False, "extract": True, "executable": False}
     command = {"value": "sh noop.sh '{}'", "shell": True, "uris": [uri]}
@@ -139,7 +142,7 @@ def bare_framework(standin: StandIn, archive: str, count: int) -> float:
             for i in range(count)
         )
     )
-    framework = Framework(standin.address, scheduler, name="bench-bare")
+    framework = Framework(standin.address, scheduler, name="bench-bare", checkpoint=checkpoint)
     framework.start()
     try:
         _wait(lambda: _launched(standin, framework.id) >= count, 300)
@@ -191,11 +194,14 @@ def _write_nodes(zk: ZooKeeperEnsemble, parent: str, nodes: dict[str, bytes]) ->
 def burst(
     base: Path, zk: ZooKeeperEnsemble, count: int, margin_per_job_s: float
 ) -> tuple[float, float]:
-    """Burst rates (ours, bare) for `count` jobs, in tasks per second."""
+    """Burst rates (ours, bare) for `count` jobs, in tasks per second; bare is the framework
+    that checkpoints as ours does (the one without is printed too)."""
     namespace = f"burst-{uuid.uuid4().hex[:6]}"
     mesos, replica = _system(base, zk, namespace)
     try:
-        bare_s = bare_framework(mesos, str(base / "noop.tar.gz"), count)
+        archive = str(base / "noop.tar.gz")
+        plain_s = bare_framework(mesos, archive, count, checkpoint=False)
+        bare_s = bare_framework(mesos, archive, count, checkpoint=True)
         ours = _framework_id(zk, namespace)
         # A cron second far enough ahead for the leader to schedule every job first.
         fire = math.ceil(time.time() + 10 + count * margin_per_job_s)
@@ -220,8 +226,10 @@ def burst(
         print(
             f"  burst of {count}: all launched {took:.2f} s after the fire second = "
             f"{count / took:.0f} launches/s (first {launches[0][0] - fire:.3f} s, "
-            f"{len(launches)} ACCEPTs); bare pymesos {bare_s:.3f} s = {count / bare_s:.0f}/s; "
-            f"ratio {(count / took) / (count / bare_s):.3f}",
+            f"{len(launches)} ACCEPTs); bare pymesos, checkpointing as ours does, "
+            f"{bare_s:.3f} s = {count / bare_s:.0f}/s: ratio {bare_s / took:.3f}; "
+            f"without checkpointing {plain_s:.3f} s = {count / plain_s:.0f}/s: ratio "
+            f"{plain_s / took:.3f}",
             flush=True,
         )
         return count / took, count / bare_s

@@ -36,7 +36,8 @@ work: every figure is an upper bound.
    job still running when it fires again). The stand-in starts about 100 processes a second
    here, so at 300/s fewer tasks launch than fire.
 5. burst: bench_launch.burst as it is: 500 jobs on one cron second against a bare pymesos
-   framework's rate for the same tasks on the same stand-in (goal ratio >= 0.6); then 10,000
+   framework's rate for the same tasks on the same stand-in, registered with `checkpoint` as
+   ours is (goal ratio >= 0.6; the ratio to one without checkpointing is printed too); then 10,000
    (`--bursts`) the same way but without the bare framework (its 10,000 tasks would take
    minutes to end first): goal all in TASK_STAGING within 5 s of the cron second, >= 2,000/s.
 6. latency: a 1-shard job every 2 s (`*/2 * * * * ?`) while `--load-jobs` (5,000) one-shard

@@ -26,7 +26,13 @@ from pymesos import MesosSchedulerDriver
 
 from scheduler.leader import outbound
 from scheduler.leader.lifecycle import EventLoopComponent, join_thread
-from scheduler.leader.mesos.acks import AckEndpoint, AckFailed, PipelinedAcks, basic_credential
+from scheduler.leader.mesos.calls import (
+    CallEndpoint,
+    CallFailed,
+    PipelinedCalls,
+    accept_body,
+    basic_credential,
+)
 from scheduler.leader.mesos.driver_events import (
     AgentLost,
     Connect,
@@ -210,6 +216,9 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         # agent's 10-s resend, and the resends made it worse).
         self._acks: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._ack_thread: threading.Thread | None = None
+        # The launcher's ACCEPTs, on a connection of their own (closed at stop).
+        self._accepts = PipelinedCalls(MASTER_READ_TIMEOUT_S)
+        self._accept_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -324,7 +333,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         """`sched-mesos-acks`: acknowledge the processed updates, in order, until stopped: all
         those queued when it looks, in one pipelined write (`acks.PipelinedAcks`). An
         acknowledgement not sent is no loss: the agent sends its update again."""
-        sender = PipelinedAcks(MASTER_READ_TIMEOUT_S)
+        sender = PipelinedCalls(MASTER_READ_TIMEOUT_S)
         try:
             while True:
                 status = self._acks.get()
@@ -344,26 +353,32 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         finally:
             sender.close()
 
-    def _acknowledge(self, sender: PipelinedAcks, batch: list[dict[str, Any]]) -> None:
+    def _endpoint(self) -> CallEndpoint | None:
+        """Where the calls of the current subscription go; None while not subscribed."""
         with self._lock:
             driver = self._driver
-            connected = driver is not None and self.connected.is_set()
-            master = driver.master if driver is not None else None
-            stream_id = driver.stream_id if driver is not None else None
-            framework_id = driver.framework_id if driver is not None else None
-        if not connected or not master or not stream_id or not framework_id:
-            log.warning("mesos: %d acknowledgement(s) skipped, not connected", len(batch))
-            return
+            if driver is None or not self.connected.is_set():
+                return None
+            master, stream_id = driver.master, driver.stream_id
+            framework_id = driver.framework_id
+        if not master or not stream_id or not framework_id:
+            return None
         s = self._settings
+        return CallEndpoint(
+            master,
+            stream_id,
+            framework_id,
+            basic_credential(s.framework_principal or None, s.framework_secret or None),
+        )
+
+    def _acknowledge(self, sender: PipelinedCalls, batch: list[dict[str, Any]]) -> None:
         try:
-            endpoint = AckEndpoint(
-                master,
-                stream_id,
-                framework_id,
-                basic_credential(s.framework_principal or None, s.framework_secret or None),
-            )
-            outcome = sender.send(endpoint, batch)
-        except (AckFailed, ValueError) as exc:
+            endpoint = self._endpoint()
+            if endpoint is None:
+                log.warning("mesos: %d acknowledgement(s) skipped, not connected", len(batch))
+                return
+            outcome = sender.acknowledge(endpoint, batch)
+        except (CallFailed, ValueError) as exc:
             log.warning("mesos: acknowledgements not sent (the agents send again): %s", exc)
             return
         if outcome.refused:
@@ -382,6 +397,14 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         self._stop_thread()
         join_thread(self._ack_thread, _ACK_JOIN_S, self.name)
         self._ack_thread = None
+        # An ACCEPT in flight (the launcher stops after the driver) is given a moment, then
+        # fails on its closed connection (logged, its bookkeeping undone).
+        locked = self._accept_lock.acquire(timeout=_CONNECT_JOIN_S)
+        try:
+            self._accepts.close()
+        finally:
+            if locked:
+                self._accept_lock.release()
         # A connect thread ends once its driver started or failed; one still waiting for a
         # zk:// master that does not answer may wait a while longer, and the hand-over to the
         # next leader must not wait for it.
@@ -430,12 +453,30 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         return True
 
     def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
-        return self._call(
-            f"launch of {len(tasks)} tasks",
-            lambda d: d.launchTasks(
-                [{"value": o} for o in offer_ids], tasks, {"refuse_seconds": refuse_s}
-            ),
-        )
+        """Launch `tasks` on the offers: an ACCEPT on the launcher's own connection
+        (`calls.PipelinedCalls`, its body encoded by orjson), never written twice. False (and
+        logged) when the master refused it or did not answer."""
+        if not tasks:
+            return self.decline(offer_ids, refuse_s)
+        what = f"launch of {len(tasks)} tasks"
+        with self._accept_lock:
+            try:
+                endpoint = self._endpoint()
+                if endpoint is None:
+                    log.warning("mesos: %s skipped, not connected", what)
+                    return False
+                body = accept_body(endpoint.framework_id, offer_ids, tasks, refuse_s)
+                outcome = self._accepts.call(endpoint, [body])
+            except CallFailed as exc:
+                log.error("mesos: %s failed: %s", what, exc)
+                return False
+            except (TypeError, ValueError) as exc:  # a TaskInfo orjson cannot write: a bug
+                log.exception("mesos: %s failed: %s", what, exc)
+                return False
+        if outcome.refused:
+            log.warning("mesos: %s not accepted by the master: %s", what, outcome.refused[0])
+            return False
+        return True
 
     def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
         return self._call(

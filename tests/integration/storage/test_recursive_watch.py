@@ -5,9 +5,12 @@ watch; a dropped connection drops it (the caller sets it again)."""
 
 from __future__ import annotations
 
+import logging
 import queue
+import threading
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState
 
@@ -123,3 +126,39 @@ def test_a_callback_without_changes_gets_only_nodes_created_and_deleted(
     finally:
         registry.remove_recursive_watch("/w", every)
         registry.remove_recursive_watch("/w", nodes)
+
+
+def test_an_inline_callback_runs_on_the_connection_thread_in_order_and_a_failing_one_is_logged(
+    registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Called by kazoo's connection thread as it reads each notification, before the answer
+    # to the write that caused them; one that raises is logged and the connection goes on.
+    registry.ensure("/w")
+    seen: list[tuple[str, str, str]] = []
+
+    def record(event: Any) -> None:
+        seen.append((threading.current_thread().name, str(event.type), str(event.path)))
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("a bug in a watch")
+
+    registry.add_recursive_watch("/w", record, changes=False, inline=True)
+    registry.add_recursive_watch("/w", broken, inline=True)
+    root = registry.abs("/w")
+    try:
+        with caplog.at_level(logging.ERROR, logger="scheduler.storage.registry"):
+            registry.create("/w/a", b"1")
+            # Already applied when the create's answer came: no wait needed.
+            assert [s[1:] for s in seen] == [(EventType.CREATED, f"{root}/a")]
+            registry.put("/w/a", b"2")  # a data change: not handed to `record`
+            registry.delete("/w/a")
+            assert [s[1:] for s in seen] == [
+                (EventType.CREATED, f"{root}/a"),
+                (EventType.DELETED, f"{root}/a"),
+            ]
+        assert seen and all("zk_loop" in name for name, _kind, _path in seen)
+        failures = [r for r in caplog.records if "persistent watch's callback failed" in r.message]
+        assert len(failures) == 3  # created, changed, deleted: each logged, none lost
+    finally:
+        registry.remove_recursive_watch("/w", record)
+        registry.remove_recursive_watch("/w", broken)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model.config import OverlapPolicy, parse_cron
 from scheduler.model.fires import (
     DueFires,
+    DueSince,
     FireOutcome,
     due_fires,
     fire_events,
@@ -32,6 +35,49 @@ def test_due_fires_are_those_after_the_last_one_up_to_now_inclusive() -> None:
     assert due_fires(EVERY_2S, T0 + 0.015, T0 + 4).times == times(2, 4)
     nothing = due_fires(EVERY_2S, T0 + 8, T0 + 9)
     assert nothing.times == () and nothing.last is None
+
+
+_CRONS = ["0/2 * * * * ?", "* * * * * ?", "0,1 0/5 * * * ?", "30 * * * * ?", "0 0 3 * * ?"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cron=st.sampled_from(_CRONS),
+    lasts=st.lists(st.floats(min_value=-900, max_value=30), min_size=1, max_size=12),
+    limit=st.integers(min_value=1, max_value=40),
+)
+def test_due_since_answers_as_due_fires_for_every_record(
+    cron: str, lasts: list[float], limit: int
+) -> None:
+    # The records of one fire's jobs, in any order, with repeats: each answer is what
+    # due_fires works out alone (fires derived from an earlier record's whole list included;
+    # a list cut at `limit` is never derived from).
+    trigger = parse_cron(cron, "UTC").trigger()
+    now = T0 + 30
+    due_since = DueSince(trigger, now, limit)
+    for last in lasts:
+        assert due_since(T0 + last) == due_fires(trigger, T0 + last, now, limit)
+
+
+def test_due_since_works_the_cron_out_only_for_records_before_its_anchor() -> None:
+    calls: list[float] = []
+
+    class Counting:
+        def get_next_fire_time(self, previous: datetime | None, now: datetime) -> datetime | None:
+            calls.append(now.timestamp())
+            fire: datetime | None = EVERY_2S.get_next_fire_time(previous, now)
+            return fire
+
+    due_since = DueSince(Counting(), T0 + 10)
+    assert due_since(T0 + 3).times == times(4, 6, 8, 10)
+    worked = len(calls)
+    # Later records: derived from that list, no cron arithmetic.
+    assert due_since(T0 + 5.5).times == times(6, 8, 10)
+    assert due_since(T0 + 10).times == ()
+    assert len(calls) == worked
+    # An earlier record is worked out (and lists more).
+    assert due_since(T0 + 1).times == times(2, 4, 6, 8, 10)
+    assert len(calls) > worked
 
 
 def test_a_gap_too_long_to_count_lists_the_limit_and_jumps_to_the_newest_fire() -> None:

@@ -1,22 +1,29 @@
-"""Acknowledging status updates to the master, many per write (`sched-mesos-acks`).
+"""The hot calls to the master on kept connections of their own: acknowledgements, many per
+write (`sched-mesos-acks`), and the launcher's ACCEPT.
 
 Mesos' v1 API takes one ACKNOWLEDGE per HTTP call. Sent one at a time through pymesos's call
 connection (http.client), each cost the leader about 0.3 ms of CPU, half of it parsing the
 answer's headers with the email package, and each round trip held the driver's call lock, so a
 launch waited behind acknowledgements. The master's HTTP server (libprocess's `HttpProxy`)
-answers pipelined requests in the order they came, as HTTP/1.1 asks, so `PipelinedAcks` writes
+answers pipelined requests in the order they came, as HTTP/1.1 asks, so `PipelinedCalls` writes
 every acknowledgement queued at that moment on a kept connection of its own in one write, then
 reads their answers in order: 202 with an empty body each, or an error that names the problem.
+An ACCEPT goes the same way, alone, its body encoded by orjson (pymesos's `json.dumps` of a
+500-task launch took 30 ms of the launcher's round).
 
 An acknowledgement not sent is no loss: the agent sends its update again, and the status
 handler takes a repeated update as it takes the first. Acknowledging one twice is harmless too
 (the agent ignores an acknowledgement of an update it no longer holds), which is why a batch
 whose connection broke is written once more, whole or its unanswered rest, on a new connection.
+An ACCEPT is never written twice: when its connection breaks, the caller cannot know whether
+the master took it, and the launcher's bookkeeping of unconfirmed launches (reconciliation)
+decides, as with any lost answer.
 """
 
 from __future__ import annotations
 
 import base64
+import select
 import socket
 import time
 from collections.abc import Sequence
@@ -25,7 +32,14 @@ from typing import Any
 
 import orjson
 
-__all__ = ["AckEndpoint", "AckFailed", "AckOutcome", "PipelinedAcks", "basic_credential"]
+__all__ = [
+    "CallEndpoint",
+    "CallFailed",
+    "CallOutcome",
+    "PipelinedCalls",
+    "accept_body",
+    "basic_credential",
+]
 
 PATH = "/api/v1/scheduler"
 # An answer to an acknowledgement is a status line and a few headers; anything larger is not
@@ -36,15 +50,15 @@ _BODY_MAX_BYTES = 1024 * 1024
 _REFUSAL_CHARS = 200
 
 
-class AckFailed(Exception):
-    """A batch could not be written or its answers not read, twice (unreachable master, closed
-    or broken connection, an answer that is not HTTP/1.1 with a length): none of its unanswered
-    acknowledgements may have reached the master."""
+class CallFailed(Exception):
+    """Calls could not be written or their answers not read (unreachable master, closed or
+    broken connection, an answer that is not HTTP/1.1 with a length): whether the unanswered
+    ones reached the master is not known."""
 
 
 @dataclass(frozen=True)
-class AckEndpoint:
-    """Where and as whom to acknowledge: the leading master (`host:port`) the driver is
+class CallEndpoint:
+    """Where and as whom to call: the leading master (`host:port`) the driver is
     subscribed to, the stream id of that subscription, the framework id, and the
     `Authorization` value when the framework authenticates (None otherwise)."""
 
@@ -63,9 +77,9 @@ class AckEndpoint:
 
 
 @dataclass(frozen=True)
-class AckOutcome:
-    """Of one batch: how many the master accepted, and its refusals (`HTTP 403: Framework is
-    not subscribed`), one short line each, in the batch's order."""
+class CallOutcome:
+    """Of one batch of calls: how many the master accepted, and its refusals (`HTTP 403:
+    Framework is not subscribed`), one short line each, in the batch's order."""
 
     accepted: int
     refused: list[str]
@@ -78,7 +92,25 @@ def basic_credential(principal: str | None, secret: str | None) -> str | None:
     return "Basic " + base64.b64encode(f"{principal}:{secret}".encode()).decode("ascii")
 
 
-def _body(framework_id: str, status: dict[str, Any]) -> bytes:
+def accept_body(
+    framework_id: str, offer_ids: Sequence[str], tasks: Sequence[dict[str, Any]], refuse_s: float
+) -> bytes:
+    """An ACCEPT launching `tasks` on the offers `offer_ids` (as pymesos's `launchTasks`
+    writes it)."""
+    return orjson.dumps(
+        {
+            "type": "ACCEPT",
+            "framework_id": {"value": framework_id},
+            "accept": {
+                "offer_ids": [{"value": offer_id} for offer_id in offer_ids],
+                "operations": [{"type": "LAUNCH", "launch": {"task_infos": list(tasks)}}],
+                "filters": {"refuse_seconds": refuse_s},
+            },
+        }
+    )
+
+
+def _ack_body(framework_id: str, status: dict[str, Any]) -> bytes:
     return orjson.dumps(
         {
             "type": "ACKNOWLEDGE",
@@ -92,11 +124,22 @@ def _body(framework_id: str, status: dict[str, Any]) -> bytes:
     )
 
 
+def _open(sock: socket.socket) -> bool:
+    """The kept connection is still open: nothing to read on it (a connection the master
+    closed reads as its end, and an answer never asked for makes it unusable too)."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
+
+
 class _Broken(Exception):
     """The connection cannot carry on (closed, timed out, an answer we cannot frame)."""
 
 
-class PipelinedAcks:
+class PipelinedCalls:
     """A kept connection to the leading master for acknowledgements, used by one thread."""
 
     def __init__(self, timeout_s: float) -> None:
@@ -114,35 +157,45 @@ class PipelinedAcks:
             except OSError:
                 pass
 
-    def send(self, endpoint: AckEndpoint, statuses: Sequence[dict[str, Any]]) -> AckOutcome:
+    def acknowledge(
+        self, endpoint: CallEndpoint, statuses: Sequence[dict[str, Any]]
+    ) -> CallOutcome:
         """Acknowledge `statuses` (each an update with its `uuid`, `task_id` and `agent_id`,
         as the master sent it) in one write, and read the master's answer to each. A batch the
         connection broke under is written again, its unanswered rest, once on a new
-        connection. Raises AckFailed when that breaks too; never raises for a refusal."""
+        connection. Raises CallFailed when that breaks too; never raises for a refusal."""
+        bodies = [_ack_body(endpoint.framework_id, status) for status in statuses]
+        return self.call(endpoint, bodies, retry=True)
+
+    def call(
+        self, endpoint: CallEndpoint, bodies: Sequence[bytes], *, retry: bool = False
+    ) -> CallOutcome:
+        """POST each of `bodies` (JSON calls) in one write and read the answer to each. With
+        `retry` (calls that may be made twice), the unanswered rest of a batch whose
+        connection broke is written once more on a new connection. A kept connection the
+        master closed meanwhile is found before anything is written to it, and replaced.
+        Raises CallFailed."""
         head = (
             f"POST {PATH} HTTP/1.1\r\nHost: {endpoint.master}\r\n"
             "Content-Type: application/json\r\nAccept: application/json\r\n"
             f"Mesos-Stream-Id: {endpoint.stream_id}\r\n"
             + (f"Authorization: {endpoint.credential}\r\n" if endpoint.credential else "")
         ).encode("ascii")
-        requests = []
-        for status in statuses:
-            body = _body(endpoint.framework_id, status)
-            requests.append(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))
+        requests = [b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body) for body in bodies]
         refusals: list[str | None] = []  # per answered request: None, or the refusal
         reason = ""
-        for _attempt in (1, 2):
+        for _attempt in range(2 if retry else 1):
             try:
                 self._exchange(endpoint.master, requests[len(refusals) :], refusals)
                 break
             except (_Broken, OSError) as exc:
                 self.close()
                 reason = str(exc) or type(exc).__name__
-        else:
+        if len(refusals) < len(requests):
             unsent = len(requests) - len(refusals)
-            raise AckFailed(f"{unsent} of {len(requests)} not sent: {reason}")
+            raise CallFailed(f"{unsent} of {len(requests)} unanswered: {reason}")
         refused = [r for r in refusals if r is not None]
-        return AckOutcome(len(refusals) - len(refused), refused)
+        return CallOutcome(len(refusals) - len(refused), refused)
 
     # -- the connection -------------------------------------------------------------------
 
@@ -166,8 +219,9 @@ class PipelinedAcks:
                     raise _Broken("the master closed the connection")
 
     def _connect(self, master: str) -> socket.socket:
-        if self._sock is not None and self._master == master:
-            return self._sock
+        sock = self._sock
+        if sock is not None and self._master == master and _open(sock):
+            return sock
         self.close()
         host, _, port = master.rpartition(":")
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self._timeout_s)

@@ -1,7 +1,8 @@
-"""Acknowledgements go to the master pipelined (issue 29): every one of a batch in one write on
-a kept connection, then their answers in order. A master played by a raw socket server that
-answers only once it has read all of a batch's requests proves that nothing waited for an
-answer before writing the next."""
+"""The hot calls to the master on kept connections of their own (issue 29). Acknowledgements go
+pipelined: every one of a batch in one write, then their answers in order; a master played by
+a raw socket server that answers only once it has read all of a batch's requests proves that
+nothing waited for an answer before writing the next. The launcher's ACCEPT goes alone and is
+never written twice."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.leader.mesos.acks import (
-    AckEndpoint,
-    AckFailed,
-    PipelinedAcks,
+from scheduler.leader.mesos.calls import (
+    CallEndpoint,
+    CallFailed,
+    PipelinedCalls,
+    accept_body,
     basic_credential,
 )
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
@@ -122,10 +124,10 @@ def _status(n: int) -> dict[str, object]:
 def test_a_batch_is_written_whole_before_any_answer_and_each_is_one_acknowledge() -> None:
     master = _Master(batch=3)
     with _master(master) as address:
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
-            endpoint = AckEndpoint(address, "stream-1", "fw-1", basic_credential("p", "s"))
-            outcome = sender.send(endpoint, [_status(n) for n in range(3)])
+            endpoint = CallEndpoint(address, "stream-1", "fw-1", basic_credential("p", "s"))
+            outcome = sender.acknowledge(endpoint, [_status(n) for n in range(3)])
         finally:
             sender.close()
     assert (outcome.accepted, outcome.refused) == (3, [])
@@ -149,10 +151,10 @@ def test_a_batch_is_written_whole_before_any_answer_and_each_is_one_acknowledge(
 def test_the_connection_is_kept_and_a_framework_without_credentials_sends_none() -> None:
     master = _Master(batch=1)
     with _master(master) as address:
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
             for n in range(3):
-                outcome = sender.send(AckEndpoint(address, "s", "fw"), [_status(n)])
+                outcome = sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(n)])
                 assert outcome.accepted == 1
         finally:
             sender.close()
@@ -164,9 +166,11 @@ def test_a_refusal_is_one_short_line_and_the_rest_of_the_batch_still_counts() ->
     refused = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 28\r\n\r\nFramework is not subscribed\n"
     master = _Master(batch=3, answer=lambda i: refused if i == 1 else ACCEPTED)
     with _master(master) as address:
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
-            outcome = sender.send(AckEndpoint(address, "s", "fw"), [_status(n) for n in range(3)])
+            outcome = sender.acknowledge(
+                CallEndpoint(address, "s", "fw"), [_status(n) for n in range(3)]
+            )
         finally:
             sender.close()
     assert outcome.accepted == 2
@@ -176,13 +180,13 @@ def test_a_refusal_is_one_short_line_and_the_rest_of_the_batch_still_counts() ->
 def test_a_kept_connection_the_master_closed_is_replaced_and_the_batch_written_again() -> None:
     master = _Master(batch=2, close_after_first_batch=True)
     with _master(master) as address:
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
-            endpoint = AckEndpoint(address, "s", "fw")
-            assert sender.send(endpoint, [_status(0), _status(1)]).accepted == 2
+            endpoint = CallEndpoint(address, "s", "fw")
+            assert sender.acknowledge(endpoint, [_status(0), _status(1)]).accepted == 2
             # The master closed that connection after answering: the next batch finds it closed
             # (or writes into it and reads nothing) and goes again on a new one.
-            assert sender.send(endpoint, [_status(2), _status(3)]).accepted == 2
+            assert sender.acknowledge(endpoint, [_status(2), _status(3)]).accepted == 2
         finally:
             sender.close()
     assert [r.connection for r in master.requests] == [1, 1, 2, 2]
@@ -201,23 +205,23 @@ def test_an_answer_that_cannot_be_framed_fails_the_batch_after_a_second_try(
 ) -> None:
     master = _Master(batch=1, answer=lambda _i: answer)
     with _master(master) as address:
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
-            with pytest.raises(AckFailed, match=named) as failed:
-                sender.send(AckEndpoint(address, "s", "fw"), [_status(0)])
+            with pytest.raises(CallFailed, match=named) as failed:
+                sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
         finally:
             sender.close()
-    assert "1 of 1 not sent" in str(failed.value)
+    assert "1 of 1 unanswered" in str(failed.value)
     assert [r.connection for r in master.requests] == [1, 2]
 
 
 def test_a_master_that_never_answers_fails_the_batch_within_the_timeout() -> None:
     master = _Master(batch=2)  # waits for a second request that never comes
     with _master(master) as address:
-        sender = PipelinedAcks(0.3)
+        sender = PipelinedCalls(0.3)
         try:
-            with pytest.raises(AckFailed, match="1 of 1 not sent"):
-                sender.send(AckEndpoint(address, "s", "fw"), [_status(0)])
+            with pytest.raises(CallFailed, match="1 of 1 unanswered"):
+                sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
         finally:
             sender.close()
 
@@ -225,9 +229,9 @@ def test_a_master_that_never_answers_fails_the_batch_within_the_timeout() -> Non
 def test_an_unreachable_master_fails_the_batch() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-    sender = PipelinedAcks(1.0)
-    with pytest.raises(AckFailed, match="2 of 2 not sent"):
-        sender.send(AckEndpoint(address, "s", "fw"), [_status(0), _status(1)])
+    sender = PipelinedCalls(1.0)
+    with pytest.raises(CallFailed, match="2 of 2 unanswered"):
+        sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0), _status(1)])
 
 
 @pytest.mark.parametrize("field_name", ["master", "stream_id", "framework_id", "credential"])
@@ -235,7 +239,7 @@ def test_an_endpoint_value_with_a_line_break_is_refused(field_name: str) -> None
     values = {"master": "127.0.0.1:1", "stream_id": "s", "framework_id": "fw", "credential": "c"}
     values[field_name] = "x\r\nX-Injected: 1"
     with pytest.raises(ValueError, match=field_name):
-        AckEndpoint(**values)
+        CallEndpoint(**values)
 
 
 def test_a_framework_authenticates_only_with_a_principal_and_a_secret() -> None:
@@ -313,7 +317,7 @@ def test_a_refused_acknowledgement_is_one_warning_line(caplog: pytest.LogCapture
     with _master(master) as address:
         driver._driver = _Subscribed(address)  # type: ignore[assignment]
         driver.connected.set()
-        sender = PipelinedAcks(5.0)
+        sender = PipelinedCalls(5.0)
         try:
             with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
                 driver._acknowledge(sender, [_status(0), _status(1)])
@@ -329,8 +333,99 @@ def test_acknowledgements_while_not_subscribed_are_skipped_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     driver = _driver()
-    sender = PipelinedAcks(5.0)
+    sender = PipelinedCalls(5.0)
     with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
         driver._acknowledge(sender, [_status(0)])
     [record] = caplog.records
     assert "1 acknowledgement(s) skipped, not connected" in record.getMessage()
+
+
+# -- the ACCEPT -----------------------------------------------------------------------------
+
+
+def test_an_accept_body_is_pymesos_s_launch() -> None:
+    task = {"task_id": {"value": "t1"}, "agent_id": {"value": "a1"}, "resources": []}
+    assert json.loads(accept_body("fw-1", ["o1", "o2"], [task], 5.0)) == {
+        "type": "ACCEPT",
+        "framework_id": {"value": "fw-1"},
+        "accept": {
+            "offer_ids": [{"value": "o1"}, {"value": "o2"}],
+            "operations": [{"type": "LAUNCH", "launch": {"task_infos": [task]}}],
+            "filters": {"refuse_seconds": 5.0},
+        },
+    }
+
+
+def test_a_call_without_retry_is_never_written_twice() -> None:
+    # Its answer is lost (the master closed the connection after reading it): whether it was
+    # taken is unknown, so it is not sent again.
+    master = _Master(batch=1, answer=lambda _i: b"", close_after_first_batch=True)
+    with _master(master) as address:
+        sender = PipelinedCalls(5.0)
+        try:
+            with pytest.raises(CallFailed, match="1 of 1 unanswered"):
+                sender.call(CallEndpoint(address, "s", "fw"), [b"{}"])
+        finally:
+            sender.close()
+    assert len(master.requests) == 1
+
+
+def test_a_kept_connection_closed_by_the_master_is_replaced_before_a_call_is_written() -> None:
+    master = _Master(batch=1, close_after_first_batch=True)
+    with _master(master) as address:
+        sender = PipelinedCalls(5.0)
+        try:
+            endpoint = CallEndpoint(address, "s", "fw")
+            assert sender.call(endpoint, [b"{}"]).accepted == 1
+            wait_for(lambda: not _open_peer(sender), 5, message="the master's close seen")
+            assert sender.call(endpoint, [b"{}"]).accepted == 1  # no retry needed
+        finally:
+            sender.close()
+    assert [r.connection for r in master.requests] == [1, 2]
+
+
+def _open_peer(sender: PipelinedCalls) -> bool:
+    sock = sender._sock
+    if sock is None:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+
+
+class _Declining(_Subscribed):
+    def __init__(self, master: str) -> None:
+        super().__init__(master)
+        self.declined: list[list[dict[str, str]]] = []
+
+    def declineOffer(self, offer_ids: list[dict[str, str]], filters: dict[str, Any]) -> None:
+        self.declined.append(offer_ids)
+
+
+def test_the_driver_s_accept_goes_on_its_own_connection_and_a_refusal_is_false(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refused = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 21\r\n\r\nOffer o2 is no longer"
+    master = _Master(batch=1, answer=lambda i: refused if i == 1 else ACCEPTED)
+    driver = _driver()
+    task = {"task_id": {"value": "t1"}, "agent_id": {"value": "a1"}}
+    with _master(master) as address:
+        fake = _Declining(address)
+        driver._driver = fake  # type: ignore[assignment]
+        driver.connected.set()
+        try:
+            assert driver.accept(["o1"], [task], 5.0) is True
+            with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
+                assert driver.accept(["o2"], [task], 5.0) is False
+            # No task: the offers are declined (as pymesos's launchTasks does).
+            assert driver.accept(["o3"], [], 5.0) is True
+        finally:
+            driver._driver = None
+            driver.stop()
+    first = json.loads(master.requests[0].body)
+    assert first["type"] == "ACCEPT" and first["framework_id"] == {"value": "fw-7"}
+    assert master.requests[0].header("Mesos-Stream-Id") == "stream-7"
+    assert len(master.requests) == 2 and fake.declined == [[{"value": "o3"}]]
+    [record] = caplog.records
+    assert "launch of 1 tasks not accepted by the master: HTTP 400: Offer o2" in record.message
