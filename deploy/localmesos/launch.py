@@ -186,7 +186,7 @@ def _launch(
             info=info,
         )
         framework.tasks[task_id] = record
-        log.info("task %s: launching on agent %s", task_id, agent.id)
+        log.debug("task %s: launching on agent %s", task_id, agent.id)  # the ACCEPT names all
         launched.append(task_id)
     agent.run_tasks(framework.info, infos, executor_info, group_executor is not None)
     return available - needed
