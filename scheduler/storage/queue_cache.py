@@ -25,14 +25,15 @@ holds (namespace-relative paths, the layout of `state`):
 - jobs' and apps' configuration: the producer's (`note_job`, from the config listener that
   follows ZooKeeper), else read on first use with a watch (`queue_configs.ConfigMirror`).
 
-kazoo calls a watch on its own thread (the recursive watch's callback on its connection thread
-itself, as it reads each notification: `Registry.add_recursive_watch(inline=True)`, a launch's
-thousand notifications at the cost of reading them): the callback only records the path as
-dirty in the view's inbox (`queue_inbox`, which also holds the writers' notes until the next sync) and
-calls `on_change`, which must not block. `sync()` re-reads the dirty paths with pipelined requests
-and new watches, so it costs what changed since the last call, not what is stored; the view is
-current within a watch's latency. kazoo drops every watch when the connection is lost (it calls
-each with an event of type NONE) and on a new session: the next `sync()` then reads everything
+kazoo calls a watch on its own thread (the recursive watch's callback on its connection
+thread itself, as it reads each notification: `Registry.add_recursive_watch(inline=True)`, a
+launch's thousand notifications at the cost of reading them): the callback only records the
+path as dirty in the view's inbox (`queue_inbox`, which also holds the writers' notes until the
+next sync) and calls `on_change`, which must not block. `sync()` re-reads the dirty paths with
+pipelined requests and new watches, so it costs what changed since the last call, not what is
+stored; the view is current within a watch's latency. kazoo drops every watch when the
+connection is lost (it calls each with an event of type NONE) and on a new session: the next
+`sync()` then reads everything
 again. Thread-safe: every method holds the view's lock (reads of ZooKeeper included).
 """
 

@@ -54,23 +54,9 @@ def task_data(
     cron_fields: dict[str, str] = {}
     if job.execution_type is JobExecutionType.DAEMON:
         cron_fields = {k: str(v) for k, v in job.cron_spec.fields}
-    job_parameter = job.job_parameter
-    if workflow is not None and workflow.parameter is not None:
-        job_parameter = workflow.parameter
     return TaskData(
         execution_type=job.execution_type.value,
-        sharding=ShardingContext(
-            job_name=job.job_name,
-            task_id=str(task_id),
-            sharding_total_count=job.sharding_total_count,
-            sharding_item=task_id.item,
-            sharding_parameter=job.sharding_parameter(task_id.item),
-            job_parameter=job_parameter,
-            workflow_name=workflow.workflow if workflow is not None else "",
-            workflow_run_id=workflow.run_id if workflow is not None else "",
-            fire_time=_fire_text(workflow.fire_time if workflow is not None else fire_time),
-            backfill_id=workflow.backfill_id if workflow is not None else "",
-        ),
+        sharding=_sharding(job, task_id, workflow, fire_time),
         job=JobSpec(
             job_name=job.job_name,
             job_type=job.job_type.value,
@@ -89,6 +75,28 @@ def task_data(
     )
 
 
+def _sharding(
+    job: JobConfig, task_id: TaskId, workflow: NodeFire | None, fire_time: float | None
+) -> ShardingContext:
+    """The shard's context (what a command task is given alone: a Mesos command task carries
+    no task data)."""
+    job_parameter = job.job_parameter
+    if workflow is not None and workflow.parameter is not None:
+        job_parameter = workflow.parameter
+    return ShardingContext(
+        job_name=job.job_name,
+        task_id=str(task_id),
+        sharding_total_count=job.sharding_total_count,
+        sharding_item=task_id.item,
+        sharding_parameter=job.sharding_parameter(task_id.item),
+        job_parameter=job_parameter,
+        workflow_name=workflow.workflow if workflow is not None else "",
+        workflow_run_id=workflow.run_id if workflow is not None else "",
+        fire_time=_fire_text(workflow.fire_time if workflow is not None else fire_time),
+        backfill_id=workflow.backfill_id if workflow is not None else "",
+    )
+
+
 def _fire_text(fire_time: float | None) -> str:
     return "" if fire_time is None else iso_fire_time(fire_time)
 
@@ -104,7 +112,6 @@ def build_task_info(
     """The TaskInfo JSON that launches shard `task_id.item` of `job` on `task_id.agent_id`
     (for workflow node or backfill fire `workflow`, if given; else for the fire at epoch
     `fire_time`, when known)."""
-    data = task_data(job, task_id, app.event_trace_sampling_count, workflow, fire_time)
     info: dict[str, Any] = {
         "name": DELIMITER.join(
             (job.job_name, str(task_id.item), task_id.type.value, task_id.agent_id)
@@ -114,14 +121,13 @@ def build_task_info(
         "resources": [_scalar("cpus", job.cpu_count), _scalar("mem", job.memory_mb)],
     }
     if runs_as_command_task(job):
+        sharding = _sharding(job, task_id, workflow, fire_time)
         info["command"] = {
             "shell": True,
-            "value": f"{job.script_command_line} {data.sharding.as_argument()}",
+            "value": f"{job.script_command_line} {sharding.as_argument()}",
             "uris": [_uri(app)] if app.app_url else [],
             "environment": {
-                "variables": [
-                    {"name": k, "value": v} for k, v in data.sharding.as_environment().items()
-                ]
+                "variables": [{"name": k, "value": v} for k, v in sharding.as_environment().items()]
             },
         }
         if job.timeout_seconds:
@@ -142,5 +148,7 @@ def build_task_info(
     # A single file (not an archive) is fetched executable instead of extracted.
     executor["command"]["uris"] = [_uri(app)] if app.app_url else []
     info["executor"] = executor
-    info["data"] = data.encode()
+    info["data"] = task_data(
+        job, task_id, app.event_trace_sampling_count, workflow, fire_time
+    ).encode()
     return info
