@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scheduler.model.errors import Conflict, NotFound, RegistryError, SchedulerError
@@ -105,6 +105,12 @@ class Launch:
         return [op.path for op in self.ops() if op.writes]
 
 
+def _probe(launch: Launch) -> str:
+    """A node the unit's transaction creates: whether it exists tells if a transaction whose
+    answer was lost was applied."""
+    return running_path(launch.job_name, launch.tasks[0].task_id)
+
+
 def _size(ops: Iterable[Op]) -> int:
     return sum(len(op.path.encode()) + len(op.data) + _OP_OVERHEAD for op in ops)
 
@@ -129,27 +135,34 @@ class LaunchBook:
     def commit(self, launches: list[Launch]) -> list[Launch]:
         """Write the bookkeeping of `launches`; returns those written, each whole, in order.
 
-        A unit whose write fails (its view was stale, or it raced another writer) is left
-        out and its nodes are read again at the cache's next sync. Raises NotLeader when the
-        fence fails (what was committed before stays; nothing after is written) and
-        RegistryError when ZooKeeper cannot say whether a write was applied.
+        The round's transactions go pipelined: all are sent, then their answers are read in
+        order (ZooKeeper applies one session's requests in the order sent; each unit's writes
+        are its own, so none depends on another's transaction). A unit whose write fails (its
+        view was stale, or it raced another writer) is left out and its nodes are read again
+        at the cache's next sync. Raises NotLeader when the fence fails (what was committed
+        before stays; the transactions after fail the same fence) and RegistryError when
+        ZooKeeper cannot say whether a write was applied.
         """
+        ops_of = [launch.ops() for launch in launches]
         done: set[int] = set()
+        sent: list[tuple[list[int], Callable[[], None]]] = []
         batch: list[int] = []
         batch_size = 0
-        for index, launch in enumerate(launches):
-            size = _size(launch.ops())
+        for index, ops in enumerate(ops_of):
+            size = _size(ops)
             if size > self._budget:
-                if self._commit_alone(launch):
+                if self._commit_alone(launches[index]):
                     done.add(index)
                 continue
             if batch and batch_size + size > self._budget:
-                done |= self._commit_batch(launches, batch)
+                sent.append((batch, self._send_batch(ops_of, batch)))
                 batch, batch_size = [], 0
             batch.append(index)
             batch_size += size
         if batch:
-            done |= self._commit_batch(launches, batch)
+            sent.append((batch, self._send_batch(ops_of, batch)))
+        for batch, answer in sent:
+            done |= self._settle(launches, ops_of, batch, answer)
         written = [launch for index, launch in enumerate(launches) if index in done]
         for launch in written:
             self._queues.launched(
@@ -159,6 +172,33 @@ class LaunchBook:
                 (e.path for e in launch.failover),
             )
         return written
+
+    def _send_batch(self, ops_of: list[list[Op]], batch: list[int]) -> Callable[[], None]:
+        """Send one transaction of the units `batch`; the call that waits for its answer."""
+        self.transactions += 1
+        ops = [op for index in batch for op in ops_of[index]]
+        return FencedWriter(self._registry, self._fence).send(
+            f"launch bookkeeping of {len(batch)} unit(s)", ops
+        )
+
+    def _settle(
+        self,
+        launches: list[Launch],
+        ops_of: list[list[Op]],
+        batch: list[int],
+        answer: Callable[[], None],
+    ) -> set[int]:
+        """The units of a sent transaction that are written: all when it was applied, else
+        those of its halves tried again (`_commit_batch`)."""
+        try:
+            answer()
+        except (Conflict, NotFound):
+            return self._after_refusal(launches, ops_of, batch)
+        except RegistryError:
+            self._queues.invalidate()
+            first = launches[batch[0]]
+            return set(batch) if self._registry.exists(_probe(first)) else set()
+        return set(batch)
 
     def _transact(self, what: str, ops: list[Op], probe: str) -> bool:
         """One fenced transaction: True when applied, False when refused (Conflict/NotFound).
@@ -176,13 +216,22 @@ class LaunchBook:
             return self._registry.exists(probe)
         return True
 
-    def _commit_batch(self, launches: list[Launch], batch: list[int]) -> set[int]:
-        ops = [op for index in batch for op in launches[index].ops()]
+    def _commit_batch(
+        self, launches: list[Launch], ops_of: list[list[Op]], batch: list[int]
+    ) -> set[int]:
+        ops = [op for index in batch for op in ops_of[index]]
         first = launches[batch[0]]
-        probe = running_path(first.job_name, first.tasks[0].task_id)
-        if self._transact(f"launch bookkeeping of {len(batch)} unit(s)", ops, probe):
+        if self._transact(f"launch bookkeeping of {len(batch)} unit(s)", ops, _probe(first)):
             return set(batch)
+        return self._after_refusal(launches, ops_of, batch)
+
+    def _after_refusal(
+        self, launches: list[Launch], ops_of: list[list[Op]], batch: list[int]
+    ) -> set[int]:
+        """A transaction of `batch` was refused: its halves are tried again, down to the one
+        unit whose view was stale (left for the next round)."""
         if len(batch) == 1:
+            first = launches[batch[0]]
             log.info(
                 "launch book: bookkeeping of job %s not written (changed meanwhile); "
                 "retried next round",
@@ -191,8 +240,8 @@ class LaunchBook:
             self._queues.invalidate(first.paths())
             return set()
         half = len(batch) // 2
-        return self._commit_batch(launches, batch[:half]) | self._commit_batch(
-            launches, batch[half:]
+        return self._commit_batch(launches, ops_of, batch[:half]) | self._commit_batch(
+            launches, ops_of, batch[half:]
         )
 
     def _commit_alone(self, launch: Launch) -> bool:

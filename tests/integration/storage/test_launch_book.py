@@ -100,6 +100,25 @@ def test_a_stale_run_is_left_out_and_the_others_are_written(
     assert queues.ready()["job5"][0] == 2  # read again: the next round takes it
 
 
+def test_a_stale_run_in_one_of_the_pipelined_transactions_is_left_out_alone(
+    registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
+) -> None:
+    # Several transactions go at once; the one holding the stale run fails, is tried again in
+    # halves after the others were answered, and only the stale run is left out.
+    for i in range(40):
+        stores.ready.add_transient(f"job{i:02d}", misfire=True)
+    queues.sync()
+    launches = [_ready_launch(queues, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
+    stores.ready.add_transient("job17", misfire=True)
+    book = LaunchBook(registry, fence, queues, budget_bytes=8 * 1024)
+    written = book.commit(launches)
+    assert [launch.job_name for launch in written] == [f"job{i:02d}" for i in range(40) if i != 17]
+    assert book.transactions > 6  # the first sends, then the failed one's halves
+    assert stores.ready.counts() == {"job17": 2}
+    assert len(stores.running.tasks()) == 39 * 3
+    assert stores.running.tasks("job17") == []
+
+
 def test_a_run_bigger_than_a_transaction_is_written_whole_or_not_at_all(
     registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
 ) -> None:
