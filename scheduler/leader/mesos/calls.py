@@ -73,7 +73,7 @@ class CallEndpoint:
         for name in ("master", "stream_id", "framework_id", "credential"):
             value = getattr(self, name)
             if value is not None and any(c in value for c in "\r\n\0"):
-                raise ValueError(f"the acknowledgement endpoint's {name} holds a line break")
+                raise ValueError(f"the master call endpoint's {name} holds a line break")
 
 
 @dataclass(frozen=True)
