@@ -99,6 +99,10 @@ def test_sigterm_hands_over_at_once_and_exits_zero(
 ) -> None:
     replicas = cluster(3)
     leader = one_leader(replicas)
+    # The standbys contend before the leader goes: the hand-over timed below is the election's,
+    # not a standby's start (which a loaded machine stretches to seconds).
+    election = f"/{zk_namespace}/ha/election"
+    wait_for(lambda: len(zk_client.get_children(election)) == 3, 30, message="three contenders")
     began = time.monotonic()
     leader.signal(signal.SIGTERM)
     rest = [r for r in replicas if r is not leader]
