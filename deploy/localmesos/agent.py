@@ -11,8 +11,9 @@ import logging
 import threading
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -133,6 +134,18 @@ class Agent:
                 self.id,
                 len(self.completed_executors),
             )
+
+    @contextmanager
+    def launching(self) -> Iterator[None]:
+        """A master's ACCEPT hands its tasks over (under the state lock): the executors they
+        need start, and their checkpoint files are written, once it ends."""
+        checkpoint = self._checkpoint
+        with self.containers.held():
+            if checkpoint is None:
+                yield
+                return
+            with checkpoint.held():
+                yield
 
     def _checkpointed(self, framework_id: str) -> AgentCheckpoint | None:
         """The checkpoint, when the framework asked for checkpointing (FrameworkInfo)."""

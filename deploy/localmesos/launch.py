@@ -75,21 +75,30 @@ def accept(master: Master, framework: Framework, payload: Json) -> None:
     for offer in offers:
         available = available + offer.resources
     launched: list[str] = []
-    for operation in operations:
-        kind = operation.get("type")
-        if kind == "LAUNCH":
-            launch = operation.get("launch") or {}
-            for task in launch.get("task_infos") or []:
-                available = _launch(master, framework, agent, available, [task], None, launched)
-        elif kind == "LAUNCH_GROUP":
-            group = operation.get("launch_group") or {}
-            executor = group.get("executor")
-            tasks = (group.get("task_group") or {}).get("tasks") or []
-            available = _launch(
-                master, framework, agent, available, tasks, executor if executor else {}, launched
-            )
-        else:
-            log.warning("framework %s: operation %s is not supported, skipped", framework.id, kind)
+    with agent.launching():  # the agent starts them once all are accounted
+        for operation in operations:
+            kind = operation.get("type")
+            if kind == "LAUNCH":
+                launch = operation.get("launch") or {}
+                for task in launch.get("task_infos") or []:
+                    available = _launch(master, framework, agent, available, [task], None, launched)
+            elif kind == "LAUNCH_GROUP":
+                group = operation.get("launch_group") or {}
+                executor = group.get("executor")
+                tasks = (group.get("task_group") or {}).get("tasks") or []
+                available = _launch(
+                    master,
+                    framework,
+                    agent,
+                    available,
+                    tasks,
+                    executor if executor else {},
+                    launched,
+                )
+            else:
+                log.warning(
+                    "framework %s: operation %s is not supported, skipped", framework.id, kind
+                )
     if launched:
         # One line per ACCEPT: what a log reader needs to see a launch round as one event.
         log.info(
