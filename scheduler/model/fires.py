@@ -102,10 +102,15 @@ class FirePlan:
         return sum(1 for d in self.decisions if d.outcome is FireOutcome.QUEUED)
 
 
+def _start_after(after: float) -> datetime:
+    """The first instant the cron is asked about for fires strictly after epoch `after`: the
+    next microsecond (APScheduler answers the first fire at or after a time)."""
+    return datetime.fromtimestamp(after, UTC) + timedelta(microseconds=1)
+
+
 def _next(trigger: Trigger, after: float) -> float | None:
     """The first fire time strictly after epoch `after`."""
-    start = datetime.fromtimestamp(after, UTC) + timedelta(microseconds=1)
-    fire = trigger.get_next_fire_time(None, start)
+    fire = trigger.get_next_fire_time(None, _start_after(after))
     return None if fire is None else fire.timestamp()
 
 
@@ -145,7 +150,9 @@ class DueSince:
             return found
         anchor = self._anchor
         if anchor is not None and anchor[0] <= last:
-            found = DueFires(tuple(t for t in anchor[1].times if t > last))
+            # As `_next` asks (a record within a microsecond before a fire is past it).
+            start = _start_after(last).timestamp()
+            found = DueFires(tuple(t for t in anchor[1].times if t >= start))
         else:
             found = due_fires(self._trigger, last, self._now, self._limit)
             if not found.more:  # every fire in (last, now] is listed
