@@ -26,11 +26,13 @@ import os
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from .deferred import Deferred
 from .protocol import TERMINAL_STATES, Json
 
 log = logging.getLogger(__name__)
@@ -73,8 +75,7 @@ class AgentCheckpoint:
         self._writes: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
-        # Writes asked for while `held` (under the state lock), queued when it ends.
-        self._held: list[Callable[[], None]] | None = None
+        self._deferred = Deferred()
 
     @staticmethod
     def agent_id(work_dir: Path, index: int, fresh: str) -> str:
@@ -170,27 +171,17 @@ class AgentCheckpoint:
         runs.sort(key=lambda r: r.ended_at)
         return runs[-_MAX_RECOVERED_RUNS:]
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        """Writes asked for inside (under the state lock) are queued when it ends, in order: the
-        agent checkpoints a launch once the master's ACCEPT handed it over, and the writer
-        thread's work beside the ACCEPT's loop slowed a large one several times."""
-        if self._held is not None:  # nested: the outer one queues
-            yield
-            return
-        self._held = []
-        try:
-            yield
-        finally:
-            held, self._held = self._held, None
-            for write in held:
-                self._safely(write)
+    def held(self) -> AbstractContextManager[None]:
+        """Writes asked for inside (under the state lock) are queued when it ends, in order
+        (`deferred.py`: the agent checkpoints a launch once the ACCEPT handed it over)."""
+        return self._deferred.held()
 
     def _safely(self, write: Callable[[], None]) -> None:
         """Queue `write` for the writer thread (started with the first write after a close)."""
-        if self._held is not None:
-            self._held.append(write)
-            return
+        if not self._deferred.later(partial(self._queue, write)):
+            self._queue(write)
+
+    def _queue(self, write: Callable[[], None]) -> None:
         with self._writer_lock:
             if self._writer is None:
                 self._writer = threading.Thread(

@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
 from .clock import Clock
+from .deferred import Deferred
 from .executors import Executor, ExecutorState
 from .fetcher import Fetcher, FetchError
 from .processes import ProcessSupervisor
@@ -57,8 +58,7 @@ class Containers:
         self._launcher = launcher
         self._hooks = hooks
         self._fetcher = Fetcher(work_dir / "cache" / agent_id, max_extracted_bytes)
-        # Launches asked for while `held` (under the state lock), submitted when it ends.
-        self._held: list[tuple[Executor, list[str], dict[str, str]]] | None = None
+        self._deferred = Deferred()
 
     def sandbox(self, framework_id: str, executor_id: str, container_id: str) -> Path:
         """`<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<ex>/runs/<container>`."""
@@ -76,27 +76,18 @@ class Containers:
 
     def launch(self, executor: Executor, argv: Sequence[str], env: Mapping[str, str]) -> None:
         """Fetch and spawn in the background; the outcome arrives through the hooks."""
-        if self._held is not None:
-            self._held.append((executor, list(argv), dict(env)))
-            return
-        self._launcher.submit(self._launch_blocking, executor, list(argv), dict(env))
+        args, variables = list(argv), dict(env)
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        """Launches asked for inside (under the state lock) start when it ends: a master's
-        ACCEPT accounts all its tasks, then the agent starts them (Mesos sends the agent its
-        RunTask messages after the ACCEPT). Starting each while the ACCEPT went on, its fetch
-        and fork beside the loop, tripled a 10,000-task ACCEPT's time here."""
-        if self._held is not None:  # nested: the outer one submits
-            yield
-            return
-        self._held = []
-        try:
-            yield
-        finally:
-            held, self._held = self._held, None
-            for executor, argv, env in held:
-                self._launcher.submit(self._launch_blocking, executor, argv, env)
+        def submit() -> None:
+            self._launcher.submit(self._launch_blocking, executor, args, variables)
+
+        if not self._deferred.later(submit):
+            submit()
+
+    def held(self) -> AbstractContextManager[None]:
+        """Launches asked for inside (under the state lock) start when it ends (`deferred.py`:
+        the agent starts an ACCEPT's tasks once the master accounted them all)."""
+        return self._deferred.held()
 
     def _launch_blocking(self, executor: Executor, argv: list[str], env: dict[str, str]) -> None:
         command = executor.info.get("command") or {}

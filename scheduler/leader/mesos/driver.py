@@ -331,7 +331,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
 
     def _send_acks(self) -> None:
         """`sched-mesos-acks`: acknowledge the processed updates, in order, until stopped: all
-        those queued when it looks, in one pipelined write (`acks.PipelinedAcks`). An
+        those queued when it looks, in one pipelined write (`calls.PipelinedCalls`). An
         acknowledgement not sent is no loss: the agent sends its update again."""
         sender = PipelinedCalls(MASTER_READ_TIMEOUT_S)
         try:

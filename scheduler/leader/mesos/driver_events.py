@@ -32,7 +32,7 @@ class PymesosDriver(Protocol):
         self, executor_id: dict[str, str], agent_id: dict[str, str], data: str
     ) -> None: ...
 
-    # Where the acknowledgements go (`acks.AckEndpoint`): the leading master (`host:port`),
+    # Where the hot calls go (`calls.CallEndpoint`): the leading master (`host:port`),
     # the subscription's stream id (None until subscribed) and the framework id.
     @property
     def master(self) -> str | None: ...

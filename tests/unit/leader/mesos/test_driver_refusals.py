@@ -1,6 +1,6 @@
 """A call the Mesos master refuses (403 while it fails over) is logged as one WARNING line,
 without a stack trace; any other error in a call keeps its trace (issue 24). The
-acknowledgements' own path is in `test_acks.py`."""
+acknowledgements' and the ACCEPT's own path is in `test_calls.py`."""
 
 from __future__ import annotations
 
