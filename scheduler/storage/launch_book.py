@@ -219,11 +219,7 @@ class LaunchBook:
     def _commit_batch(
         self, launches: list[Launch], ops_of: list[list[Op]], batch: list[int]
     ) -> set[int]:
-        ops = [op for index in batch for op in ops_of[index]]
-        first = launches[batch[0]]
-        if self._transact(f"launch bookkeeping of {len(batch)} unit(s)", ops, _probe(first)):
-            return set(batch)
-        return self._after_refusal(launches, ops_of, batch)
+        return self._settle(launches, ops_of, batch, self._send_batch(ops_of, batch))
 
     def _after_refusal(
         self, launches: list[Launch], ops_of: list[list[Op]], batch: list[int]

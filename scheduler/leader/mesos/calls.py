@@ -23,7 +23,6 @@ decides, as with any lost answer.
 from __future__ import annotations
 
 import base64
-import select
 import socket
 import time
 from collections.abc import Sequence
@@ -31,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from scheduler.storage.zk_handler import poll_select
 
 __all__ = [
     "CallEndpoint",
@@ -128,11 +129,10 @@ def _open(sock: socket.socket) -> bool:
     """The kept connection is still open: nothing to read on it (a connection the master
     closed reads as its end, and an answer never asked for makes it unusable too)."""
     try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLPRI)
-        return not poller.poll(0)
+        readable, _writable, _ = poll_select([sock], [], [], 0)
     except (OSError, ValueError):
         return False
+    return not readable
 
 
 class _Broken(Exception):
@@ -140,7 +140,8 @@ class _Broken(Exception):
 
 
 class PipelinedCalls:
-    """A kept connection to the leading master for acknowledgements, used by one thread."""
+    """A kept connection to the leading master for the hot calls (the acknowledgements', the
+    ACCEPTs'), used by one thread at a time."""
 
     def __init__(self, timeout_s: float) -> None:
         self._timeout_s = timeout_s

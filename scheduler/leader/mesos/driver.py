@@ -216,6 +216,10 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         # agent's 10-s resend, and the resends made it worse).
         self._acks: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._ack_thread: threading.Thread | None = None
+        # The `Authorization` of the hot calls (`calls.py`), as pymesos sends it.
+        self._credential = basic_credential(
+            settings.framework_principal or None, settings.framework_secret or None
+        )
         # The launcher's ACCEPTs, on a connection of their own (closed at stop).
         self._accepts = PipelinedCalls(MASTER_READ_TIMEOUT_S)
         self._accept_lock = threading.Lock()
@@ -363,13 +367,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             framework_id = driver.framework_id
         if not master or not stream_id or not framework_id:
             return None
-        s = self._settings
-        return CallEndpoint(
-            master,
-            stream_id,
-            framework_id,
-            basic_credential(s.framework_principal or None, s.framework_secret or None),
-        )
+        return CallEndpoint(master, stream_id, framework_id, self._credential)
 
     def _acknowledge(self, sender: PipelinedCalls, batch: list[dict[str, Any]]) -> None:
         try:

@@ -68,13 +68,19 @@ def test_a_round_of_hundreds_of_runs_is_written_in_one_transaction(
     assert len(queues.running()) == 301
 
 
-def test_transactions_stay_within_the_request_limit(
-    registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
-) -> None:
+def _forty_runs(stores: TermStores, queues: QueueCache) -> list[Launch]:
+    """One pending run each of job00..job39, read by the view, and its launch of 3 shards on
+    two agents (about 1.5 kB of bookkeeping each)."""
     for i in range(40):
         stores.ready.add_transient(f"job{i:02d}", misfire=True)
     queues.sync()
-    launches = [_ready_launch(queues, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
+    return [_ready_launch(queues, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
+
+
+def test_transactions_stay_within_the_request_limit(
+    registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
+) -> None:
+    launches = _forty_runs(stores, queues)
     book = LaunchBook(registry, fence, queues, budget_bytes=8 * 1024)
     assert book.commit(launches) == launches
     assert 4 <= book.transactions <= 10  # about 1.5 kB a run, 8 kB a transaction
@@ -105,10 +111,7 @@ def test_a_stale_run_in_one_of_the_pipelined_transactions_is_left_out_alone(
 ) -> None:
     # Several transactions go at once; the one holding the stale run fails, is tried again in
     # halves after the others were answered, and only the stale run is left out.
-    for i in range(40):
-        stores.ready.add_transient(f"job{i:02d}", misfire=True)
-    queues.sync()
-    launches = [_ready_launch(queues, f"job{i:02d}", 3, ("a1", "a2")) for i in range(40)]
+    launches = _forty_runs(stores, queues)
     stores.ready.add_transient("job17", misfire=True)
     book = LaunchBook(registry, fence, queues, budget_bytes=8 * 1024)
     written = book.commit(launches)

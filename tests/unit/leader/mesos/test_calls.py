@@ -112,6 +112,18 @@ def _master(master: _Master) -> Iterator[str]:
         listener.close()
 
 
+@contextmanager
+def _talking_to(master: _Master, timeout_s: float = 5.0) -> Iterator[tuple[str, PipelinedCalls]]:
+    """`master` serving, and a sender to it: (the master's address, the sender); both closed
+    after."""
+    with _master(master) as address:
+        sender = PipelinedCalls(timeout_s)
+        try:
+            yield address, sender
+        finally:
+            sender.close()
+
+
 def _status(n: int) -> dict[str, object]:
     return {
         "uuid": f"dXVpZC{n}",
@@ -123,13 +135,9 @@ def _status(n: int) -> dict[str, object]:
 
 def test_a_batch_is_written_whole_before_any_answer_and_each_is_one_acknowledge() -> None:
     master = _Master(batch=3)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            endpoint = CallEndpoint(address, "stream-1", "fw-1", basic_credential("p", "s"))
-            outcome = sender.acknowledge(endpoint, [_status(n) for n in range(3)])
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        endpoint = CallEndpoint(address, "stream-1", "fw-1", basic_credential("p", "s"))
+        outcome = sender.acknowledge(endpoint, [_status(n) for n in range(3)])
     assert (outcome.accepted, outcome.refused) == (3, [])
     assert [r.connection for r in master.requests] == [1, 1, 1]
     for n, request in enumerate(master.requests):
@@ -150,14 +158,10 @@ def test_a_batch_is_written_whole_before_any_answer_and_each_is_one_acknowledge(
 
 def test_the_connection_is_kept_and_a_framework_without_credentials_sends_none() -> None:
     master = _Master(batch=1)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            for n in range(3):
-                outcome = sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(n)])
-                assert outcome.accepted == 1
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        for n in range(3):
+            outcome = sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(n)])
+            assert outcome.accepted == 1
     assert [r.connection for r in master.requests] == [1, 1, 1]
     assert all(r.header("Authorization") is None for r in master.requests)
 
@@ -165,30 +169,22 @@ def test_the_connection_is_kept_and_a_framework_without_credentials_sends_none()
 def test_a_refusal_is_one_short_line_and_the_rest_of_the_batch_still_counts() -> None:
     refused = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 28\r\n\r\nFramework is not subscribed\n"
     master = _Master(batch=3, answer=lambda i: refused if i == 1 else ACCEPTED)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            outcome = sender.acknowledge(
-                CallEndpoint(address, "s", "fw"), [_status(n) for n in range(3)]
-            )
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        outcome = sender.acknowledge(
+            CallEndpoint(address, "s", "fw"), [_status(n) for n in range(3)]
+        )
     assert outcome.accepted == 2
     assert outcome.refused == ["HTTP 403: Framework is not subscribed"]
 
 
 def test_a_kept_connection_the_master_closed_is_replaced_and_the_batch_written_again() -> None:
     master = _Master(batch=2, close_after_first_batch=True)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            endpoint = CallEndpoint(address, "s", "fw")
-            assert sender.acknowledge(endpoint, [_status(0), _status(1)]).accepted == 2
-            # The master closed that connection after answering: the next batch finds it closed
-            # (or writes into it and reads nothing) and goes again on a new one.
-            assert sender.acknowledge(endpoint, [_status(2), _status(3)]).accepted == 2
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        endpoint = CallEndpoint(address, "s", "fw")
+        assert sender.acknowledge(endpoint, [_status(0), _status(1)]).accepted == 2
+        # The master closed that connection after answering: the next batch finds it closed
+        # (or writes into it and reads nothing) and goes again on a new one.
+        assert sender.acknowledge(endpoint, [_status(2), _status(3)]).accepted == 2
     assert [r.connection for r in master.requests] == [1, 1, 2, 2]
 
 
@@ -204,26 +200,18 @@ def test_an_answer_that_cannot_be_framed_fails_the_batch_after_a_second_try(
     answer: bytes, named: str
 ) -> None:
     master = _Master(batch=1, answer=lambda _i: answer)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            with pytest.raises(CallFailed, match=named) as failed:
-                sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        with pytest.raises(CallFailed, match=named) as failed:
+            sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
     assert "1 of 1 unanswered" in str(failed.value)
     assert [r.connection for r in master.requests] == [1, 2]
 
 
 def test_a_master_that_never_answers_fails_the_batch_within_the_timeout() -> None:
     master = _Master(batch=2)  # waits for a second request that never comes
-    with _master(master) as address:
-        sender = PipelinedCalls(0.3)
-        try:
-            with pytest.raises(CallFailed, match="1 of 1 unanswered"):
-                sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
-        finally:
-            sender.close()
+    with _talking_to(master, 0.3) as (address, sender):
+        with pytest.raises(CallFailed, match="1 of 1 unanswered"):
+            sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
 
 
 def test_an_unreachable_master_fails_the_batch() -> None:
@@ -314,15 +302,11 @@ def test_a_refused_acknowledgement_is_one_warning_line(caplog: pytest.LogCapture
     refused = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 28\r\n\r\nFramework is not subscribed\n"
     master = _Master(batch=2, answer=lambda i: refused)
     driver = _driver()
-    with _master(master) as address:
+    with _talking_to(master) as (address, sender):
         driver._driver = _Subscribed(address)  # type: ignore[assignment]
         driver.connected.set()
-        sender = PipelinedCalls(5.0)
-        try:
-            with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
-                driver._acknowledge(sender, [_status(0), _status(1)])
-        finally:
-            sender.close()
+        with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
+            driver._acknowledge(sender, [_status(0), _status(1)])
     [record] = caplog.records
     assert record.levelno == logging.WARNING and record.exc_info is None
     message = record.getMessage()
@@ -360,27 +344,19 @@ def test_a_call_without_retry_is_never_written_twice() -> None:
     # Its answer is lost (the master closed the connection after reading it): whether it was
     # taken is unknown, so it is not sent again.
     master = _Master(batch=1, answer=lambda _i: b"", close_after_first_batch=True)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            with pytest.raises(CallFailed, match="1 of 1 unanswered"):
-                sender.call(CallEndpoint(address, "s", "fw"), [b"{}"])
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        with pytest.raises(CallFailed, match="1 of 1 unanswered"):
+            sender.call(CallEndpoint(address, "s", "fw"), [b"{}"])
     assert len(master.requests) == 1
 
 
 def test_a_kept_connection_closed_by_the_master_is_replaced_before_a_call_is_written() -> None:
     master = _Master(batch=1, close_after_first_batch=True)
-    with _master(master) as address:
-        sender = PipelinedCalls(5.0)
-        try:
-            endpoint = CallEndpoint(address, "s", "fw")
-            assert sender.call(endpoint, [b"{}"]).accepted == 1
-            wait_for(lambda: not _open_peer(sender), 5, message="the master's close seen")
-            assert sender.call(endpoint, [b"{}"]).accepted == 1  # no retry needed
-        finally:
-            sender.close()
+    with _talking_to(master) as (address, sender):
+        endpoint = CallEndpoint(address, "s", "fw")
+        assert sender.call(endpoint, [b"{}"]).accepted == 1
+        wait_for(lambda: not _open_peer(sender), 5, message="the master's close seen")
+        assert sender.call(endpoint, [b"{}"]).accepted == 1  # no retry needed
     assert [r.connection for r in master.requests] == [1, 2]
 
 
