@@ -127,9 +127,12 @@ def test_a_failover_relaunch_revives_offers(
     try:
         stores.ready.add_transient("flaky", misfire=True)
         wake.wake()
+        # Counted while the first run is running (it fails 2 s in): counted once its failure
+        # was seen, the count could already hold the revive the failure caused.
+        wait_for(lambda: _tasks(standin, "TASK_RUNNING"), 60, message="the first run started")
+        revives_before = len(driver.revives)
         wait_for(lambda: _tasks(standin, "TASK_FAILED"), 60, message="the first run failed")
         failed_at = time.monotonic()
-        revives_before = len([r for r in driver.revives if r < failed_at])
         relaunched = wait_for(
             lambda: [t for t in _tasks(standin, "TASK_RUNNING") if t.type is TaskType.FAILOVER],
             30,
