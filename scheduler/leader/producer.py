@@ -44,6 +44,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from apscheduler.schedulers.base import STATE_STOPPED  # type: ignore[import-untyped]
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
+from scheduler.leader.fire_turns import FireTurns
 from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView
 from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig, JobExecutionType
@@ -113,20 +114,27 @@ class _EarlyTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler is untype
         return f"{self._trigger}, asked {self._lead.total_seconds() * 1000:g} ms early"
 
 
+def _fire_due(trigger: Trigger, now: float) -> float:
+    """The epoch time of the cron fire a call at `now` was asked for early: the trigger's next
+    fire if it is at most twice the lead ahead, else `now` (the one asked for has passed, and
+    it is due now)."""
+    fire = trigger.get_next_fire_time(None, _at(now))
+    if fire is None:
+        return now
+    due: float = fire.timestamp()
+    return now if due - now > 2 * _FIRE_LEAD_S else due
+
+
 def _wait_for_fire(
     trigger: Trigger,
     now: float,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> float:
-    """Sleep until the cron fire this call was asked for early, if it is still ahead (at
-    most twice the lead: a fire further away means the one asked for has passed, and it is
-    due now); returns the time then."""
-    fire = trigger.get_next_fire_time(None, _at(now))
-    if fire is None:
-        return now
-    due = fire.timestamp()
-    if due - now > 2 * _FIRE_LEAD_S:
+    """Sleep until the cron fire this call was asked for early, if it is still ahead (see
+    `_fire_due`); returns the time then."""
+    due = _fire_due(trigger, now)
+    if due <= now:
         return now
     deadline = now + 2 * _FIRE_LEAD_S
     while now < due and now < deadline:
@@ -198,6 +206,8 @@ class Producer(LeaderComponent):
         # Jobs scheduled at term start whose fires are still to account, by cron key.
         self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
         self._flushing = False
+        # The fires of one second are accounted the fewest jobs first (`fire_turns`).
+        self._turns = FireTurns(patience_s=4 * _FIRE_LEAD_S)
         # max_fires_per_second (None: no budget), and the jobs whose fire waits for it, in the
         # order they came: name -> (cron key, the first fire it waits with).
         self._budget = (
@@ -580,11 +590,20 @@ class Producer(LeaderComponent):
             trigger = self._triggers.get(key)
         if trigger is None:
             return
-        now = _wait_for_fire(trigger, time.time())
-        if self._budget is not None:
-            jobs = self._within_budget(key, jobs, now)
-            if not jobs:
-                return
+        asked = time.time()
+        # Queued now, before the wait, so that every fire of this second is queued when it
+        # comes and the smallest is accounted first.
+        with self._turns.queued(_fire_due(trigger, asked), len(jobs)) as take_turn:
+            now = _wait_for_fire(trigger, asked)
+            if self._budget is not None:
+                jobs = self._within_budget(key, jobs, now)
+                if not jobs:
+                    return
+            take_turn()
+            self._account_fire(jobs, trigger, now)
+
+    def _account_fire(self, jobs: list[JobConfig], trigger: Trigger, now: float) -> None:
+        """Account the cron fire at `now` of `jobs` (producer pool); errors are logged."""
         try:
             self._account_many(
                 [(job, False) for job in jobs], trigger, now, on_time_from=now - _MISFIRE_GRACE_S
