@@ -145,7 +145,7 @@ class Replica:
         self.warnings = startup_warnings(settings, os.environ)
         # A registry of this replica's own (several replicas may share a process in tests).
         self.metrics = CollectorRegistry()
-        self.scheduler_metrics = SchedulerMetrics(self.metrics)
+        self.scheduler_metrics = SchedulerMetrics(self.metrics, settings.metrics_max_jobs)
         self.http = server_for(self)
         self._stopping = threading.Event()
         self._wake = threading.Event()  # the leader thread re-checks the session state

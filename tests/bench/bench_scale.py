@@ -44,8 +44,10 @@ work: every figure is an upper bound.
    jobs fire once a minute each, job i on second i % 60; its fire-to-launch latency (the even
    second to the stand-in's ACCEPT line naming its task) over the window, p50/p99 (with fewer
    than 100 fires the p99 is the max). Goal p99 < 50 ms. `--load-second0`: the load jobs all
-   on second 0 instead. Also printed: the tasks launched, the ready queue's length at the end
-   and the 2-s job's fires that added no run (its run still waiting).
+   on second 0 instead. `--scrape-every-s S`: the leader's /metrics read every S s through the
+   window, as a Prometheus server would (each read's time printed). Also printed: the tasks
+   launched, the ready queue's length at the end and the 2-s job's fires that added no run
+   (its run still waiting).
 7. lists (with the largest N of `--jobs`; on the leader of startup[N] when both run):
    `GET /api/job/jobs?limit=100` pages, one client on one connection, a walk from the first
    page through `nextCursor` then pages at random cursors (`paging.encode_cursor` of a random
@@ -59,9 +61,9 @@ are in scale_launch.py, the readings from /proc, ZooKeeper and the JVM in scale_
 
 Run: `./dev.sh bench scale [--jobs 10000,100000] [--only startup|launch|burst|latency|lists]
 [--quick] [--window-s 60] [--rates 10,100,300] [--bursts 500,10000] [--load-jobs 5000]
-[--load-second0] [--zk-heap-mb 1024] [--keep-logs DIR]` (`--keep-logs`: every process's log
-copied there at the end). `--quick`: 10,000 jobs, 20-s windows, bursts 500 and 2,000, 1,000 load
-jobs.
+[--load-second0] [--scrape-every-s S] [--zk-heap-mb 1024] [--keep-logs DIR]` (`--keep-logs`:
+every process's log copied there at the end). `--quick`: 10,000 jobs, 20-s windows, bursts 500
+and 2,000, 1,000 load jobs.
 """
 
 from __future__ import annotations
@@ -374,6 +376,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--load-second0", action="store_true", help="the load jobs all on second 0 (not i %% 60)"
     )
+    parser.add_argument(
+        "--scrape-every-s",
+        type=float,
+        default=0.0,
+        help="latency: GET /metrics this often through the window, as Prometheus would (0: not)",
+    )
     parser.add_argument("--list-requests", type=int, default=200)
     parser.add_argument("--list-clients", type=int, default=4)
     parser.add_argument("--zk-heap-mb", type=int, default=1024)
@@ -454,7 +462,7 @@ def _run_parts(
         _part(
             "latency",
             lambda: scale_launch.latency(
-                work("latency"), load_jobs, window_s, heap, args.load_second0
+                work("latency"), load_jobs, window_s, heap, args.load_second0, args.scrape_every_s
             ),
         )
 

@@ -8,6 +8,7 @@ import http.client
 import math
 import re
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -197,13 +198,18 @@ def _burst_alone(
 # -- 6: latency under load --------------------------------------------------------------------
 
 
-def latency(base: Path, load_jobs: int, window_s: float, heap_mb: int, second0: bool) -> None:
+def latency(
+    base: Path, load_jobs: int, window_s: float, heap_mb: int, second0: bool, scrape_s: float
+) -> None:
     jobs = [
         _job(f"load{i:05d}", f"{0 if second0 else i % 60} * * * * ?", 1) for i in range(load_jobs)
     ]
     with _loaded(base, heap_mb, "load", jobs, 600) as (_zk, mesos, replica, framework):
         _post(replica, "/api/job/register", _job("lat", "*/2 * * * * ?", 1))
         began = time.time()
+        scrapes: list[float] = []
+        if scrape_s > 0:
+            _scraping(replica, scrape_s, began + window_s + 2, scrapes)
         time.sleep(window_s + 2)  # the measured window; then its last launch is logged
         # Read before the scrape below: rendering the metrics of 5,000 jobs takes the leader
         # about a second, and a fire meanwhile would be timed with the bench's own probe.
@@ -234,8 +240,29 @@ def latency(base: Path, load_jobs: int, window_s: float, heap_mb: int, second0: 
             + ("(all on second 0); " if second0 else "(job i on second i % 60); ")
             + f"{total} tasks launched since the start, {_ready_runs(replica)} runs in the "
             "ready queue at the end; the 2-s job's fires with no run: "
-            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(lat_skipped.items())) or "none"),
+            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(lat_skipped.items())) or "none")
+            + (
+                f"; /metrics read every {scrape_s:g} s, each in "
+                + ", ".join(f"{t * 1000:.0f}" for t in scrapes)
+                + " ms"
+                if scrape_s > 0
+                else ""
+            ),
         )
+
+
+def _scraping(replica: ReplicaProcess, every_s: float, until: float, took: list[float]) -> None:
+    """Read the leader's /metrics every `every_s` until epoch `until` on a thread of its own,
+    appending each read's time in seconds to `took`."""
+
+    def scrape() -> None:
+        while time.time() + every_s < until:
+            time.sleep(every_s)
+            started = time.monotonic()
+            replica.metrics()
+            took.append(time.monotonic() - started)
+
+    threading.Thread(target=scrape, name="bench-scrape", daemon=True).start()
 
 
 def _ready_runs(replica: ReplicaProcess) -> str:

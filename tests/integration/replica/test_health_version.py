@@ -1,6 +1,7 @@
 """What a replica says of itself (issue 30): `/health` names its version to authenticated
 callers (a rolling upgrade is followed replica by replica, docs/upgrading.md), never to
-anonymous ones; a standby's `/metrics` says it is a standby and which replica leads."""
+anonymous ones; a standby's `/metrics` says it is a standby and which replica leads; its
+per-job series are bounded by `metrics_max_jobs`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
+from scheduler.edge.metrics import OTHER_JOBS
+from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.settings import load_settings
 from scheduler.replica.replica import Replica
 from scheduler.replica.term import BuiltTerm
@@ -21,7 +24,7 @@ from tests.support.replicas import http_get
 from tests.support.waiting import wait_for
 
 
-def _make(zk: ZooKeeperEnsemble, zk_namespace: str) -> Replica:
+def _make(zk: ZooKeeperEnsemble, zk_namespace: str, **more: str) -> Replica:
     settings = load_settings(
         {},
         {},
@@ -32,6 +35,7 @@ def _make(zk: ZooKeeperEnsemble, zk_namespace: str) -> Replica:
             "http_bind_address": "127.0.0.1",
             "http_port": str(free_port()),
             "zk_session_timeout_seconds": "3",
+            **more,
         },
     )
     made = build_replica(settings, lambda ctx: BuiltTerm([]))
@@ -89,3 +93,25 @@ def test_a_standby_says_in_its_metrics_that_it_is_one_and_names_the_leader(
         assert "this replica is a standby" not in body.decode()
     finally:
         standby.stop(timeout_s=10)
+
+
+def test_metrics_max_jobs_bounds_the_jobs_with_series_of_their_own(
+    zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    made = _make(zk, zk_namespace, metrics_max_jobs="1")
+    try:
+        for job in ("first", "second"):
+            made.scheduler_metrics.on_job_event(
+                JobEvent(JobEventKind.FIRE_SKIPPED, job, 1.0, "misfire off", fires=2)
+            )
+        status, _, body = http_get(f"http://{made.settings.identity}/metrics")
+        assert status == 200
+        skipped = {
+            sample.labels["job_name"]: sample.value
+            for family in text_string_to_metric_families(body.decode())
+            if family.name == "ejc_job_fires_skipped"
+            for sample in family.samples
+        }
+        assert skipped == {"first": 2.0, OTHER_JOBS: 2.0}
+    finally:
+        made.stop(timeout_s=10)

@@ -126,3 +126,12 @@ def test_jdbc_urls_are_translated_and_the_user_settings_fill_in() -> None:
     )
     kept = resolve_url("postgresql+psycopg://own@h/db", "other", "pw")
     assert (kept.username, kept.password) == ("own", None)
+
+
+def test_metrics_max_jobs_is_from_0_to_100000() -> None:
+    assert load_settings({}, {}, {}).metrics_max_jobs == 5000
+    assert load_settings({}, {}, {"metrics_max_jobs": "0"}).metrics_max_jobs == 0
+    for bad in ("-1", "100001", "many"):
+        with pytest.raises(SettingsError) as caught:
+            load_settings({}, {}, {"metrics_max_jobs": bad})
+        assert set(caught.value.problems) == {"metrics_max_jobs"}
