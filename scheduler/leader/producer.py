@@ -44,11 +44,11 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from apscheduler.schedulers.base import STATE_STOPPED  # type: ignore[import-untyped]
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
-from scheduler.leader.fire_turns import FireTurns
 from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView
 from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
+from scheduler.model.fire_turns import FireTurns
 from scheduler.model.fires import (
     MAX_FIRES_COUNTED,
     DueSince,
@@ -206,7 +206,7 @@ class Producer(LeaderComponent):
         # Jobs scheduled at term start whose fires are still to account, by cron key.
         self._deferred: dict[tuple[object, ...], list[tuple[JobConfig, bool]]] = {}
         self._flushing = False
-        # The fires of one second are accounted the fewest jobs first (`fire_turns`).
+        # The fires of one second are accounted the fewest jobs first (`model.fire_turns`).
         self._turns = FireTurns(patience_s=4 * _FIRE_LEAD_S)
         # max_fires_per_second (None: no budget), and the jobs whose fire waits for it, in the
         # order they came: name -> (cron key, the first fire it waits with).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from scheduler.leader.fire_turns import FireTurns
+from scheduler.model.fire_turns import FireTurns
 from tests.support.waiting import wait_for
 
 
