@@ -26,6 +26,8 @@ from contextlib import contextmanager
 
 
 class FireTurns:
+    """The queue of the fires waiting to account, and whose turn it is (any thread)."""
+
     def __init__(self, patience_s: float) -> None:
         self._patience_s = patience_s
         self._cond = threading.Condition()
