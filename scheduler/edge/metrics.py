@@ -36,6 +36,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
+from scheduler.edge.job_histogram import JobHistogram, MetricsRegistry
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.runs import NO_RUN_KEY, RESULTS, CommandRuns, run_result
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
@@ -344,13 +345,14 @@ class SchedulerMetrics:
             ["job_name", "result"],
             registry=registry,
         )
-        self.run_duration = Histogram(
+        # 19 series a job: written by itself, not by generate_latest (`job_histogram`).
+        self.run_duration = JobHistogram(
             "ejc_job_run_duration_seconds",
             "How long runs ran, from start to end, by job.",
-            ["job_name"],
-            buckets=_RUN_BUCKETS,
-            registry=registry,
+            JOB_LABEL,
+            _RUN_BUCKETS,
         )
+        registry.register(self.run_duration)
         self.fires_skipped = Counter(
             "ejc_job_fires_skipped",
             "Cron fires that added no run, by job and outcome (skipped: misfire off; capped: "
@@ -420,7 +422,7 @@ class SchedulerMetrics:
             _remove(self.runs, job_name, result)
         for outcome in ("skipped", "capped", "excluded"):
             _remove(self.fires_skipped, job_name, outcome)
-        _remove(self.run_duration, job_name)
+        self.run_duration.remove(job_name)
 
     def retain_jobs(self, names: Iterable[str]) -> None:
         """Drop the series of every job not in `names` (the registered ones)."""
@@ -517,7 +519,7 @@ class SchedulerMetrics:
         self.runs.labels(job, result).inc()
         if record is not None and record.complete_time_ms is not None:
             seconds = max(0, record.complete_time_ms - record.start_time_ms) / 1000
-            self.run_duration.labels(job).observe(seconds)
+            self.run_duration.observe(job, seconds)
 
 
 def render_metrics(
@@ -529,9 +531,17 @@ def render_metrics(
     (`metrics_require_auth`, issue 26), and so is every per-workflow series (issue 27: shown
     only to callers who see every app). The families stay, so a dashboard sees no error."""
     if visible_jobs is None:
+        if isinstance(registry, MetricsRegistry):
+            return registry.latest()  # its job histograms written by themselves
         return generate_latest(registry)
-    families = list(registry.collect())
+    own: list[JobHistogram] = []
+    if isinstance(registry, MetricsRegistry):
+        families = list(registry.others().collect())
+        own = registry.histograms()
+    else:
+        families = list(registry.collect())
     named = {s.labels[JOB_LABEL] for m in families for s in m.samples if JOB_LABEL in s.labels}
+    named.update(*(histogram.label_values() for histogram in own))
     shown = visible_jobs(named - {OTHER_JOBS})
     kept: list[Metric] = []
     for family in families:
@@ -548,7 +558,8 @@ def render_metrics(
         copy = Metric(family.name, family.documentation, family.type, family.unit)
         copy.samples = samples
         kept.append(copy)
-    return generate_latest(_Collected(kept))
+    text = "".join(histogram.text(shown.__contains__) for histogram in own)
+    return generate_latest(_Collected(kept)) + text.encode()
 
 
 class _Collected(CollectorRegistry):

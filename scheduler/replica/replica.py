@@ -46,8 +46,8 @@ from kazoo.exceptions import (
     KazooException,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from prometheus_client import CollectorRegistry
 
+from scheduler.edge.job_histogram import MetricsRegistry
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
 from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError
@@ -144,7 +144,7 @@ class Replica:
         self.vouching = Vouching(settings)
         self.warnings = startup_warnings(settings, os.environ)
         # A registry of this replica's own (several replicas may share a process in tests).
-        self.metrics = CollectorRegistry()
+        self.metrics = MetricsRegistry()
         self.scheduler_metrics = SchedulerMetrics(self.metrics, settings.metrics_max_jobs)
         self.http = server_for(self)
         self._stopping = threading.Event()

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
-from prometheus_client import CollectorRegistry
 
 from scheduler.edge.authenticator import authenticator_for
 from scheduler.edge.http import ReplicaHttp, metrics_access_for
+from scheduler.edge.job_histogram import MetricsRegistry
 from scheduler.edge.metrics import OTHER_JOBS, SchedulerMetrics
 from scheduler.model.access.records import (
     TokenRecord,
@@ -67,10 +67,11 @@ def _world(registry: Registry) -> dict[str, str]:
 
 
 def _front(settings: Settings, registry: Registry) -> ReplicaHttp:
-    metrics = CollectorRegistry()
+    metrics = MetricsRegistry()  # the replica's own kind
     counted = SchedulerMetrics(metrics)
     for job in ("a_job", "b_job", OTHER_JOBS):
         counted.runs.labels(job, "success").inc()
+        counted.run_duration.observe(job, 1.0)
     authenticator_for(settings).access.refresh(registry)
     return ReplicaHttp(
         "127.0.0.1",
@@ -105,10 +106,11 @@ def _scrape(front: ReplicaHttp, extra: dict[str, str] | None = None) -> tuple[in
 
 
 def _jobs(text: str) -> set[str]:
+    """The jobs with series in the runs counter or the run-duration histogram."""
     return {
         line.split('job_name="', 1)[1].split('"', 1)[0]
         for line in text.splitlines()
-        if line.startswith("ejc_job_runs_total{")
+        if line.startswith(("ejc_job_runs_total{", "ejc_job_run_duration_seconds_"))
     }
 
 
@@ -140,6 +142,7 @@ def test_metrics_require_auth_needs_credentials_and_shows_only_the_callers_jobs(
     assert status == 200
     assert _jobs(text) == {"a_job"}
     assert "ejc_job_runs" in text  # the family is there, with the caller's series alone
+    assert 'ejc_job_run_duration_seconds_count{job_name="a_job"} 1.0' in text
 
     for everyone in (ROOT, GUEST):
         status, text = _scrape(front, everyone)

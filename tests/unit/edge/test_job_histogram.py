@@ -1,0 +1,103 @@
+"""`JobHistogram` writes the bytes prometheus_client's own `Histogram` and `generate_latest`
+write for the same observations, through its own text and through `collect`; a
+`MetricsRegistry` writes the other collectors as `generate_latest` does."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.utils import floatToGoString
+
+from scheduler.edge.job_histogram import JobHistogram, MetricsRegistry, _number
+from scheduler.edge.metrics import OTHER_JOBS, SchedulerMetrics, render_metrics
+
+BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+NAME, DOC = "ejc_job_run_duration_seconds", 'How long runs ran.\nA "quoted" \\ line'
+
+_names = st.sampled_from(["a", "job-1", 'q"uote', "back\\slash", "new\nline", "ünï", "_other"])
+_amounts = st.one_of(
+    st.sampled_from([0.0, *map(float, BUCKETS), 86400.5, 1e9, 1e-9]),
+    st.floats(min_value=0, max_value=200_000, allow_nan=False),
+)
+
+
+def _library(observations: list[tuple[str, float]]) -> bytes:
+    registry = CollectorRegistry()
+    histogram = Histogram(NAME, DOC, ["job_name"], buckets=BUCKETS, registry=registry)
+    for name, amount in observations:
+        histogram.labels(name).observe(amount)
+    return generate_latest(registry)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(_names, _amounts), max_size=40))
+@example([("a", 0.1), ("a", 0.10000000000000002), ("b", 86400.0), ("b", 86400.00001)])
+def test_the_text_is_the_librarys_for_the_same_observations(
+    observations: list[tuple[str, float]],
+) -> None:
+    disable_created_metrics()  # as SchedulerMetrics does
+    ours = MetricsRegistry()
+    histogram = JobHistogram(NAME, DOC, "job_name", BUCKETS)
+    ours.register(histogram)
+    for name, amount in observations:
+        histogram.observe(name, amount)
+    expected = _library(observations)
+    assert ours.latest() == expected
+    # Read as any collector (the filtered scrape, tests): the same.
+    assert generate_latest(ours) == expected
+
+
+def test_a_removed_series_is_gone_and_others_stay() -> None:
+    histogram = JobHistogram(NAME, DOC, "job_name", BUCKETS)
+    for name in ("a", "b", "c"):
+        histogram.observe(name, 3.0)
+    histogram.remove("b")
+    histogram.remove("never")
+    assert histogram.text() == _library([("a", 3.0), ("c", 3.0)]).decode()
+    assert histogram.text(shown=lambda name: name == "c") == _library([("c", 3.0)]).decode()
+
+
+def test_the_registry_writes_its_other_collectors_as_generate_latest_does() -> None:
+    ours = MetricsRegistry()
+    runs = Counter("ejc_job_runs", "Runs.", ["job_name", "result"], registry=ours)
+    runs.labels("a", "success").inc()
+    histogram = JobHistogram(NAME, DOC, "job_name", BUCKETS)
+    ours.register(histogram)
+    histogram.observe("a", 1.5)
+    text = ours.latest()
+    assert text == generate_latest(ours)
+    assert b'ejc_job_runs_total{job_name="a",result="success"} 1.0' in text
+    ours.unregister(histogram)
+    assert NAME.encode() not in ours.latest()
+
+
+def test_counts_are_written_as_the_library_writes_them() -> None:
+    for count in (0, 1, 999_999, 1_000_000, 1_234_567, 10**16, 10**17 + 3):
+        assert _number(count) == floatToGoString(float(count)), count
+
+
+def test_a_filtered_scrape_shows_the_same_series_from_either_registry() -> None:
+    """`metrics_require_auth`: a caller who sees job a only gets a's series, from the
+    replica's registry as from a plain one (where the histogram is read through `collect`)."""
+
+    def scrape(registry: CollectorRegistry) -> list[str]:
+        metrics = SchedulerMetrics(registry)
+        for job in ("a", "b", OTHER_JOBS):
+            metrics.runs.labels(job, "success").inc()
+            metrics.run_duration.observe(job, 2.0)
+        text = render_metrics(registry, lambda names: names & {"a"}).decode()
+        return sorted(text.splitlines())
+
+    ours, plain = scrape(MetricsRegistry()), scrape(CollectorRegistry())
+    assert ours == plain
+    text = "\n".join(ours)
+    assert f'{NAME}_count{{job_name="a"}} 1.0' in text
+    assert 'job_name="b"' not in text
+    assert f'job_name="{OTHER_JOBS}"' not in text
