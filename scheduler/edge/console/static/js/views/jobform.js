@@ -206,6 +206,11 @@ export function form(ctx) {
   inputs.cron.addEventListener("input", schedulePreview);
   inputs.timeZone.addEventListener("input", schedulePreview);
 
+  // Nothing can be changed until the form is filled: a calendar picked while the stored job
+  // was still on its way was unpicked when it came (aria-disabled: Playwright waits too).
+  formEl.inert = true;
+  formEl.setAttribute("aria-busy", "true");
+  formEl.setAttribute("aria-disabled", "true");
   const ready = (async () => {
     const [appList, docs] = await Promise.all([api.get("/api/app/list"), api.docs()]);
     if (!ctx.alive) return;
@@ -240,7 +245,13 @@ export function form(ctx) {
       showFor();
     }
     updatePreview();
-  })().catch((error) => showFieldErrors(formEl, {}, general, error.message));
+  })()
+    .catch((error) => showFieldErrors(formEl, {}, general, error.message))
+    .finally(() => {
+      formEl.inert = false;
+      formEl.removeAttribute("aria-busy");
+      formEl.removeAttribute("aria-disabled");
+    });
 
   // --- calendars and pool (issue 28) --------------------------------------------------------
   const addOption = (select, value, text) => {
