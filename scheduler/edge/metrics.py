@@ -36,9 +36,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
-from scheduler.edge.job_histogram import JobHistogram, MetricsRegistry
+from scheduler.edge.job_series import JobCounter, JobHistogram, MetricsRegistry
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.model.runs import NO_RUN_KEY, RESULTS, CommandRuns, run_result
+from scheduler.model.runs import NO_RUN_KEY, CommandRuns, run_result
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import TERMINAL_STATES
 
@@ -339,13 +339,14 @@ class SchedulerMetrics:
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._daemon_tasks: OrderedDict[str, None] = OrderedDict()
         self._commands = CommandRuns()
-        self.runs = Counter(
+        # Per job: written by themselves, not by generate_latest (`job_series`).
+        self.runs = JobCounter(
             "ejc_job_runs",
             "Runs that ended, by job and result (success, failure, timeout, killed).",
-            ["job_name", "result"],
-            registry=registry,
+            JOB_LABEL,
+            "result",
         )
-        # 19 series a job: written by itself, not by generate_latest (`job_histogram`).
+        registry.register(self.runs)
         self.run_duration = JobHistogram(
             "ejc_job_run_duration_seconds",
             "How long runs ran, from start to end, by job.",
@@ -353,13 +354,14 @@ class SchedulerMetrics:
             _RUN_BUCKETS,
         )
         registry.register(self.run_duration)
-        self.fires_skipped = Counter(
+        self.fires_skipped = JobCounter(
             "ejc_job_fires_skipped",
             "Cron fires that added no run, by job and outcome (skipped: misfire off; capped: "
             "job_state_queue_size runs pending; excluded: by one of its excludeCalendars).",
-            ["job_name", "outcome"],
-            registry=registry,
+            JOB_LABEL,
+            "outcome",
         )
+        registry.register(self.fires_skipped)
         self.launches = Counter(
             "ejc_task_launches",
             "Tasks launched, by type (READY: a fire or trigger; FAILOVER: a relaunch).",
@@ -418,10 +420,8 @@ class SchedulerMetrics:
         with self._lock:
             self._jobs.discard(job_name)
             _remember(self._gone, job_name)
-        for result in RESULTS:
-            _remove(self.runs, job_name, result)
-        for outcome in ("skipped", "capped", "excluded"):
-            _remove(self.fires_skipped, job_name, outcome)
+        self.runs.remove(job_name)
+        self.fires_skipped.remove(job_name)
         self.run_duration.remove(job_name)
 
     def retain_jobs(self, names: Iterable[str]) -> None:
@@ -462,7 +462,7 @@ class SchedulerMetrics:
             outcome = "excluded"  # issue 28: a calendar excluded the fire
         else:
             return
-        self.fires_skipped.labels(self._job(event.job_name), outcome).inc(max(1, event.fires))
+        self.fires_skipped.inc(self._job(event.job_name), outcome, max(1, event.fires))
 
     def on_status(self, status: Mapping[str, Any], parsed: TaskId) -> None:
         """Status handler listener (sched-mesos-events): count the run an update ends (not
@@ -516,7 +516,7 @@ class SchedulerMetrics:
 
     def _count(self, job_name: str, result: str, record: ExecutionRecord | None) -> None:
         job = self._job(job_name)
-        self.runs.labels(job, result).inc()
+        self.runs.inc(job, result)
         if record is not None and record.complete_time_ms is not None:
             seconds = max(0, record.complete_time_ms - record.start_time_ms) / 1000
             self.run_duration.observe(job, seconds)
@@ -532,16 +532,16 @@ def render_metrics(
     only to callers who see every app). The families stay, so a dashboard sees no error."""
     if visible_jobs is None:
         if isinstance(registry, MetricsRegistry):
-            return registry.latest()  # its job histograms written by themselves
+            return registry.latest()  # its per-job families written by themselves
         return generate_latest(registry)
-    own: list[JobHistogram] = []
+    own: list[JobHistogram | JobCounter] = []
     if isinstance(registry, MetricsRegistry):
         families = list(registry.others().collect())
-        own = registry.histograms()
+        own = [f for f in registry.own_text() if isinstance(f, JobHistogram | JobCounter)]
     else:
         families = list(registry.collect())
     named = {s.labels[JOB_LABEL] for m in families for s in m.samples if JOB_LABEL in s.labels}
-    named.update(*(histogram.label_values() for histogram in own))
+    named.update(*(family.label_values() for family in own))
     shown = visible_jobs(named - {OTHER_JOBS})
     kept: list[Metric] = []
     for family in families:
@@ -558,7 +558,7 @@ def render_metrics(
         copy = Metric(family.name, family.documentation, family.type, family.unit)
         copy.samples = samples
         kept.append(copy)
-    text = "".join(histogram.text(shown.__contains__) for histogram in own)
+    text = "".join(family.text(shown.__contains__) for family in own)
     return generate_latest(_Collected(kept)) + text.encode()
 
 
@@ -583,10 +583,3 @@ def _remember(kept: OrderedDict[str, None], key: str) -> None:
     kept.move_to_end(key)
     while len(kept) > _ENDED_KEPT:
         kept.popitem(last=False)
-
-
-def _remove(metric: Counter | Histogram, *labels: str) -> None:
-    try:
-        metric.remove(*labels)
-    except KeyError:
-        pass  # never had that series

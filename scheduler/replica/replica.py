@@ -47,7 +47,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from scheduler.edge.job_histogram import MetricsRegistry
+from scheduler.edge.job_series import MetricsRegistry
 from scheduler.edge.metrics import ReplicaCollector, ReplicaFigures, SchedulerMetrics
 from scheduler.leader.lifecycle import ComponentStartError, TermComponents
 from scheduler.model.errors import RegistryError, SchedulerError

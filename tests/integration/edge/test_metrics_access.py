@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from scheduler.edge.authenticator import authenticator_for
 from scheduler.edge.http import ReplicaHttp, metrics_access_for
-from scheduler.edge.job_histogram import MetricsRegistry
+from scheduler.edge.job_series import MetricsRegistry
 from scheduler.edge.metrics import OTHER_JOBS, SchedulerMetrics
 from scheduler.model.access.records import (
     TokenRecord,
@@ -70,7 +70,7 @@ def _front(settings: Settings, registry: Registry) -> ReplicaHttp:
     metrics = MetricsRegistry()  # the replica's own kind
     counted = SchedulerMetrics(metrics)
     for job in ("a_job", "b_job", OTHER_JOBS):
-        counted.runs.labels(job, "success").inc()
+        counted.runs.inc(job, "success")
         counted.run_duration.observe(job, 1.0)
     authenticator_for(settings).access.refresh(registry)
     return ReplicaHttp(

@@ -1,14 +1,15 @@
-"""A histogram per job, written as Prometheus text by itself (issue 29).
+"""Per-job series written as Prometheus text by themselves (issue 29).
 
-The run-duration histogram has 19 series a job (16 buckets, `+Inf`, count and sum). Through
-`prometheus_client`'s `Histogram` and `generate_latest`, every scrape builds a sample object for
-each series and formats its labels anew: about 8 µs a series, so 0.8-1.5 s of the leader for
-5,000 jobs, while the leader's other threads get the interpreter less often (a cron fire that
-met a scrape was launched up to 0.74 s late). `JobHistogram` keeps each job's counts in a list
-and its label text made once, and writes the text itself, the same bytes `generate_latest`
-writes for the same observations (a unit test compares the two).
+A job that has run has about 21 series: 19 of the run-duration histogram (16 buckets, `+Inf`,
+count and sum), its runs by result, its skipped fires by outcome. Through `prometheus_client`'s
+`Histogram`/`Counter` and `generate_latest`, every scrape builds a sample object for each series
+and formats its labels anew: about 8 µs a series, so 0.8-1.5 s of the leader for 5,000 jobs,
+while the leader's other threads get the interpreter less often (a cron fire that met a scrape
+was launched up to 0.74 s late). `JobHistogram` and `JobCounter` keep each job's values in
+plain lists and its label text made once, and write the text themselves, the same bytes
+`generate_latest` writes for the same observations (unit tests compare the two).
 
-It is a `prometheus_client` collector as well: `collect()` gives the same family to whoever
+They are `prometheus_client` collectors as well: `collect()` gives the same family to whoever
 reads the registry (the filtered scrape of `metrics_require_auth`, tests). `MetricsRegistry`,
 the replica's registry, writes its other collectors with `generate_latest` and these with
 `text()`.
@@ -23,11 +24,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["JobHistogram", "MetricsRegistry"]
+__all__ = ["JobCounter", "JobHistogram", "MetricsRegistry"]
 
 
 def _go(value: float) -> str:
@@ -47,6 +48,19 @@ def _number(value: int) -> str:
     return f"{value}.0" if 0 <= value < 1_000_000 else _go(float(value))
 
 
+class _OwnText(Collector):
+    """A family of per-job series that writes its own text."""
+
+    def text(self, shown: Callable[[str], bool] | None = None) -> str:
+        """The family in Prometheus' text format (with `shown`, only the jobs it accepts), as
+        `generate_latest` writes it."""
+        raise NotImplementedError
+
+    def label_values(self) -> set[str]:
+        """The jobs with series."""
+        raise NotImplementedError
+
+
 @dataclass
 class _Series:
     labels: str  # `job_name="..."`, escaped
@@ -54,7 +68,7 @@ class _Series:
     total: float = 0.0
 
 
-class JobHistogram(Collector):
+class JobHistogram(_OwnText):
     """A histogram with one label (the job): `observe`, `remove`, `text`; any thread."""
 
     def __init__(self, name: str, documentation: str, label: str, buckets: Sequence[float]):
@@ -99,8 +113,6 @@ class JobHistogram(Collector):
             yield value, labels, list(itertools.accumulate(counts)), total
 
     def text(self, shown: Callable[[str], bool] | None = None) -> str:
-        """The family in Prometheus' text format (with `shown`, only the label values it
-        accepts), as `generate_latest` writes it."""
         out = [self._header]
         name = self.name
         for _value, labels, cumulative, total in self._rows(shown):
@@ -114,7 +126,6 @@ class JobHistogram(Collector):
         return "".join(out)
 
     def label_values(self) -> set[str]:
-        """The label values (jobs) with series."""
         with self._lock:
             return set(self._series)
 
@@ -129,52 +140,124 @@ class JobHistogram(Collector):
         return [family]
 
 
+@dataclass
+class _Count:
+    labels: str  # `job_name="...",result="..."`, escaped, in the names' order
+    value: float = 0.0
+
+
+class JobCounter(_OwnText):
+    """A counter labelled with the job and one more label (`result`, `outcome`): `inc`,
+    `remove`, `text`; any thread. `name` without `_total`, as `Counter` takes it."""
+
+    def __init__(self, name: str, documentation: str, label: str, other: str) -> None:
+        self.name = name
+        self.documentation = documentation
+        self._label, self._other = label, other
+        doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+        self._header = f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n"
+        self._lock = threading.Lock()
+        # (job, other value) -> its series, in the order first counted; the keys of each job,
+        # to remove them.
+        self._values: dict[tuple[str, str], _Count] = {}
+        self._keys: dict[str, list[tuple[str, str]]] = {}
+
+    def inc(self, value: str, other: str, amount: float = 1.0) -> None:
+        """Add `amount` to the series of job `value` and `other`."""
+        key = (value, other)
+        with self._lock:
+            entry = self._values.get(key)
+            if entry is None:
+                pairs = sorted(((self._label, value), (self._other, other)))
+                labels = ",".join(f'{k}="{_escaped(v)}"' for k, v in pairs)
+                entry = self._values[key] = _Count(labels)
+                self._keys.setdefault(value, []).append(key)
+            entry.value += amount
+
+    def remove(self, value: str) -> None:
+        """Drop every series of job `value` (none: nothing)."""
+        with self._lock:
+            for key in self._keys.pop(value, ()):
+                del self._values[key]
+
+    def _rows(self, shown: Callable[[str], bool] | None) -> list[tuple[str, str, str, float]]:
+        with self._lock:
+            return [
+                (value, other, entry.labels, entry.value)
+                for (value, other), entry in self._values.items()
+                if shown is None or shown(value)
+            ]
+
+    def text(self, shown: Callable[[str], bool] | None = None) -> str:
+        name = f"{self.name}_total"
+        rows = self._rows(shown)
+        return self._header + "".join(
+            f"{name}{{{labels}}} {_go(amount)}\n" for _v, _o, labels, amount in rows
+        )
+
+    def label_values(self) -> set[str]:
+        with self._lock:
+            return set(self._keys)
+
+    def describe(self) -> Iterable[Metric]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self._names())]
+
+    def _names(self) -> list[str]:
+        return [self._label, self._other]
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self._names())
+        for value, other, _labels, amount in self._rows(None):
+            family.add_metric([value, other], amount)
+        return [family]
+
+
 class MetricsRegistry(CollectorRegistry):
-    """A registry whose `JobHistogram`s write their own text (`latest`); `collect` gives
-    every family, theirs included, as any registry's does."""
+    """A registry whose `JobHistogram`s and `JobCounter`s write their own text (`latest`);
+    `collect` gives every family, theirs included, as any registry's does."""
 
     def __init__(self) -> None:
         super().__init__()
         self._own_lock = threading.Lock()
-        self._own_text: list[JobHistogram] = []
+        self._own_text: list[_OwnText] = []
 
     def register(self, collector: Collector) -> None:
-        if isinstance(collector, JobHistogram):
+        if isinstance(collector, _OwnText):
             with self._own_lock:
                 self._own_text.append(collector)
             return
         super().register(collector)
 
     def unregister(self, collector: Collector) -> None:
-        if isinstance(collector, JobHistogram):
+        if isinstance(collector, _OwnText):
             with self._own_lock:
                 self._own_text.remove(collector)
             return
         super().unregister(collector)
 
-    def histograms(self) -> list[JobHistogram]:
-        """The `JobHistogram`s registered."""
+    def own_text(self) -> list[_OwnText]:
+        """The `JobHistogram`s and `JobCounter`s registered."""
         with self._own_lock:
             return list(self._own_text)
 
     def others(self) -> Collector:
-        """The collectors registered but the `JobHistogram`s, as one."""
+        """The collectors registered but those writing their own text, as one."""
         return _Others(self)
 
     def collect(self) -> Iterator[Metric]:
         yield from super().collect()
-        for histogram in self.histograms():
-            yield from histogram.collect()
+        for family in self.own_text():
+            yield from family.collect()
 
     def latest(self) -> bytes:
         """Every family in Prometheus' text format, as `generate_latest(self)` would write it
-        (the `JobHistogram`s last)."""
+        (those writing their own text last)."""
         rest = generate_latest(self.others())
-        return rest + "".join(h.text() for h in self.histograms()).encode()
+        return rest + "".join(family.text() for family in self.own_text()).encode()
 
 
 class _Others(Collector):
-    """A `MetricsRegistry`'s collectors but its `JobHistogram`s."""
+    """A `MetricsRegistry`'s collectors but those writing their own text."""
 
     def __init__(self, registry: MetricsRegistry) -> None:
         self._registry = registry

@@ -1,6 +1,6 @@
-"""`JobHistogram` writes the bytes prometheus_client's own `Histogram` and `generate_latest`
-write for the same observations, through its own text and through `collect`; a
-`MetricsRegistry` writes the other collectors as `generate_latest` does."""
+"""`JobHistogram` and `JobCounter` write the bytes prometheus_client's own `Histogram`,
+`Counter` and `generate_latest` write for the same observations, through their own text and
+through `collect`; a `MetricsRegistry` writes the other collectors as `generate_latest` does."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prometheus_client import (
 )
 from prometheus_client.utils import floatToGoString
 
-from scheduler.edge.job_histogram import JobHistogram, MetricsRegistry, _number
+from scheduler.edge.job_series import JobCounter, JobHistogram, MetricsRegistry, _number
 from scheduler.edge.metrics import OTHER_JOBS, SchedulerMetrics, render_metrics
 
 BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
@@ -66,14 +66,14 @@ def test_a_removed_series_is_gone_and_others_stay() -> None:
 
 def test_the_registry_writes_its_other_collectors_as_generate_latest_does() -> None:
     ours = MetricsRegistry()
-    runs = Counter("ejc_job_runs", "Runs.", ["job_name", "result"], registry=ours)
-    runs.labels("a", "success").inc()
+    launches = Counter("ejc_task_launches", "Launches.", ["type"], registry=ours)
+    launches.labels("READY").inc()
     histogram = JobHistogram(NAME, DOC, "job_name", BUCKETS)
     ours.register(histogram)
     histogram.observe("a", 1.5)
     text = ours.latest()
     assert text == generate_latest(ours)
-    assert b'ejc_job_runs_total{job_name="a",result="success"} 1.0' in text
+    assert b'ejc_task_launches_total{type="READY"} 1.0' in text
     ours.unregister(histogram)
     assert NAME.encode() not in ours.latest()
 
@@ -90,7 +90,8 @@ def test_a_filtered_scrape_shows_the_same_series_from_either_registry() -> None:
     def scrape(registry: CollectorRegistry) -> list[str]:
         metrics = SchedulerMetrics(registry)
         for job in ("a", "b", OTHER_JOBS):
-            metrics.runs.labels(job, "success").inc()
+            metrics.runs.inc(job, "success")
+            metrics.fires_skipped.inc(job, "capped", 2)
             metrics.run_duration.observe(job, 2.0)
         text = render_metrics(registry, lambda names: names & {"a"}).decode()
         return sorted(text.splitlines())
@@ -99,5 +100,41 @@ def test_a_filtered_scrape_shows_the_same_series_from_either_registry() -> None:
     assert ours == plain
     text = "\n".join(ours)
     assert f'{NAME}_count{{job_name="a"}} 1.0' in text
+    assert 'ejc_job_fires_skipped_total{job_name="a",outcome="capped"} 2.0' in text
     assert 'job_name="b"' not in text
     assert f'job_name="{OTHER_JOBS}"' not in text
+
+
+_results = st.sampled_from(["success", "failure", 'we"ird'])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_names, _results, st.floats(min_value=0, max_value=1e9, allow_nan=False)),
+        max_size=40,
+    ),
+    st.lists(_names, max_size=3),
+)
+def test_the_counters_text_is_the_librarys_for_the_same_counts(
+    counts: list[tuple[str, str, float]], removed: list[str]
+) -> None:
+    disable_created_metrics()
+    library = CollectorRegistry()
+    counter = Counter("ejc_job_runs", DOC, ["job_name", "result"], registry=library)
+    ours = MetricsRegistry()
+    mine = JobCounter("ejc_job_runs", DOC, "job_name", "result")
+    ours.register(mine)
+    for name, result, amount in counts:
+        counter.labels(name, result).inc(amount)
+        mine.inc(name, result, amount)
+    for name in removed:
+        for result in ("success", "failure", 'we"ird'):
+            try:
+                counter.remove(name, result)
+            except KeyError:
+                pass
+        mine.remove(name)
+    expected = generate_latest(library)
+    assert ours.latest() == expected
+    assert generate_latest(ours) == expected
