@@ -29,7 +29,7 @@ from tests.bench.scale_probes import (
     zookeeper,
 )
 from tests.support.mesosfw import StandIn
-from tests.support.replicas import ReplicaProcess
+from tests.support.replicas import ReplicaProcess, http_get
 
 __all__ = ["bursts", "latency", "launch_cost"]
 
@@ -253,14 +253,15 @@ def latency(
 
 def _scraping(replica: ReplicaProcess, every_s: float, until: float, took: list[float]) -> None:
     """Read the leader's /metrics every `every_s` until epoch `until` on a thread of its own,
-    appending each read's time in seconds to `took`."""
+    appending each read's time in seconds (request to the answer's last byte; inf: not 200)
+    to `took`."""
 
     def scrape() -> None:
         while time.time() + every_s < until:
             time.sleep(every_s)
             started = time.monotonic()
-            replica.metrics()
-            took.append(time.monotonic() - started)
+            status, _, _ = http_get(f"http://{replica.identity}/metrics")
+            took.append(time.monotonic() - started if status == 200 else math.inf)
 
     threading.Thread(target=scrape, name="bench-scrape", daemon=True).start()
 
