@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -48,17 +49,23 @@ def _number(value: int) -> str:
     return f"{value}.0" if 0 <= value < 1_000_000 else _go(float(value))
 
 
+def _header(name: str, documentation: str, kind: str) -> str:
+    """A family's HELP and TYPE lines, as `generate_latest` writes them."""
+    doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+
+
 class _OwnText(Collector):
     """A family of per-job series that writes its own text."""
 
+    @abstractmethod
     def text(self, shown: Callable[[str], bool] | None = None) -> str:
         """The family in Prometheus' text format (with `shown`, only the jobs it accepts), as
         `generate_latest` writes it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def label_values(self) -> set[str]:
         """The jobs with series."""
-        raise NotImplementedError
 
 
 @dataclass
@@ -77,8 +84,7 @@ class JobHistogram(_OwnText):
         self._label = label
         self._bounds = tuple(sorted(float(b) for b in buckets))
         self._le = (*(_go(b) for b in self._bounds), "+Inf")
-        doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
-        self._header = f"# HELP {name} {doc}\n# TYPE {name} histogram\n"
+        self._header = _header(name, documentation, "histogram")
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
 
@@ -154,8 +160,7 @@ class JobCounter(_OwnText):
         self.name = name
         self.documentation = documentation
         self._label, self._other = label, other
-        doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
-        self._header = f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n"
+        self._header = _header(f"{name}_total", documentation, "counter")
         self._lock = threading.Lock()
         # (job, other value) -> its series, in the order first counted; the keys of each job,
         # to remove them.
