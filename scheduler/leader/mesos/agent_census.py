@@ -125,6 +125,9 @@ class UnplaceableJobs:
         self._capacity = capacity
         self._current: dict[str, Unplaceable] = {}
         self._judged: dict[str, tuple[tuple[object, ...], Unplaceable | None]] = {}
+        # The shapes (the keys above) that fit the agents of the capacity's version: a burst
+        # of thousands of jobs alike is judged once, not once a job.
+        self._fitting: set[tuple[object, ...]] = set()
 
     def current(self) -> dict[str, Unplaceable]:
         return self._current
@@ -151,9 +154,15 @@ class UnplaceableJobs:
         judged = self._judged.get(job.job_name)
         if judged is not None and judged[0] == key:
             found = judged[1]
+        elif key in self._fitting:
+            found = None  # a job of the same shape fits these agents: so does this one
         else:
             found = self._capacity.check(job, app)
             self._judged[job.job_name] = (key, found)
+            if found is None:
+                if self._fitting and next(iter(self._fitting))[0] != key[0]:
+                    self._fitting.clear()  # judged on other agents
+                self._fitting.add(key)
         if found is None:
             self.placeable(job.job_name)
             return None

@@ -116,3 +116,32 @@ def test_a_job_that_never_fits_is_reported_once_and_forgotten_when_it_fits_or_is
     assert jobs.never_fits(_job(8.0), APP) is not None
     jobs.retain(set())  # its run is no longer pending
     assert jobs.current() == {}
+
+
+class _Counting(AgentCapacity):
+    def __init__(self) -> None:
+        super().__init__()
+        self.checked: list[str] = []
+
+    def check(self, job: JobConfig, app: AppConfig) -> Any:
+        self.checked.append(job.job_name)
+        return super().check(job, app)
+
+
+def test_jobs_of_one_shape_that_fits_are_checked_once_per_agents() -> None:
+    """A burst of thousands of jobs alike costs one check, not one a job; a job that does not
+    fit, or any job once the agents change, is checked on its own."""
+    capacity = _Counting()
+    capacity.set_reported({"a1": (2.0, 4096.0)})
+    jobs = UnplaceableJobs(capacity)
+    alike = [job_config(f"j{i}", jobExecutionType="DAEMON", cpuCount=1.0) for i in range(50)]
+    assert all(jobs.never_fits(job, APP) is None for job in alike)
+    assert capacity.checked == ["j0"]
+    too_big = [job_config(f"big{i}", jobExecutionType="DAEMON", cpuCount=8.0) for i in range(2)]
+    assert all(jobs.never_fits(job, APP) is not None for job in too_big)
+    assert capacity.checked == ["j0", "big0", "big1"]
+    assert set(jobs.current()) == {"big0", "big1"}
+
+    capacity.set_reported({"a1": (0.5, 4096.0)})  # smaller: the shape no longer fits
+    assert jobs.never_fits(alike[7], APP) is not None
+    assert capacity.checked[-1] == "j7"
