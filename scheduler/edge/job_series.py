@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["JobCounter", "JobHistogram", "MetricsRegistry"]
+__all__ = ["JobCounter", "JobHistogram", "MetricsRegistry", "TextFamily"]
 
 
 def _go(value: float) -> str:
@@ -55,7 +55,7 @@ def _header(name: str, documentation: str, kind: str) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
 
 
-class _OwnText(Collector):
+class TextFamily(Collector):
     """A family of per-job series that writes its own text."""
 
     @abstractmethod
@@ -75,7 +75,7 @@ class _Series:
     total: float = 0.0
 
 
-class JobHistogram(_OwnText):
+class JobHistogram(TextFamily):
     """A histogram with one label (the job): `observe`, `remove`, `text`; any thread."""
 
     def __init__(self, name: str, documentation: str, label: str, buckets: Sequence[float]):
@@ -152,7 +152,7 @@ class _Count:
     value: float = 0.0
 
 
-class JobCounter(_OwnText):
+class JobCounter(TextFamily):
     """A counter labelled with the job and one more label (`result`, `outcome`): `inc`,
     `remove`, `text`; any thread. `name` without `_total`, as `Counter` takes it."""
 
@@ -224,23 +224,23 @@ class MetricsRegistry(CollectorRegistry):
     def __init__(self) -> None:
         super().__init__()
         self._own_lock = threading.Lock()
-        self._own_text: list[_OwnText] = []
+        self._own_text: list[TextFamily] = []
 
     def register(self, collector: Collector) -> None:
-        if isinstance(collector, _OwnText):
+        if isinstance(collector, TextFamily):
             with self._own_lock:
                 self._own_text.append(collector)
             return
         super().register(collector)
 
     def unregister(self, collector: Collector) -> None:
-        if isinstance(collector, _OwnText):
+        if isinstance(collector, TextFamily):
             with self._own_lock:
                 self._own_text.remove(collector)
             return
         super().unregister(collector)
 
-    def own_text(self) -> list[_OwnText]:
+    def own_text(self) -> list[TextFamily]:
         """The `JobHistogram`s and `JobCounter`s registered."""
         with self._own_lock:
             return list(self._own_text)

@@ -36,7 +36,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from executor.records import ExecutionRecord, RecordError, decode_status_data
-from scheduler.edge.job_series import JobCounter, JobHistogram, MetricsRegistry
+from scheduler.edge.job_series import JobCounter, JobHistogram, MetricsRegistry, TextFamily
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.runs import NO_RUN_KEY, CommandRuns, run_result
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
@@ -534,10 +534,10 @@ def render_metrics(
         if isinstance(registry, MetricsRegistry):
             return registry.latest()  # its per-job families written by themselves
         return generate_latest(registry)
-    own: list[JobHistogram | JobCounter] = []
+    own: list[TextFamily] = []
     if isinstance(registry, MetricsRegistry):
         families = list(registry.others().collect())
-        own = [f for f in registry.own_text() if isinstance(f, JobHistogram | JobCounter)]
+        own = registry.own_text()
     else:
         families = list(registry.collect())
     named = {s.labels[JOB_LABEL] for m in families for s in m.samples if JOB_LABEL in s.labels}

@@ -126,14 +126,13 @@ def _fire_due(trigger: Trigger, now: float) -> float:
 
 
 def _wait_for_fire(
-    trigger: Trigger,
+    due: float,
     now: float,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> float:
-    """Sleep until the cron fire this call was asked for early, if it is still ahead (see
-    `_fire_due`); returns the time then."""
-    due = _fire_due(trigger, now)
+    """Sleep until `due`, the cron fire this call was asked for early (`_fire_due`), if it is
+    still ahead; returns the time then."""
     if due <= now:
         return now
     deadline = now + 2 * _FIRE_LEAD_S
@@ -591,10 +590,11 @@ class Producer(LeaderComponent):
         if trigger is None:
             return
         asked = time.time()
+        due = _fire_due(trigger, asked)
         # Queued now, before the wait, so that every fire of this second is queued when it
         # comes and the smallest is accounted first.
-        with self._turns.queued(_fire_due(trigger, asked), len(jobs)) as take_turn:
-            now = _wait_for_fire(trigger, asked)
+        with self._turns.queued(due, len(jobs)) as take_turn:
+            now = _wait_for_fire(due, asked)
             if self._budget is not None:
                 jobs = self._within_budget(key, jobs, now)
                 if not jobs:

@@ -125,9 +125,10 @@ class UnplaceableJobs:
         self._capacity = capacity
         self._current: dict[str, Unplaceable] = {}
         self._judged: dict[str, tuple[tuple[object, ...], Unplaceable | None]] = {}
-        # The shapes (the keys above) that fit the agents of the capacity's version: a burst
-        # of thousands of jobs alike is judged once, not once a job.
+        # The shapes (the keys above) that fit the agents of capacity version `_fitting_at`: a
+        # burst of thousands of jobs alike is judged once, not once a job.
         self._fitting: set[tuple[object, ...]] = set()
+        self._fitting_at = -1
 
     def current(self) -> dict[str, Unplaceable]:
         return self._current
@@ -141,8 +142,9 @@ class UnplaceableJobs:
 
     def never_fits(self, job: JobConfig, app: AppConfig) -> Unplaceable | None:
         """Whether `job`'s run can never be placed on the known agents; reports it once."""
+        version = self._capacity.version
         key = (
-            self._capacity.version,
+            version,
             job.cpu_count,
             job.memory_mb,
             job.sharding_total_count,
@@ -160,8 +162,8 @@ class UnplaceableJobs:
             found = self._capacity.check(job, app)
             self._judged[job.job_name] = (key, found)
             if found is None:
-                if self._fitting and next(iter(self._fitting))[0] != key[0]:
-                    self._fitting.clear()  # judged on other agents
+                if self._fitting_at != version:  # judged on other agents: forget those
+                    self._fitting, self._fitting_at = set(), version
                 self._fitting.add(key)
         if found is None:
             self.placeable(job.job_name)

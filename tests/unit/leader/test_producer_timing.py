@@ -9,7 +9,13 @@ import pytest
 from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
-from scheduler.leader.producer import _FIRE_LEAD_S, _EarlyTrigger, _Scheduler, _wait_for_fire
+from scheduler.leader.producer import (
+    _FIRE_LEAD_S,
+    _EarlyTrigger,
+    _fire_due,
+    _Scheduler,
+    _wait_for_fire,
+)
 from scheduler.model.config.cron import parse_cron
 
 LEAD = timedelta(seconds=_FIRE_LEAD_S)
@@ -67,7 +73,8 @@ def test_a_fire_called_early_waits_for_its_time() -> None:
     cron = parse_cron("* * * * * ?", "UTC").trigger()
     due = _at(7, 0, 1).timestamp()
     clock = _Clock(due - 0.004)
-    assert _wait_for_fire(cron, clock.now, clock.time, clock.sleep) == due
+    assert _fire_due(cron, clock.now) == due
+    assert _wait_for_fire(due, clock.now, clock.time, clock.sleep) == due
     assert len(clock.slept) == 1
     assert abs(clock.slept[0] - 0.004) < 1e-6  # float epoch seconds
 
@@ -75,7 +82,8 @@ def test_a_fire_called_early_waits_for_its_time() -> None:
 def test_a_fire_called_late_does_not_wait() -> None:
     cron = parse_cron("0/2 * * * * ?", "UTC").trigger()
     clock = _Clock(_at(7, 0, 2).timestamp() + 0.3)  # 0.3 s after its fire, 1.7 s before the next
-    assert _wait_for_fire(cron, clock.now, clock.time, clock.sleep) == clock.now
+    assert _fire_due(cron, clock.now) == clock.now
+    assert _wait_for_fire(clock.now, clock.now, clock.time, clock.sleep) == clock.now
     assert clock.slept == []
 
 
@@ -88,7 +96,8 @@ def test_a_clock_that_does_not_move_is_waited_on_at_most_twice_the_lead() -> Non
         clock.slept.append(seconds)
         clock.now += 0.001  # the wall clock crawls (stepped back meanwhile)
 
-    assert _wait_for_fire(cron, clock.now, clock.time, stuck_sleep) >= due - 0.004
+    assert _fire_due(cron, clock.now) == due
+    assert _wait_for_fire(due, clock.now, clock.time, stuck_sleep) >= due - 0.004
     assert len(clock.slept) <= 2 * _FIRE_LEAD_S / 0.001 + 1
 
 
