@@ -293,6 +293,15 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             except Exception as exc:
                 log.error("mesos: cannot start the driver: %s", exc, exc_info=exc)
                 self.post(ConnectFailed(driver, exc))
+                return
+            with self._lock:
+                ours = self._driver is driver
+            if not ours:
+                # Disconnected (paused, stopped) before this thread got to start it: pymesos's
+                # start undoes a stop that came first, and the driver would run on unseen. Two
+                # drivers of one framework then fail each other over without end (seen after
+                # a ZooKeeper member froze twice in a row: pause, resume, pause, resume).
+                driver.stop(failover=True)
 
         thread = threading.Thread(target=start, name="sched-mesos-connect", daemon=True)
         self._connecting = [t for t in self._connecting if t.is_alive()]
