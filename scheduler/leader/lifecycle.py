@@ -198,10 +198,13 @@ class EventLoopComponent(ThreadedComponent, Generic[_E]):
     order they were posted. Callbacks of libraries (kazoo watches, pymesos) only `post`.
 
     `_handle` gets each event; an exception it raises is logged and the loop goes on. With
-    `idle_s` set, `_idle` runs whenever no event came for that long.
+    `idle_s` set, `_idle` runs whenever no event came for that long. With `batch_max` above 1,
+    `_handle_batch` gets the events queued by the time the loop takes one, up to that many (it
+    never waits for more): a loop that can act on several at once overrides it.
     """
 
     idle_s: float | None = None
+    batch_max = 1
 
     def __init__(self) -> None:
         super().__init__()
@@ -226,10 +229,35 @@ class EventLoopComponent(ThreadedComponent, Generic[_E]):
                 continue
             if isinstance(event, _Stop):
                 return
-            try:
-                self._handle(event)
-            except Exception:
-                log.exception("%s: handling %.200r failed", self.name, event)
+            events = [event]
+            stop = False
+            while len(events) < self.batch_max:
+                try:
+                    more = self._events.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(more, _Stop):
+                    stop = True
+                    break
+                events.append(more)
+            if len(events) == 1:
+                self._handle_one(event)
+            else:
+                self._handle_batch(events)
+            if stop:
+                return
+
+    def _handle_one(self, event: _E) -> None:
+        try:
+            self._handle(event)
+        except Exception:
+            log.exception("%s: handling %.200r failed", self.name, event)
+
+    def _handle_batch(self, events: list[_E]) -> None:
+        """Act on events that were queued together, in order (the loop's thread); by default
+        each through `_handle`, an exception logged and the next one handled."""
+        for event in events:
+            self._handle_one(event)
 
     def _handle(self, event: _E) -> None:
         """Act on one event (the loop's thread)."""

@@ -240,6 +240,22 @@ class RunningStore(_Store):
             return None
         return RunningTask.from_json(data), got[1]
 
+    @staticmethod
+    def update_op(task: RunningTask, version: int) -> Op:
+        """The op that writes the task's node over `version` (to commit with others)."""
+        path = running_path(task.parsed.job_name, task.task_id)
+        return Op.set(path, json.dumps(task.to_json()).encode(), version)
+
+    @staticmethod
+    def remove_op(task_id: str, version: int) -> Op:
+        """The op that deletes the task's node at `version` (-1: any)."""
+        return Op.delete(running_path(TaskId.parse(task_id).job_name, task_id), version)
+
+    @staticmethod
+    def folder_remove_op(job: str) -> Op:
+        """The op that deletes `job`'s folder, which ZooKeeper refuses while it holds a task."""
+        return Op.delete(running_folder(job))
+
     def update(
         self, task: RunningTask, also: list[Op] | None = None, version: int | None = None
     ) -> None:
@@ -248,9 +264,8 @@ class RunningStore(_Store):
         since (a kill reason recorded meanwhile must not be written over), NotFound when it is
         gone; one request."""
         if version is not None:
-            path = running_path(task.parsed.job_name, task.task_id)
-            data = json.dumps(task.to_json()).encode()
-            self._writer.commit(f"update {path}", [Op.set(path, data, version), *(also or [])])
+            first = self.update_op(task, version)
+            self._writer.commit(f"update {first.path}", [first, *(also or [])])
             return
         if not also:
             self.add(task)
@@ -278,12 +293,13 @@ class RunningStore(_Store):
         holds another task; then the delete alone (two, as a delete and a separate drop
         always cost)."""
         job = TaskId.parse(task_id).job_name
-        path, folder = running_path(job, task_id), running_folder(job)
-        ops = [Op.delete(path, -1 if version is None else version), *(also or [])]
-        what = f"remove {path}"
+        first = self.remove_op(task_id, -1 if version is None else version)
+        ops = [first, *(also or [])]
+        what = f"remove {first.path}"
+        folder = running_folder(job)
         try:
             try:
-                self._writer.commit(what, [*ops, Op.delete(folder)])
+                self._writer.commit(what, [*ops, self.folder_remove_op(job)])
                 return
             except Conflict:
                 pass  # another task in the folder (or the node changed: the delete alone says)

@@ -192,6 +192,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
             statistics.journal,
             workflow_store,
             job_of=lambda name: queues.jobs([name]).get(name),
+            running_of=queues.running_tasks,
         ),
         reconciler=Reconciler(stores, driver, settings.reconcile_interval_minutes),
         workflows=WorkflowEngine(
@@ -294,6 +295,7 @@ def _bind_driver(parts: _TermParts) -> None:
             on_offers=launcher.add_offers,
             on_rescind=launcher.rescind,
             on_status=parts.status.handle,
+            on_statuses=parts.status.handle_many,
             on_connected=on_connected,
             on_disconnected=launcher.drop_offers,
             on_agent_lost=on_agent_lost,

@@ -67,6 +67,8 @@ _CONNECT_JOIN_S = 0.5
 # The acknowledgement thread's last write and its answers (within MASTER_READ_TIMEOUT_S).
 _ACK_JOIN_S = 5.0
 FRAMEWORK_FAILED_OVER = "Framework failed over"
+# At most this many status updates handled (and written) together.
+_STATUS_BATCH_MAX = 64
 # At most this many acknowledgements in one pipelined write.
 _ACK_BATCH_MAX = 256
 
@@ -171,6 +173,9 @@ class DriverHandlers:
     on_connected: Callable[[], None]
     on_disconnected: Callable[[], None]
     on_agent_lost: Callable[[str], None] = lambda agent_id: None
+    on_statuses: Callable[[list[dict[str, Any]]], list[bool]] | None = None
+    """Status updates that came one after another, with the answer for each as `on_status`
+    gives it (None: each goes to `on_status`)."""
 
 
 class DriverWiringError(SchedulerError):
@@ -190,6 +195,8 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
     thread_name = "sched-mesos-events"
     # The watchdog (`_idle`) runs after this long without an event.
     idle_s = 1.0
+    # Events taken together when they queued up (status updates handled as one batch).
+    batch_max = _STATUS_BATCH_MAX
 
     def __init__(
         self,
@@ -545,6 +552,41 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
         return totals
 
     # -- the event thread -------------------------------------------------------------------
+
+    def _handle_batch(self, events: list[DriverEvent]) -> None:
+        """Status updates that queued up one after another go to `on_statuses` together (the
+        handler writes them in one transaction); every other event, in its place, to
+        `_handle`."""
+        on_statuses = self._bound.on_statuses
+        if on_statuses is None:
+            super()._handle_batch(events)
+            return
+        run: list[dict[str, Any]] = []
+        for event in [*events, None]:
+            if isinstance(event, StatusUpdate):
+                run.append(event.status)
+                continue
+            if len(run) > 1:
+                self._statuses(on_statuses, run)
+            elif run:
+                self._handle_one(StatusUpdate(run[0]))
+            run = []
+            if event is not None:
+                self._handle_one(event)
+
+    def _statuses(
+        self,
+        on_statuses: Callable[[list[dict[str, Any]]], list[bool]],
+        statuses: list[dict[str, Any]],
+    ) -> None:
+        try:
+            answers = on_statuses(statuses)
+        except Exception:
+            log.exception("%s: handling %d status updates failed", self.name, len(statuses))
+            return  # none acknowledged: the agents send them again
+        for status, ack in zip(statuses, answers, strict=True):
+            if ack and "uuid" in status:
+                self._acks.put(status)
 
     def _handle(self, event: DriverEvent) -> None:
         match event:

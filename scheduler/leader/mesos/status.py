@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
@@ -131,8 +131,25 @@ class TaskUpdate:
     """The version of the running node `task` was read from (None: read from a listing)."""
 
 
+@dataclass
+class _Planned:
+    """An update of a batch decided before anything is written (`StatusHandler._plan`): its
+    ops go into the batch's one transaction, and `done` runs once that committed."""
+
+    status: dict[str, Any]
+    parsed: TaskId
+    task_id: str
+    ops: list[Op]
+    done: Callable[[], None]
+    finished: bool
+    """A TASK_FINISHED: the node is deleted, a success journaled with it."""
+    journaled: bool = False
+    """`ops` hold a result journal op (uncounted again when the transaction fails)."""
+
+
 class StatusHandler:
-    """Called from `sched-mesos-events` for each update; returns True when it may be acked."""
+    """Called from `sched-mesos-events` for each update (`handle`), or for the updates that
+    came together (`handle_many`); says which may be acked."""
 
     def __init__(
         self,
@@ -142,12 +159,17 @@ class StatusHandler:
         journal: ResultJournal | None = None,
         workflows: WorkflowStore | None = None,
         job_of: Callable[[str], JobConfig | None] | None = None,
+        running_of: Callable[[str], list[str]] | None = None,
     ) -> None:
         """`workflows`: where a workflow node's task records its shard's end (issue 27).
         `job_of`: a job's configuration as the term keeps it (the queue view's, kept by
-        watches; None: deleted); without it each update reads the job's node."""
+        watches; None: deleted); without it each update reads the job's node.
+        `running_of`: a job's running task ids as the term's queue view knows them; without it
+        `handle_many` writes no TASK_FINISHED in its batch (it could not tell when the job's
+        folder empties)."""
         self._stores = stores
         self._job_of = job_of or stores.config.job
+        self._running_of = running_of
         self._journal = journal
         self._workflows = workflows
         self._kill = kill
@@ -156,6 +178,9 @@ class StatusHandler:
         # Called with each run_failed / run_timed_out event (sched-mesos-events); must not block.
         self.event_listeners: Listeners[[JobEvent]] = Listeners(log, "status: event listener")
         self.counts: dict[str, int] = {}
+        # handle_many: transactions committed, the updates they carried, and the batches whose
+        # transaction failed (their updates then handled one by one).
+        self.batches = self.batched = self.batch_fallbacks = 0
         # Tasks this term saw end. Updates arrive at least once: a retried or reconciled
         # non-terminal update can come after the terminal one, and must not bring the task back
         # (that would block its shard and count its result a second time).
@@ -197,6 +222,146 @@ class StatusHandler:
         self.counts[state] = self.counts.get(state, 0) + 1
         self.listeners.emit(status, parsed)
         return True
+
+    def handle_many(self, statuses: list[dict[str, Any]]) -> list[bool]:
+        """`handle` for updates that came together (the event thread found them queued), in
+        order; the answer for each. The common ones, a transient task's TASK_RUNNING or
+        TASK_FINISHED when this handler wrote its node last and knows its version, are decided
+        first and written in one fenced transaction (issue 29: one request for the batch, not
+        one per update), the others handled one by one after it, as `handle` does (a task's
+        second update in the batch among them, so its updates keep their order).
+
+        ZooKeeper applies a transaction whole or not at all: when it fails (a node changed
+        meanwhile, say a kill reason recorded; a job folder not empty after all; ZooKeeper
+        failing) nothing of it was written, and every update of the batch is handled on its
+        own as `handle` would, from what is stored. A fence that fails (leadership lost) leaves
+        them unacknowledged, for the next leader."""
+        if len(statuses) < 2:
+            return [self.handle(status) for status in statuses]
+        planned: dict[int, _Planned] = {}
+        seen: set[str] = set()
+        for i, status in enumerate(statuses):
+            task_id = str(status.get("task_id", {}).get("value", ""))
+            if task_id not in seen:
+                plan = self._plan(task_id, status)
+                if plan is not None:
+                    planned[i] = plan
+            seen.add(task_id)
+        answers: dict[int, bool] = {}
+        if len(planned) >= 2:
+            answers = self._commit_planned(list(planned.items()))
+        elif planned:
+            self._unplan(planned.values())
+        return [
+            answers[i] if i in answers else self.handle(status) for i, status in enumerate(statuses)
+        ]
+
+    def _plan(self, task_id: str, status: dict[str, Any]) -> _Planned | None:
+        """The update's ops and what follows their commit, when it is one `handle_many`
+        batches; None otherwise (nothing changed: `handle` takes it)."""
+        state = str(status.get("state", ""))
+        kind = KIND_OF_STATE.get(state)
+        if kind is not UpdateKind.ACTIVE and kind is not UpdateKind.FINISHED:
+            return None
+        found = self._remembered(task_id)
+        if found is None:
+            return None
+        task, version = found
+        parsed = task.parsed
+        job = self._job_of(parsed.job_name)
+        if job is None or job.execution_type is not JobExecutionType.TRANSIENT:
+            return None
+        if task.workflow_fire or task.task_id in self._ended:
+            return None
+        running = self._stores.running
+        if kind is UpdateKind.ACTIVE:
+            # What `_record_active` writes for it: the state, nothing journaled (a transient
+            # task sends no BEGIN or COMPLETE); TASK_STARTING is kept in memory only.
+            if state in (task.state, "TASK_STARTING") or status.get("message") in (
+                "BEGIN",
+                "COMPLETE",
+            ):
+                return None
+            task.state = state
+            done = partial(self._remember, task, version + 1)
+            return _Planned(
+                status, parsed, task_id, [running.update_op(task, version)], done, False
+            )
+        # What `_on_finished` writes: the node deleted with a success journaled. A FAILOVER
+        # task's success also clears its shard's failures (a write of its own): `handle` then.
+        if parsed.type is TaskType.FAILOVER or self._running_of is None:
+            return None
+        ops = [running.remove_op(task_id, version)]
+        journaled = False
+        if self._journal is not None:
+            try:
+                journal_ops = self._journal.ops(True)
+            except SchedulerError:
+                return None  # `handle` meets it again and leaves the update unacknowledged
+            ops += journal_ops
+            journaled = bool(journal_ops)
+        return _Planned(
+            status, parsed, task_id, ops, partial(self._finished, task_id), True, journaled
+        )
+
+    def _finished(self, task_id: str) -> None:
+        """What follows a TASK_FINISHED written in a batch (`_on_finished`'s rest)."""
+        self._note_ended(task_id)
+        log.info("status: %s finished", task_id)
+
+    def _commit_planned(self, planned: list[tuple[int, _Planned]]) -> dict[int, bool]:
+        """Write the planned updates in one fenced transaction, with the folder of each job
+        that has no other task left; the answers of those committed (none when it failed:
+        `handle` takes them)."""
+        ops = [op for _, plan in planned for op in plan.ops]
+        ops += self._emptied_folders([plan for _, plan in planned if plan.finished])
+        assert self._stores.fence is not None
+        try:
+            FencedWriter(self._stores.registry, self._stores.fence).commit(
+                f"record {len(planned)} status updates", ops
+            )
+        except NotLeader:
+            self._unplan(plan for _, plan in planned)
+            return {i: False for i, _ in planned}  # not acked: resent to the next leader
+        except SchedulerError as exc:
+            self._unplan(plan for _, plan in planned)
+            self.batch_fallbacks += 1
+            log.debug("status: %d updates not written together (%s); one by one", len(ops), exc)
+            return {}
+        self.batches += 1
+        self.batched += len(planned)
+        finished = False
+        for _, plan in planned:
+            plan.done()
+            finished = finished or plan.finished
+            state = str(plan.status.get("state", ""))
+            self.counts[state] = self.counts.get(state, 0) + 1
+            self.listeners.emit(plan.status, plan.parsed)
+        if finished:
+            self._wake()
+        return {i: True for i, _ in planned}
+
+    def _emptied_folders(self, finished: list[_Planned]) -> list[Op]:
+        """The deletes of the job folders these removals leave empty, as the queue view knows
+        the jobs' tasks (less those this term saw end): a folder that holds another task after
+        all makes ZooKeeper refuse the transaction, and the updates are handled one by one."""
+        assert self._running_of is not None
+        removed: dict[str, set[str]] = {}
+        for plan in finished:
+            removed.setdefault(plan.parsed.job_name, set()).add(plan.task_id)
+        ops = []
+        for job, tasks in removed.items():
+            others = [t for t in self._running_of(job) if t not in tasks and t not in self._ended]
+            if not others:
+                ops.append(self._stores.running.folder_remove_op(job))
+        return ops
+
+    def _unplan(self, planned: Iterable[_Planned]) -> None:
+        """Planned updates not written: their journal ops are uncounted."""
+        journal = self._journal
+        for plan in planned:
+            if plan.journaled and journal is not None:
+                journal.not_committed()
 
     def _apply(self, parsed: TaskId, task_id: str, state: str, status: dict[str, Any]) -> None:
         """Look the state up in the table and hand the update to its kind's handler."""

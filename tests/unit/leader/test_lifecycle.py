@@ -93,6 +93,52 @@ def test_an_event_loop_handles_in_order_survives_a_failing_event_and_ends_on_sto
     assert loop._stop_thread() is True
 
 
+class _BatchLoop(_Loop):
+    """A loop that takes what queued up together, up to three events."""
+
+    batch_max = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self.gate = threading.Event()
+
+    def _handle_batch(self, events: list[str]) -> None:
+        self.batches.append(list(events))
+        super()._handle_batch(events)
+
+    def _handle(self, event: str) -> None:
+        if event == "hold":
+            self.gate.wait(5)  # the next events queue up meanwhile
+        super()._handle(event)
+
+
+def test_an_event_loop_takes_what_queued_up_in_batches_in_order_and_stops_after_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop = _BatchLoop()
+    loop.start()
+    loop.post("hold")
+    wait_for(lambda: loop._events.qsize() == 0, 5, message="the first event taken")
+    for event in ("a", "boom", "b", "c", "d"):
+        loop.post(event)
+    with caplog.at_level(logging.ERROR, logger="scheduler.leader.lifecycle"):
+        loop.gate.set()
+        wait_for(lambda: loop.handled == ["hold", "a", "b", "c", "d"], 5, message="handled")
+    # Never more than batch_max at once; a failing event does not stop the ones after it.
+    assert loop.batches == [["a", "boom", "b"], ["c", "d"]]
+    assert any("loop: handling 'boom' failed" in r.getMessage() for r in caplog.records)
+    # A stop queued behind events ends the loop once they are handled.
+    loop.gate.clear()
+    loop.post("hold")
+    wait_for(lambda: loop._events.qsize() == 0, 5, message="the hold taken")
+    loop.post("e")
+    loop._interrupt()
+    loop.gate.set()
+    wait_for(lambda: loop.handled[-1:] == ["e"], 5, message="the last event handled")
+    assert loop._stop_thread() is True
+
+
 def test_a_wake_signal_wakes_its_waiter_and_a_wake_is_kept_until_cleared() -> None:
     signal = WakeSignal()
     assert signal.wait(0.01) is False
