@@ -54,6 +54,11 @@ _FIRED = re.compile(
 )
 
 
+FIRE_TASK_KEY = "ejcFireKey"
+"""Set by the status handler in an update of a task that runs a recorded fire (a workflow
+node's or a backfill's: its running node's `workflowFire`), to that fire's key: only such a
+task's end can move a workflow run or a backfill, so their engines wake for those alone."""
+
 NO_RUN_KEY = "ejcNoRun"
 """Set (True) by the status handler in a terminal update of a task that ended while no run of
 it was going on (an idle daemon task gone with its cluster, issue 30): the listeners count no

@@ -49,6 +49,7 @@ from scheduler.model.backfill import (
 from scheduler.model.config.job import JobConfig
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import Conflict, NotFound, NotLeader, SchedulerError
+from scheduler.model.runs import FIRE_TASK_KEY
 from scheduler.model.task_id import TaskId
 from scheduler.model.task_states import ACTIVE_STATES
 from scheduler.storage.backfill_store import (
@@ -139,9 +140,9 @@ class BackfillEngine(ThreadedComponent):
         self._wake.set()
 
     def on_status(self, status: dict[str, Any], parsed: TaskId) -> None:
-        """Status listener: a task's end may end a backfill's fire (sched-mesos-events; never
-        blocks)."""
-        if str(status.get("state", "")) not in ACTIVE_STATES:
+        """Status listener: the end of a task that runs a fire may end a backfill's fire
+        (sched-mesos-events; never blocks); other tasks' ends do not wake the thread."""
+        if status.get(FIRE_TASK_KEY) and str(status.get("state", "")) not in ACTIVE_STATES:
             self._wake.set()
 
     def _load(self) -> None:

@@ -57,7 +57,7 @@ from scheduler.leader.lifecycle import Listeners
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import Conflict, NotFound, NotLeader, SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.model.runs import NO_RUN_KEY
+from scheduler.model.runs import FIRE_TASK_KEY, NO_RUN_KEY
 from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
 from scheduler.model.task_states import ACTIVE_STATES, FAILED_STATES
 from scheduler.storage.result_journal import ResultJournal
@@ -225,11 +225,12 @@ class StatusHandler:
 
     def handle_many(self, statuses: list[dict[str, Any]]) -> list[bool]:
         """`handle` for updates that came together (the event thread found them queued), in
-        order; the answer for each. The common ones, a transient task's TASK_RUNNING or
-        TASK_FINISHED when this handler wrote its node last and knows its version, are decided
-        first and written in one fenced transaction (issue 29: one request for the batch, not
-        one per update), the others handled one by one after it, as `handle` does (a task's
-        second update in the batch among them, so its updates keep their order).
+        order; the answer for each. The common ones, a transient task's TASK_STARTING (kept in
+        memory), TASK_RUNNING or TASK_FINISHED when this handler wrote its node last and knows
+        its version, are decided first and written in one fenced transaction (issue 29: one
+        request for the batch, not one per update), the others handled one by one after it, as
+        `handle` does (a task's second update in the batch among them, so its updates keep
+        their order).
 
         ZooKeeper applies a transaction whole or not at all: when it fails (a node changed
         meanwhile, say a kill reason recorded; a job folder not empty after all; ZooKeeper
@@ -247,11 +248,7 @@ class StatusHandler:
                 if plan is not None:
                     planned[i] = plan
             seen.add(task_id)
-        answers: dict[int, bool] = {}
-        if len(planned) >= 2:
-            answers = self._commit_planned(list(planned.items()))
-        elif planned:
-            self._unplan(planned.values())
+        answers = self._commit_planned(list(planned.items())) if planned else {}
         return [
             answers[i] if i in answers else self.handle(status) for i, status in enumerate(statuses)
         ]
@@ -277,12 +274,12 @@ class StatusHandler:
         if kind is UpdateKind.ACTIVE:
             # What `_record_active` writes for it: the state, nothing journaled (a transient
             # task sends no BEGIN or COMPLETE); TASK_STARTING is kept in memory only.
-            if state in (task.state, "TASK_STARTING") or status.get("message") in (
-                "BEGIN",
-                "COMPLETE",
-            ):
+            if state == task.state or status.get("message") in ("BEGIN", "COMPLETE"):
                 return None
             task.state = state
+            if state == "TASK_STARTING":
+                done = partial(self._remember, task, version)
+                return _Planned(status, parsed, task_id, [], done, False)
             done = partial(self._remember, task, version + 1)
             return _Planned(
                 status, parsed, task_id, [running.update_op(task, version)], done, False
@@ -314,22 +311,24 @@ class StatusHandler:
         that has no other task left; the answers of those committed (none when it failed:
         `handle` takes them)."""
         ops = [op for _, plan in planned for op in plan.ops]
-        ops += self._emptied_folders([plan for _, plan in planned if plan.finished])
-        assert self._stores.fence is not None
-        try:
-            FencedWriter(self._stores.registry, self._stores.fence).commit(
-                f"record {len(planned)} status updates", ops
-            )
-        except NotLeader:
-            self._unplan(plan for _, plan in planned)
-            return {i: False for i, _ in planned}  # not acked: resent to the next leader
-        except SchedulerError as exc:
-            self._unplan(plan for _, plan in planned)
-            self.batch_fallbacks += 1
-            log.debug("status: %d updates not written together (%s); one by one", len(ops), exc)
-            return {}
-        self.batches += 1
-        self.batched += len(planned)
+        if ops:  # else only TASK_STARTINGs, kept in memory
+            ops += self._emptied_folders([plan for _, plan in planned if plan.finished])
+            assert self._stores.fence is not None
+            written = sum(1 for _, plan in planned if plan.ops)
+            try:
+                FencedWriter(self._stores.registry, self._stores.fence).commit(
+                    f"record {written} status updates", ops
+                )
+            except NotLeader:
+                self._unplan(plan for _, plan in planned)
+                return {i: False for i, _ in planned}  # not acked: resent to the next leader
+            except SchedulerError as exc:
+                self._unplan(plan for _, plan in planned)
+                self.batch_fallbacks += 1
+                log.debug("status: %d updates not written together (%s); one by one", written, exc)
+                return {}
+            self.batches += 1
+            self.batched += written
         finished = False
         for _, plan in planned:
             plan.done()
@@ -412,6 +411,8 @@ class StatusHandler:
             task, version = known.get(task_id), None
         job = self._job_of(parsed.job_name)
         message = str(status.get("message", ""))
+        if task is not None and task.workflow_fire:
+            status[FIRE_TASK_KEY] = task.workflow_fire
         return TaskUpdate(parsed, task_id, state, message, status, task, job, version)
 
     # -- the task lives ---------------------------------------------------------------------

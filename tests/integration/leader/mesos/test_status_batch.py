@@ -11,15 +11,24 @@ from typing import Any
 
 import pytest
 
+from scheduler.leader.backfill import BackfillEngine
 from scheduler.leader.mesos.status import StatusHandler
+from scheduler.leader.workflows import WorkflowEngine
+from scheduler.model.runs import FIRE_TASK_KEY
 from scheduler.model.task_id import TaskId, TaskType
+from scheduler.storage.backfill_store import BackfillStore
 from scheduler.storage.layout import running_folder, running_path
 from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import ResultJournal
 from scheduler.storage.state import KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
+from scheduler.storage.workflow_store import WorkflowQueue, WorkflowStore
 from tests.support.bodies import job_config
+
+
+class Acting:
+    acting = True
 
 
 class _Seen:
@@ -112,6 +121,12 @@ def test_updates_that_came_together_are_written_in_one_transaction(
         _job(stores, name)
     tasks = [_launched(stores, handler, name) for name in ("a", "b", "c")]
 
+    # TASK_STARTING is kept in memory: no transaction, the nodes stay as the launch wrote them.
+    assert handler.handle_many([_update(t, "TASK_STARTING") for t in tasks]) == [True] * 3
+    assert (handler.batches, handler.batched) == (0, 0)
+    staged = [_node(registry, t) for t in tasks]
+    assert all(n is not None and n[1].version == 0 for n in staged)
+
     assert handler.handle_many([_update(t, "TASK_RUNNING") for t in tasks]) == [True] * 3
     assert (handler.batches, handler.batched, handler.batch_fallbacks) == (1, 3, 0)
     nodes = [_node(registry, t) for t in tasks]
@@ -126,11 +141,11 @@ def test_updates_that_came_together_are_written_in_one_transaction(
     # The jobs' folders went with their last task, and each success was journaled once.
     assert not any(registry.exists(running_folder(name)) for name in ("a", "b", "c"))
     assert len([r for r in _results(registry) if r.endswith("-s")]) == 3
-    assert seen.states == [(t, "TASK_RUNNING") for t in tasks] + [
-        (t, "TASK_FINISHED") for t in tasks
+    assert seen.states == [
+        (t, state) for state in ("TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED") for t in tasks
     ]
     assert seen.wakes >= 1
-    assert handler.counts == {"TASK_RUNNING": 3, "TASK_FINISHED": 3}
+    assert handler.counts == {"TASK_STARTING": 3, "TASK_RUNNING": 3, "TASK_FINISHED": 3}
 
 
 def test_a_job_folder_with_another_task_is_kept(
@@ -261,3 +276,45 @@ def test_a_lost_fence_leaves_the_whole_batch_unacknowledged(
     assert _results(registry) == []
     assert journal.pending == 0
     assert seen.states == []
+
+
+def test_only_a_task_that_runs_a_fire_wakes_the_workflow_and_backfill_engines(
+    stores: TermStores, seen: _Seen, journal: ResultJournal
+) -> None:
+    """The handler marks the updates of a task that runs a recorded fire with the fire's key;
+    the engines wake for such a task's end alone (not for each of the plain jobs' tasks)."""
+    handler = _handler(stores, seen, journal)
+    marks: list[object] = []
+    handler.listeners.append(lambda status, _parsed: marks.append(status.get(FIRE_TASK_KEY)))
+    _job(stores, "node")
+    _job(stores, "plain")
+    fire = "wf-run~a~0"
+    node_task = str(TaskId.new("node", 0, TaskType.READY, "agent-1"))
+    stores.running.add(RunningTask(node_task, "agent-1", workflow_fire=fire))
+    plain_task = _launched(stores, handler, "plain")
+    workflows = WorkflowEngine(
+        WorkflowStore(stores.registry, stores.fence, "UTC", 200),
+        stores,
+        Acting(),
+        WorkflowQueue(),
+        lambda _task_id: True,
+    )
+    backfills = BackfillEngine(
+        BackfillStore(stores.registry, stores.fence, 10),
+        stores,
+        Acting(),
+        WorkflowQueue(),
+        lambda _task_id: True,
+    )
+    for engine in (workflows, backfills):
+        handler.listeners.append(engine.on_status)
+
+    assert handler.handle(_update(plain_task, "TASK_FINISHED"))
+    assert marks == [None]
+    assert not workflows._wake.is_set() and not backfills._wake.is_set()
+    assert handler.handle(_update(node_task, "TASK_RUNNING"))
+    assert marks == [None, fire]
+    assert not workflows._wake.is_set() and not backfills._wake.is_set()  # not an end
+    assert handler.handle(_update(node_task, "TASK_FINISHED"))
+    assert marks == [None, fire, fire]
+    assert workflows._wake.is_set() and backfills._wake.is_set()
