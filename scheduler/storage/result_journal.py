@@ -62,6 +62,7 @@ class ResultJournal:
         self._registry = registry
         self._lock = threading.Lock()
         self._bucket = ""
+        self._named = (-1, "")  # the last UTC minute (epoch minutes) named, and its name
         self.pending = 0  # as last seen by the roller, plus what was journaled since
         self.dropped = 0
         self._unlogged = 0  # dropped and not logged yet
@@ -80,7 +81,13 @@ class ResultJournal:
         if full:
             self.log_drops(due_only=True)
             return []
-        bucket = bucket_name(time.time() if now is None else now)
+        moment = time.time() if now is None else now
+        minute, named = int(moment // 60), self._named
+        if minute == named[0]:
+            bucket = named[1]  # each minute's bucket is named once, not once a result (issue 29)
+        else:
+            bucket = bucket_name(moment)
+            self._named = (minute, bucket)
         if bucket != self._bucket:
             try:
                 self._registry.ensure(result_bucket_path(bucket))

@@ -556,7 +556,7 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
     def _handle_batch(self, events: list[DriverEvent]) -> None:
         """Status updates that queued up one after another go to `on_statuses` together (the
         handler writes them in one transaction); every other event, in its place, to
-        `_handle`."""
+        `_handle` (which gives `on_statuses` an update that came alone)."""
         on_statuses = self._bound.on_statuses
         if on_statuses is None:
             super()._handle_batch(events)
@@ -566,10 +566,8 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             if isinstance(event, StatusUpdate):
                 run.append(event.status)
                 continue
-            if len(run) > 1:
+            if run:
                 self._statuses(on_statuses, run)
-            elif run:
-                self._handle_one(StatusUpdate(run[0]))
             run = []
             if event is not None:
                 self._handle_one(event)
@@ -622,7 +620,10 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
             case Rescinded(offer_id):
                 self._bound.on_rescind(offer_id)
             case StatusUpdate(status):
-                if self._bound.on_status(status) and "uuid" in status:
+                on_statuses = self._bound.on_statuses
+                if on_statuses is not None:
+                    self._statuses(on_statuses, [status])
+                elif self._bound.on_status(status) and "uuid" in status:
                     self._acks.put(status)
             case FrameworkMessage(executor_id, agent_id, data):
                 log.info(

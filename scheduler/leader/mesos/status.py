@@ -237,8 +237,6 @@ class StatusHandler:
         failing) nothing of it was written, and every update of the batch is handled on its
         own as `handle` would, from what is stored. A fence that fails (leadership lost) leaves
         them unacknowledged, for the next leader."""
-        if len(statuses) < 2:
-            return [self.handle(status) for status in statuses]
         planned: dict[int, _Planned] = {}
         seen: set[str] = set()
         for i, status in enumerate(statuses):

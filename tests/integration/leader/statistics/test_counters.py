@@ -68,6 +68,24 @@ def _journaled(registry: Registry) -> int:
     return sum(len(registry.children(f"{RESULTS}/{b}")) for b in registry.children(RESULTS))
 
 
+def test_each_result_is_journaled_in_the_bucket_of_its_own_minute(
+    registry: Registry, fence: Fence
+) -> None:
+    journal = ResultJournal(registry)
+    moments = [
+        T0 + timedelta(seconds=59.9),
+        T0 + timedelta(minutes=1),
+        T0 + timedelta(seconds=30),  # back to the first minute (a clock stepped back)
+        T0 + timedelta(minutes=1, seconds=1),
+    ]
+    for moment in moments:
+        _journal(registry, fence, journal, moment, True)
+    assert {
+        bucket: len(registry.children(f"{RESULTS}/{bucket}"))
+        for bucket in registry.children(RESULTS)
+    } == {bucket_name(_epoch(T0)): 2, bucket_name(_epoch(T0 + timedelta(minutes=1))): 2}
+
+
 def test_journaled_results_land_in_minute_hour_and_day_rows(
     engine: Engine, registry: Registry, fence: Fence
 ) -> None:

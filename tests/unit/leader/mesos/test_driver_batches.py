@@ -71,11 +71,20 @@ def test_updates_in_a_row_go_to_the_handler_together_and_other_events_keep_their
     assert calls == [
         ("statuses", ["s1", "s2"]),
         ("offers", 1),
-        ("status", "s3"),
+        ("statuses", ["s3"]),  # alone between two other events: a batch of one
         ("rescind", "o1"),
         ("statuses", ["s4", "s5"]),
     ]
     assert _acked(driver) == ["s1", "s3", "s4"]
+
+
+def test_an_update_taken_alone_goes_to_the_batch_handler_too() -> None:
+    calls: list[tuple[str, Any]] = []
+    driver = _driver(calls, refused={"s2"})
+    driver._handle(StatusUpdate(_status("s1")))
+    driver._handle(StatusUpdate(_status("s2")))
+    assert calls == [("statuses", ["s1"]), ("statuses", ["s2"])]
+    assert _acked(driver) == ["s1"]
 
 
 def test_without_a_batch_handler_each_update_goes_on_its_own() -> None:
