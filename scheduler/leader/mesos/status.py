@@ -242,7 +242,10 @@ class StatusHandler:
         for i, status in enumerate(statuses):
             task_id = str(status.get("task_id", {}).get("value", ""))
             if task_id not in seen:
-                plan = self._plan(task_id, status)
+                try:
+                    plan = self._plan(task_id, status)
+                except SchedulerError:
+                    plan = None  # (a job read failing) `handle` meets it and says what it is
                 if plan is not None:
                     planned[i] = plan
             seen.add(task_id)
@@ -310,10 +313,10 @@ class StatusHandler:
         `handle` takes them)."""
         ops = [op for _, plan in planned for op in plan.ops]
         if ops:  # else only TASK_STARTINGs, kept in memory
-            ops += self._emptied_folders([plan for _, plan in planned if plan.finished])
             assert self._stores.fence is not None
             written = sum(1 for _, plan in planned if plan.ops)
             try:
+                ops += self._emptied_folders([plan for _, plan in planned if plan.finished])
                 FencedWriter(self._stores.registry, self._stores.fence).commit(
                     f"record {written} status updates", ops
                 )

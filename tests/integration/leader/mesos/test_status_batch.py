@@ -14,6 +14,7 @@ import pytest
 from scheduler.leader.backfill import BackfillEngine
 from scheduler.leader.mesos.status import StatusHandler
 from scheduler.leader.workflows import WorkflowEngine
+from scheduler.model.errors import RegistryError
 from scheduler.model.runs import FIRE_TASK_KEY
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.backfill_store import BackfillStore
@@ -318,3 +319,31 @@ def test_only_a_task_that_runs_a_fire_wakes_the_workflow_and_backfill_engines(
     assert handler.handle(_update(node_task, "TASK_FINISHED"))
     assert marks == [None, fire, fire]
     assert workflows._wake.is_set() and backfills._wake.is_set()
+
+
+def test_a_failing_read_while_deciding_leaves_the_updates_to_the_one_by_one_path(
+    stores: TermStores, registry: Registry, seen: _Seen, journal: ResultJournal
+) -> None:
+    """The queue view failing to list a job's tasks (ZooKeeper failing) writes nothing of the
+    batch and uncounts its journal ops; each update is then handled on its own, as `handle`
+    does, and none is lost."""
+    failing = [True]
+
+    def running_of(job: str) -> list[str]:
+        if failing[0]:
+            raise RegistryError(f"children {job}: ZooKeeper did not answer")
+        return [t.task_id for t in stores.running.tasks(job)]
+
+    handler = StatusHandler(stores, lambda task_id: True, seen.wake, journal, running_of=running_of)
+    for name in ("p", "q"):
+        _job(stores, name)
+    tasks = [_launched(stores, handler, name) for name in ("p", "q")]
+
+    answers = handler.handle_many([_update(t, "TASK_FINISHED") for t in tasks])
+
+    assert answers == [True, True]
+    assert (handler.batches, handler.batch_fallbacks) == (0, 1)
+    assert all(_node(registry, t) is None for t in tasks)
+    assert not registry.exists(running_folder("p"))
+    assert len(_results(registry)) == 2
+    assert journal.pending == 2  # the batch's two uncounted, the two written counted
