@@ -33,6 +33,7 @@ from scheduler.api.access_control import require_job, requires
 from scheduler.api.audit_hooks import note_change, note_resource
 from scheduler.api.bodies import json_body
 from scheduler.api.inputs import reference_name
+from scheduler.api.paging import encode_cursor, page_asked
 from scheduler.leader.backfill import BackfillEngine
 from scheduler.model.access.roles import Role
 from scheduler.model.backfill import (
@@ -174,11 +175,25 @@ def listed(
     store: BackfillStore, owner: str, view: Callable[[Backfill, Outcome], dict[str, object]]
 ) -> Response:
     """The backfills of `owner` (a job or a workflow) in `store`, newest first, with their
-    outcomes (at most `ENDED_KEPT` ended ones are kept: one page)."""
-    ids = store.ids(owner)
+    outcomes: all of them as one page (at most `ENDED_KEPT` ended ones are kept, and
+    `max_active_backfills` active ones), or with `?limit=N[&cursor=C]` a page of N as the other
+    lists page (ids sort by creation time: the walk goes on after the cursor's id)."""
+    ids = store.ids(owner)  # newest first
+    page = page_asked(_BACKFILLS)
+    next_cursor = None
+    if page is not None:
+        start = 0
+        if page.after is not None:
+            older = (n for n, backfill_id in enumerate(ids) if backfill_id < page.after[0])
+            start = next(older, len(ids))
+        ids, more = ids[start : start + page.limit], start + page.limit < len(ids)
+        next_cursor = encode_cursor(_BACKFILLS, [ids[-1]]) if ids and more else None
     outcomes = store.outcomes(owner, ids)
     items = [view(b, outcomes[b.backfill_id]) for b in store.backfills(owner, ids)]
-    return jsonify({"items": items, "nextCursor": None})
+    return jsonify({"items": items, "nextCursor": next_cursor})
+
+
+_BACKFILLS = "backfills"
 
 
 def stored(store: BackfillStore, owner: str, kind: str, backfill_id: str) -> Backfill:

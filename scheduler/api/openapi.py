@@ -478,6 +478,11 @@ _WORKFLOW_ADDED = Reply("201", "registered", _OBJECT)
 _WORKFLOW_UPDATE = "update a workflow (runs in flight keep their snapshot)"
 _WORKFLOW_LIST = "list workflows (?job=NAME: those with a node running the job)"
 _WORKFLOW_QUERIES = (*_LIST_QUERIES, _query("job", "a job's name"))
+# A page always (all of them, nextCursor null, without limit).
+_BACKFILL_QUERIES = (
+    _query("limit", "1-1000: a page of that many; without it every one", _INTEGER),
+    _query("cursor", "the nextCursor of the previous page (opaque; needs limit)"),
+)
 _WORKFLOW_TRIGGER = "run a workflow now (optional body {parameter}: every node's job parameter)"
 _WORKFLOW_RUN_ID = Reply("201", "a run", _object({"runId": _STRING}))
 _WORKFLOW_RUNS = "a workflow's runs, newest first (limit default 20)"
@@ -634,7 +639,12 @@ ROUTES: tuple[Route, ...] = (
         _BACKFILL_MADE,
         body=_BACKFILL_BODY,
     ),
-    Route("GET /api/job/{jobName}/backfills", "the job's backfills, newest first", _BACKFILL_PAGE),
+    Route(
+        "GET /api/job/{jobName}/backfills",
+        "the job's backfills, newest first",
+        _BACKFILL_PAGE,
+        _BACKFILL_QUERIES,
+    ),
     Route("GET /api/job/{jobName}/backfills/{backfill_id}", "one backfill", _OBJECT),
     Route("POST /api/job/{jobName}/backfills/{backfill_id}/pause", "pause a backfill", _OBJECT),
     Route("POST /api/job/{jobName}/backfills/{backfill_id}/resume", "resume a backfill", _OBJECT),
@@ -647,7 +657,12 @@ ROUTES: tuple[Route, ...] = (
         _BACKFILL_MADE,
         body=_BACKFILL_BODY,
     ),
-    Route("GET /api/workflow/{name}/backfills", "the workflow's backfills", _BACKFILL_PAGE),
+    Route(
+        "GET /api/workflow/{name}/backfills",
+        "the workflow's backfills",
+        _BACKFILL_PAGE,
+        _BACKFILL_QUERIES,
+    ),
     Route("GET /api/workflow/{name}/backfills/{backfill_id}", "one backfill", _OBJECT),
     Route("POST /api/workflow/{name}/backfills/{backfill_id}/pause", "pause a backfill", _OBJECT),
     Route("POST /api/workflow/{name}/backfills/{backfill_id}/resume", "resume it", _OBJECT),

@@ -106,6 +106,32 @@ def test_a_backfill_is_recorded_running_listed_and_shown_with_its_outcome(bf: Ap
     assert bf.call("GET", "/api/job/paris/backfills").get_json()["items"] == []
 
 
+def test_a_jobs_backfills_page_newest_first_with_limit_and_cursor(bf: Api) -> None:
+    made = [
+        bf.call("POST", "/api/job/hourly/backfill", RANGE).get_json()["backfillId"]
+        for _ in range(3)
+    ]
+    newest_first = sorted(made, reverse=True)
+    first = bf.call("GET", "/api/job/hourly/backfills?limit=2").get_json()
+    assert [item["backfillId"] for item in first["items"]] == newest_first[:2]
+    assert first["nextCursor"]
+    rest = bf.call(
+        "GET", f"/api/job/hourly/backfills?limit=2&cursor={first['nextCursor']}"
+    ).get_json()
+    assert [item["backfillId"] for item in rest["items"]] == newest_first[2:]
+    assert rest["nextCursor"] is None
+    # Without limit: every one, as one page (the shape the CLI and the console read).
+    whole = bf.call("GET", "/api/job/hourly/backfills").get_json()
+    assert [item["backfillId"] for item in whole["items"]] == newest_first
+    assert whole["nextCursor"] is None
+    for query, field in (("limit=0", "limit"), ("limit=2&cursor=nonsense", "cursor")):
+        refused = bf.call("GET", f"/api/job/hourly/backfills?{query}")
+        assert refused.status_code == 400 and field in refused.get_json()["fields"]
+    jobs_cursor = bf.call("GET", "/api/job/jobs?limit=1").get_json()["nextCursor"]
+    other = bf.call("GET", f"/api/job/hourly/backfills?limit=1&cursor={jobs_cursor}")
+    assert other.status_code == 400  # another list's cursor
+
+
 def test_fires_are_the_jobs_cron_in_its_zone_with_the_offset_of_each_fire(bf: Api) -> None:
     """Europe/Paris 01:30 daily across the spring change: each fire with its own offset."""
     body = {"from": "2026-03-28T00:00:00Z", "to": "2026-03-30T00:00:00Z", "dryRun": True}

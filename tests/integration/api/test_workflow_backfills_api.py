@@ -116,6 +116,9 @@ def test_a_backfill_is_recorded_listed_shown_and_moved(wf: Api) -> None:
     assert not wf.registry.exists(layout.backfill_folder("nightly"))  # no job's backfill
     listed = wf.call("GET", f"{BASE}/backfills").get_json()
     assert [item["backfillId"] for item in listed["items"]] == [backfill_id]
+    paged = wf.call("GET", f"{BASE}/backfills?limit=1").get_json()  # paged as a job's
+    assert [item["backfillId"] for item in paged["items"]] == [backfill_id]
+    assert paged["nextCursor"] is None
     one = f"{BASE}/backfills/{backfill_id}"
     assert wf.call("GET", one).get_json()["nextFireTime"] == "2026-01-01T00:00:00+00:00"
     assert wf.call("POST", f"{one}/pause").get_json()["status"] == "PAUSED"
