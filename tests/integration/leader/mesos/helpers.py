@@ -1,9 +1,11 @@
-"""Pieces the launcher's tests share: a term that acts, framework ids kept in memory, settings
-for a driver of the stand-in, a script job stored with its app, and the driver wired to a
-launcher and a status handler as a term wires them."""
+"""Pieces the launcher's and the status handler's tests share: a term that acts, a status
+update, framework ids kept in memory, settings for a driver of the stand-in, a script job
+stored with its app, and the driver wired to a launcher and a status handler as a term wires
+them."""
 
 from __future__ import annotations
 
+import base64
 import json
 import tarfile
 from pathlib import Path
@@ -20,6 +22,17 @@ from tests.support.mesosfw import StandIn
 
 class Acting:
     acting = True
+
+
+def status_update(task_id: str, state: str, message: str = "", **more: Any) -> dict[str, Any]:
+    """A status update of `task_id` as pymesos hands it over (with a uuid: acknowledged)."""
+    return {
+        "task_id": {"value": task_id},
+        "state": state,
+        "message": message,
+        "uuid": base64.b64encode(b"0123456789abcdef").decode(),
+        **more,
+    }
 
 
 class FrameworkIds:

@@ -4,7 +4,6 @@ handled as if the updates had come one at a time."""
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import replace
 from typing import Any
@@ -25,11 +24,9 @@ from scheduler.storage.state import KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
 from scheduler.storage.workflow_store import WorkflowQueue, WorkflowStore
+from tests.integration.leader.mesos.helpers import Acting
+from tests.integration.leader.mesos.helpers import status_update as _update
 from tests.support.bodies import job_config
-
-
-class Acting:
-    acting = True
 
 
 class _Seen:
@@ -87,16 +84,6 @@ def _launched(stores: TermStores, handler: StatusHandler, job: str, item: int = 
     stores.running.add(task)
     handler.note_launched(replace(task))
     return task.task_id
-
-
-def _update(task_id: str, state: str, message: str = "", **more: Any) -> dict[str, Any]:
-    return {
-        "task_id": {"value": task_id},
-        "state": state,
-        "message": message,
-        "uuid": base64.b64encode(b"0123456789abcdef").decode(),
-        **more,
-    }
 
 
 def _node(registry: Registry, task_id: str) -> tuple[dict[str, Any], Any] | None:

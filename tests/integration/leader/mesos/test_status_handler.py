@@ -3,7 +3,6 @@ state does to the running tasks, the ready and failover queues, the job events a
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from scheduler.storage.registry import Registry
 from scheduler.storage.state import KILLED_BY_REPLACE, KILLED_BY_USER, RunningTask
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
+from tests.integration.leader.mesos.helpers import status_update as _update
 from tests.support.bodies import job_config
 
 # Every TaskState of the Mesos v1 protocol (mesos.proto, Mesos 1.x).
@@ -101,16 +101,6 @@ def _task(
     task_id = str(TaskId.new(job, item, kind, "agent-1"))
     stores.running.add(RunningTask(task_id, "agent-1", kill_reason=kill_reason))
     return task_id
-
-
-def _update(task_id: str, state: str, message: str = "", **more: Any) -> dict[str, Any]:
-    return {
-        "task_id": {"value": task_id},
-        "state": state,
-        "message": message,
-        "uuid": base64.b64encode(b"0123456789abcdef").decode(),
-        **more,
-    }
 
 
 def _running(stores: TermStores, job: str) -> dict[str, RunningTask]:
