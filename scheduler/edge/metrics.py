@@ -98,6 +98,12 @@ class TermFigures:
     failover_shards: int = 0
     offers_held: int = 0
     offers_declined: int = 0
+    status_batches: int = 0
+    """Transactions that wrote status updates that came together (issue 29)."""
+    status_batched: int = 0
+    """Status updates written in those transactions."""
+    status_batch_fallbacks: int = 0
+    """Batches whose transaction ZooKeeper refused: their updates were handled one by one."""
     trace_backlog: int = 0
     trace_dropped: int = 0
     trace_errors: int = 0
@@ -232,6 +238,22 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "ejc_offers_declined",
         "Mesos offers declined this term (unused, or no work to place).",
         value=t.offers_declined,
+    )
+    yield CounterMetricFamily(
+        "ejc_status_batches",
+        "Transactions that wrote status updates that came together, this term.",
+        value=t.status_batches,
+    )
+    yield CounterMetricFamily(
+        "ejc_status_updates_batched",
+        "Status updates written in those transactions, this term.",
+        value=t.status_batched,
+    )
+    yield CounterMetricFamily(
+        "ejc_status_batch_fallbacks",
+        "Batches of status updates ZooKeeper refused (a node changed meanwhile), handled one "
+        "by one, this term.",
+        value=t.status_batch_fallbacks,
     )
     yield GaugeMetricFamily(
         "ejc_trace_writer_backlog",

@@ -297,6 +297,9 @@ def test_script_runs_have_execution_records_exit_statuses_logs_and_metrics(
     assert (runs_of("success"), runs_of("failure"), runs_of("killed")) == (1, 1, 0)
     assert samples[("ejc_job_run_duration_seconds_count", (("job_name", "scripty"),))] == 2
     assert samples[("ejc_task_launches_total", (("type", "READY"),))] >= 2
+    # The successful run's end at least was written by the status handler's batch path.
+    assert samples[("ejc_status_updates_batched_total", ())] >= 1
+    assert samples[("ejc_status_batch_fallbacks_total", ())] == 0
     assert samples[("ejc_replica_role", (("role", "leader"),))] == 1
     assert samples[("ejc_mesos_connected", ())] == 1
     standby = _metrics(_standby(system))

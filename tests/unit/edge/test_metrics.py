@@ -219,6 +219,9 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
             ready_runs=4,
             offers_held=2,
             offers_declined=7,
+            status_batches=5,
+            status_batched=21,
+            status_batch_fallbacks=1,
             trace_dropped=1,
             job_events={JobEventKind.FIRE_SKIPPED: 2},
             webhook_deliveries={"dropped": 1},
@@ -236,6 +239,9 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
     assert samples[("ejc_mesos_state", (("state", "connected"),))] == 1
     assert samples[("ejc_ready_runs", ())] == 4
     assert samples[("ejc_offers_declined_total", ())] == 7
+    assert samples[("ejc_status_batches_total", ())] == 5
+    assert samples[("ejc_status_updates_batched_total", ())] == 21
+    assert samples[("ejc_status_batch_fallbacks_total", ())] == 1
     assert samples[("ejc_trace_writer_dropped_total", ())] == 1
     assert samples[("ejc_webhook_queue_length", ())] == 3
     assert samples[("ejc_fires_skipped_total", ())] == 2
