@@ -255,14 +255,21 @@ class Registry:
 
     def _send_multi_read(self, paths: Sequence[str]) -> Any:
         """Send one multiRead of `paths`; kazoo's async result of its answers."""
-        client = self._client
-        if client.chroot:
-            request = MultiRead([_prefix_root(client.chroot, self.abs(p)) for p in paths])
-        else:  # our paths are normalized already: kazoo's normalizing cost 1 µs a path
-            request = MultiRead([self.abs(p) for p in paths])
-        answer = client.handler.async_result()
+        return self.send(MultiRead([self.wire(self.abs(p)) for p in paths]))
+
+    def wire(self, absolute: str) -> str:
+        """The server's path of `absolute` (this client's chroot in front). Without a chroot it
+        is `absolute` itself: our paths are built normalized, and kazoo's normalizing cost
+        1 µs a path."""
+        chroot = self._client.chroot
+        return str(_prefix_root(chroot, absolute)) if chroot else absolute
+
+    def send(self, request: Any) -> Any:
+        """Send a request of kazoo's shape (its own, or this package's) without waiting;
+        kazoo's async result of its answer."""
+        answer = self._client.handler.async_result()
         # kazoo's request queue, as its own calls use it: it sends any request of its shape.
-        client._call(request, answer)
+        self._client._call(request, answer)
         return answer
 
     def add_recursive_watch(
@@ -312,12 +319,11 @@ class Registry:
             log.info("registry: persistent watch on %s not removed: %s", path, exc)
 
     def _wire_path(self, path: str) -> str:
-        return str(_prefix_root(self._client.chroot, self.abs(path)))
+        return self.wire(self.abs(path))
 
     def _send_own(self, what: str, request: Any) -> Any:
         """Send one request of this module's own shape through kazoo's queue and wait for it."""
-        answer = self._client.handler.async_result()
-        self._client._call(request, answer)
+        answer = self.send(request)
         return self._answer(what, partial(answer.get, timeout=self._timeout_s))
 
     def probe_multi_read(self) -> bool:

@@ -247,9 +247,9 @@ class RunningStore(_Store):
         return Op.set(path, json.dumps(task.to_json()).encode(), version)
 
     @staticmethod
-    def remove_op(task_id: str, version: int) -> Op:
-        """The op that deletes the task's node at `version` (-1: any)."""
-        return Op.delete(running_path(TaskId.parse(task_id).job_name, task_id), version)
+    def remove_op(job: str, task_id: str, version: int) -> Op:
+        """The op that deletes the node of `job`'s task `task_id` at `version` (-1: any)."""
+        return Op.delete(running_path(job, task_id), version)
 
     @staticmethod
     def folder_remove_op(job: str) -> Op:
@@ -293,7 +293,7 @@ class RunningStore(_Store):
         holds another task; then the delete alone (two, as a delete and a separate drop
         always cost)."""
         job = TaskId.parse(task_id).job_name
-        first = self.remove_op(task_id, -1 if version is None else version)
+        first = self.remove_op(job, task_id, -1 if version is None else version)
         ops = [first, *(also or [])]
         what = f"remove {first.path}"
         folder = running_folder(job)

@@ -23,7 +23,6 @@ from functools import partial
 from typing import Any
 
 from kazoo.exceptions import NoNodeError, RolledBackError
-from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -119,20 +118,11 @@ def _send(registry: Registry, what: str, ops: list[Op], fence: Fence | None) -> 
     their type, and nodes are created with the ACL kazoo would give them (the client's
     `default_acl`, else open)."""
     _check_acting(fence, what)
-    client = registry.client
-    acl = client.default_acl or OPEN_ACL_UNSAFE
-    chroot = client.chroot
-    requests = []
-    if fence is not None:
-        path = fence.node_path
-        requests.append(CheckVersion(_prefix_root(chroot, path) if chroot else path, -1))
-    for op in ops:
-        path = registry.abs(op.path)
-        requests.append(op.request(_prefix_root(chroot, path) if chroot else path, acl))
-    answer = client.handler.async_result()
-    # kazoo's request queue, as its own transactions use it (`TransactionRequest.commit_async`).
-    client._call(Transaction(requests), answer)
-    return answer
+    acl = registry.client.default_acl or OPEN_ACL_UNSAFE
+    wire = registry.wire
+    requests = [] if fence is None else [CheckVersion(wire(fence.node_path), -1)]
+    requests += [op.request(wire(registry.abs(op.path)), acl) for op in ops]
+    return registry.send(Transaction(requests))
 
 
 def _outcome(registry: Registry, what: str, sent: Any, fence: Fence | None) -> None:

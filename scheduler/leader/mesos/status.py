@@ -289,7 +289,7 @@ class StatusHandler:
         # task's success also clears its shard's failures (a write of its own): `handle` then.
         if parsed.type is TaskType.FAILOVER or self._running_of is None:
             return None
-        ops = [running.remove_op(task_id, version)]
+        ops = [running.remove_op(parsed.job_name, task_id, version)]
         journaled = False
         if self._journal is not None:
             try:

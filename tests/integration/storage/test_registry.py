@@ -10,6 +10,7 @@ from functools import partial
 
 import pytest
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoAuthError
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from scheduler.model.errors import Conflict, NotFound, NotLeader, RegistryError
@@ -17,7 +18,7 @@ from scheduler.model.settings import load_settings
 from scheduler.storage.acl import make_client
 from scheduler.storage.multi_read import MultiRead
 from scheduler.storage.registry import Registry
-from scheduler.storage.transactions import Fence, FencedWriter, compare_and_set
+from scheduler.storage.transactions import Fence, FencedWriter, Op, compare_and_set
 from tests.support.tcpproxy import proxied_client
 from tests.support.waiting import wait_for
 
@@ -227,6 +228,37 @@ def test_digest_acl_keeps_other_clients_out(zk: ZooKeeperEnsemble, zk_namespace:
         assert Registry(owner, zk_namespace).get("/config/app/a") == b"{}"
         with pytest.raises(RegistryError):
             Registry(stranger, zk_namespace).get("/config/app/a")
+    finally:
+        for c in (owner, stranger):
+            c.stop()
+            c.close()
+
+
+def test_a_fenced_transaction_lands_under_the_chroot_with_the_clients_acl(
+    zk: ZooKeeperEnsemble, zk_namespace: str
+) -> None:
+    """Transactions build kazoo's requests themselves (issue 29): the client's chroot goes in
+    front of every path, the fence's included, and created nodes get its default ACL."""
+    chroot = f"/chroot-{zk_namespace}"
+    settings = load_settings({}, {}, {"zk_servers": zk.hosts + chroot, "zk_digest": "ejc:secret"})
+    stranger = KazooClient(hosts=zk.hosts)
+    stranger.start(timeout=15)
+    stranger.ensure_path(chroot)  # kazoo wants the chroot made first
+    owner = make_client(settings)
+    owner.start(timeout=15)
+    try:
+        registry = Registry(owner, zk_namespace)
+        registry.ensure("/ha")
+        node = owner.create(registry.abs("/ha/n_"), b"me", ephemeral=True, sequence=True)
+        FencedWriter(registry, Fence(node, lambda: True)).commit(
+            "two nodes", [Op.create("/state"), Op.create("/state/a", b"x")]
+        )
+        assert registry.get("/state/a") == b"x"
+        path = f"{chroot}/{zk_namespace}/state/a"
+        assert stranger.exists(path) is not None  # under the chroot, not at the root
+        assert stranger.exists(f"/{zk_namespace}/state/a") is None
+        with pytest.raises(NoAuthError):
+            stranger.get(path)  # the owner's digest ACL
     finally:
         for c in (owner, stranger):
             c.stop()
