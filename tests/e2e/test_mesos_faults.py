@@ -235,10 +235,27 @@ def test_a_mesos_master_failover_resubscribes_with_the_framework_id_and_loses_no
     )
     assert_no_run_twice(runs, shards=2)
     assert runs.ends(ok=False) == []
-    assert not [p for p in runs.lines() if p[0] == "start" and "@-@FAILOVER@-@" in p[3]]
+
+    # The fault may also land between a round's ACCEPTs (one per agent): the master refused
+    # the second with 403 while the first agent's shard ran, so that run's other shard was
+    # queued for failover (never launched twice). It then runs once as FAILOVER, and only then.
+    def relaunched() -> list[list[str]]:
+        return [p for p in runs.lines() if p[0] == "start" and "@-@FAILOVER@-@" in p[3]]
+
+    met_an_accept = "their shards queued for failover" in leader.log_text()
+    if met_an_accept:
+        wait_for(relaunched, 15, message="the refused shard run as a failover")
+        wait_for(lambda: len(runs.ends()) == len(runs.starts()), 10, message="runs ended")
+        assert len(relaunched()) == 1
+        assert_no_run_twice(runs, shards=2)
+        assert runs.ends(ok=False) == []
+    else:
+        assert not relaunched()
     assert framework_ids(system) == [framework_id]
     with capsys.disabled():
         print(f"\nmaster failover (agents back after 1 s): {recovery(fault_at, launched_at)}")
+        if met_an_accept:
+            print("master failover: it met a round's ACCEPT; the shard Mesos refused ran once")
 
 
 # A SIMPLE job run by the executor: "start <item> <time> <task id>", a second, "end ...".
