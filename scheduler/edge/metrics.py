@@ -98,6 +98,8 @@ class TermFigures:
     failover_shards: int = 0
     offers_held: int = 0
     offers_declined: int = 0
+    launch_rounds: int = 0
+    """Launcher rounds (each gathers the pending work and places what it can)."""
     status_batches: int = 0
     """Transactions that wrote status updates that came together (issue 29)."""
     status_batched: int = 0
@@ -238,6 +240,11 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "ejc_offers_declined",
         "Mesos offers declined this term (unused, or no work to place).",
         value=t.offers_declined,
+    )
+    yield CounterMetricFamily(
+        "ejc_launch_rounds",
+        "Launcher rounds this term: each gathers the pending work and places what it can.",
+        value=t.launch_rounds,
     )
     yield CounterMetricFamily(
         "ejc_status_batches",

@@ -104,8 +104,12 @@ class QueueCache:
         self._config = config
         self.on_change = on_change
         """Called (on kazoo's thread) after each watch fires; must not block."""
+        self.on_running_change: Callable[[], None] | None = None
+        """Called instead of `on_change` (on kazoo's thread) when the recursive watch brings
+        a running task or job folder created or deleted, which only changes what pending
+        work may do (`has_pending`); must not block. None: `on_change`."""
         # Written by watch callbacks and writers' notes (any thread), taken by `sync`.
-        self._inbox = QueueInbox(registry.abs("/"), self._changed)
+        self._inbox = QueueInbox(registry.abs("/"), self._changed, self._running_changed)
         # The view, under `_view`.
         self._view = threading.RLock()
         self._session: object = None
@@ -136,6 +140,18 @@ class QueueCache:
         on_change = self.on_change
         if on_change is not None:
             on_change()
+
+    def _running_changed(self) -> None:
+        on_change = self.on_running_change or self.on_change
+        if on_change is not None:
+            on_change()
+
+    def has_pending(self) -> bool:
+        """Whether the view holds pending runs or failover shards (possibly stale, and
+        possibly some with a count of 0 left). Takes no lock (kazoo's thread asks it, while a
+        `sync()` may hold the view's lock waiting for kazoo); what the next sync will add
+        woke the launcher when it came."""
+        return bool(self._ready) or bool(self._failover)
 
     def _children_watch(self, _path: str) -> Callable[[Any], None]:
         return self._inbox.on_children

@@ -14,7 +14,8 @@ Two kinds of news reach a `QueueCache` from other threads, and both wait here un
   read it again).
 
 Thread-safe: one lock, held briefly and never across a ZooKeeper request. `on_change` is
-called after each watch and each pending note, outside the lock; it must not block.
+called after each watch and each pending note, outside the lock (`on_node_change`, when given,
+instead of it after a recursive watch's event); neither may block.
 """
 
 from __future__ import annotations
@@ -54,10 +55,16 @@ class QueueNews:
 class QueueInbox:
     """Watch events and writers' notes, collected (any thread) until the view takes them."""
 
-    def __init__(self, root: str, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        root: str,
+        on_change: Callable[[], None],
+        on_node_change: Callable[[], None] | None = None,
+    ) -> None:
         self._root = root
         """The namespace's absolute path, cut from the paths of watch events."""
         self._on_change = on_change
+        self._on_node_change = on_node_change or on_change
         self._lock = threading.Lock()
         self._stale = True
         self._children: set[str] = set()
@@ -88,7 +95,7 @@ class QueueInbox:
             if self._stopped:
                 return
             self._nodes.append((kind == "CREATED", self._relative(path)))
-        self._on_change()
+        self._on_node_change()
 
     def _mark(self, event: Any, target: set[str]) -> None:
         path = getattr(event, "path", None)

@@ -130,8 +130,8 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
     framework_ids = FrameworkIdStore(ctx.registry, ctx.term.fence)
     driver = MesosDriver(settings, framework_ids)
     # The launcher's thread waits on it; the producer (runs queued), the status handler (a
-    # task ended) and the view of the queues (a watch fired, a fire noted) wake it, as the
-    # launcher's own inputs do.
+    # task ended, when work is pending) and the view of the queues (a watch fired, a fire
+    # noted) wake it, as the launcher's own inputs do.
     wake_launcher = WakeSignal()
     # The queues as watches keep them, shared by the producer's fire ledger and the launcher.
     queues = QueueCache(stores.registry, stores.config, on_change=wake_launcher.wake)
@@ -188,7 +188,7 @@ def _build_parts(ctx: LeaderContext) -> _TermParts:
         status=StatusHandler(
             stores,
             driver.kill,
-            wake_launcher.wake,
+            launcher.wake_for_work,
             statistics.journal,
             workflow_store,
             job_of=lambda name: queues.jobs([name]).get(name),
@@ -315,6 +315,7 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
             failover_shards=launcher.failover_shards,
             offers_held=launcher.held_offers(),
             offers_declined=launcher.declined,
+            launch_rounds=launcher.rounds,
             status_batches=parts.status.batches,
             status_batched=parts.status.batched,
             status_batch_fallbacks=parts.status.batch_fallbacks,

@@ -290,3 +290,30 @@ def test_the_recursive_watch_is_placed_again_after_the_connection_was_lost(
         _synced(queues, lambda: queues.running() == expected, "a task added after")
         assert queues.reads == reads  # the watch's event: it was placed again
         queues.stop()
+
+
+def test_running_tasks_coming_and_going_call_on_running_change_and_only_pending_work_counts(
+    stores: TermStores, recursive: tuple[QueueCache, _Changes]
+) -> None:
+    # Issue 29: a task's end wakes the launcher only when work is pending, so the view tells
+    # the running tasks' comings and goings apart from the queues' changes.
+    queues, changes = recursive
+    running_changes = _Changes()
+    queues.on_running_change = running_changes
+    queues.sync()
+    assert not queues.has_pending()
+    before = changes.count
+    task_id = _task("a")
+    stores.running.add(RunningTask(task_id, "agent-1"))
+    stores.running.remove(task_id)
+    _synced(queues, lambda: running_changes.count >= 4, "folder and task created and deleted")
+    assert changes.count == before  # none of them woke the launcher as a queue change does
+    assert not queues.has_pending()
+    stores.ready.add_transient("a", misfire=True)
+    _synced(queues, lambda: queues.has_pending(), "a pending run")
+    assert changes.count > before  # a queue change still calls on_change
+    stores.ready.take("a")
+    _synced(queues, lambda: not queues.has_pending(), "the run taken")
+    failed = TaskId.new("f", 1, TaskType.READY, "agent-1")
+    stores.failover.add(str(failed))
+    _synced(queues, lambda: queues.has_pending(), "a failover shard")

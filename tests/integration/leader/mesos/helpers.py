@@ -11,7 +11,6 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.status import StatusHandler
@@ -77,11 +76,10 @@ def store_script_job(
     stores.registry.create(f"/config/job/{name}", json.dumps(job).encode())
 
 
-def wire_launcher(
-    launcher: Launcher, driver: MesosDriver, stores: TermStores, wake: WakeSignal
-) -> StatusHandler:
-    """Bind `driver` to `launcher` and a new status handler that wakes `wake`, as a term does."""
-    status = StatusHandler(stores, driver.kill, wake.wake)
+def wire_launcher(launcher: Launcher, driver: MesosDriver, stores: TermStores) -> StatusHandler:
+    """Bind `driver` to `launcher` and a new status handler, as a term does: a task's end
+    wakes the launcher when work is pending."""
+    status = StatusHandler(stores, driver.kill, launcher.wake_for_work)
     driver.bind(
         DriverHandlers(
             on_offers=launcher.add_offers,

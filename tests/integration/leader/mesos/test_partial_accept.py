@@ -56,7 +56,7 @@ def test_a_failed_accept_undoes_only_its_own_agents_tasks(
     driver = _SecondAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
     # Wired as the term wires them: the status handler wakes the signal the launcher waits on.
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:
@@ -129,7 +129,7 @@ def test_a_node_fire_whose_accept_failed_is_launched_again_when_it_was_the_only_
     node_fires.load([(fire, 0)])
     driver = _FirstAcceptFails(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake, workflows=node_fires)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:

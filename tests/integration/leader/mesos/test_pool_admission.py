@@ -67,7 +67,7 @@ def test_a_pool_never_runs_more_than_its_size_and_a_new_launcher_counts_what_run
     stores.pools.save(PoolConfig("db", 2), create=True)
     driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     seen: list[int] = []
@@ -114,7 +114,7 @@ def test_a_new_launcher_counts_the_tasks_running_before_it_launches(
     ids = FrameworkIds()
     driver = MesosDriver(settings, ids)
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:
@@ -132,7 +132,7 @@ def test_a_new_launcher_counts_the_tasks_running_before_it_launches(
     view = QueueCache(fresh.registry, fresh.config, on_change=wake2.wake)
     driver2 = MesosDriver(settings, ids)
     launcher2 = Launcher(fresh, Acting(), driver2, view, wake=wake2)
-    wire_launcher(launcher2, driver2, fresh, wake2)
+    wire_launcher(launcher2, driver2, fresh)
     launcher2.start()
     driver2.start()
     try:
@@ -163,7 +163,7 @@ def test_a_chatty_job_does_not_starve_the_other_job_of_its_pool(
         stores.ready.add_transient("chatty", misfire=True)
     driver = MesosDriver(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launched: list[str] = []
     launcher.launch_listeners.append(
         lambda task_id, _agent, _original: launched.append(TaskId.parse(task_id).job_name)

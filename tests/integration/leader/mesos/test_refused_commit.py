@@ -82,7 +82,7 @@ def test_a_round_whose_write_was_refused_declines_with_the_short_filter(
     store_script_job(stores, tmp_path, "raced", "sleep 120")
     driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = _FireRacesFirstCommit(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:
@@ -121,7 +121,7 @@ def test_a_failover_relaunch_revives_offers(
     )
     driver = _Recording(settings_for(standin, zk_namespace), FrameworkIds())
     launcher = Launcher(stores, Acting(), driver, queues, wake=wake)
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:
@@ -176,7 +176,7 @@ def test_a_failover_relaunch_does_not_wait_behind_the_launchers_filter_near_fire
     launcher = Launcher(
         stores, Acting(), driver, queues, wake=wake, next_fire=lambda: time.time() + 0.5
     )
-    wire_launcher(launcher, driver, stores, wake)
+    wire_launcher(launcher, driver, stores)
     launcher.start()
     driver.start()
     try:
