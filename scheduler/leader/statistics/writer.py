@@ -24,9 +24,9 @@ transaction.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,9 +79,9 @@ class TraceWriter:
         engine: Engine,
         *,
         max_records: int = DEFAULT_MAX_RECORDS,
-        batch_size: int = 500,
+        batch_size: int = 1000,
         idle_wait_s: float = 0.5,
-        linger_s: float = 0.25,
+        linger_s: float = 0.5,
         database: DatabaseState | None = None,
     ) -> None:
         """`max_records`: entries held in memory at most (buffered and in the batch in hand).
@@ -176,7 +176,7 @@ class TraceWriter:
             sharding_item=sharding_item,
             message=message[:_MAX_MESSAGE_CHARS],
             original_task_id=original_task_id or task_id,
-            id=uuid.uuid4().hex,
+            id=trace_id(),
             creation_time=utc_naive(creation_time or datetime.now(UTC)),
         )
         return self._offer(trace)
@@ -263,7 +263,9 @@ class TraceWriter:
                     return []
             # Linger: status updates come in bursts right after launches; writing after the
             # burst keeps the writer's Python work (it holds the GIL) off the launcher's
-            # critical path, and makes bigger batches.
+            # critical path, and makes bigger batches: a short run's start and end fold into one
+            # row, and SQLite writes each page of an index once for the whole batch (a batch of
+            # 100 tasks cost about a third less CPU a task than one of 25, issue 29).
             until = time.monotonic() + self._linger_s
             while len(self._buffer) < self._batch_size and not self._stopping.is_set():
                 left = until - time.monotonic()
@@ -427,6 +429,14 @@ def _merge_executions(connection: Connection, records: list[ExecutionRecord]) ->
             .values({column: bindparam(column) for column in columns})
         )
         connection.execute(statement, params)
+
+
+def trace_id() -> str:
+    """A new status trace row's id: 32 hex digits, the epoch milliseconds (12) then 80 random
+    bits (20), so that rows written together sort together. With random ids (uuid4) every row
+    went to its own page of the primary key's index, which each commit wrote: with 40,000 runs
+    stored, batches of 25 runs cost 0.35 ms of CPU a run instead of 0.47 (issue 29)."""
+    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
 def _trace_row(trace: StatusTrace) -> dict[str, object]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from scheduler.leader.statistics import (
     upgrade_to_head,
 )
 from scheduler.leader.statistics.database import HEAD_REVISION
-from scheduler.leader.statistics.models import Base, ExecutionLog
+from scheduler.leader.statistics.models import Base, ExecutionLog, StatusTraceLog
 from scheduler.model.errors import InvalidRequest
 from tests.support.waiting import wait_for
 
@@ -273,3 +274,35 @@ def test_statistics_queries_answer_empty_tables(engine: Engine) -> None:
     assert queries.job_running_statistics(engine, "lastHour", now) == []
     assert queries.job_register_statistics(engine) == []
     assert queries.task_result_summary(engine, "lastWeek", now)["successCount"] == 0
+
+
+def _two_milliseconds_later() -> Callable[[], bool]:
+    until = datetime.now(UTC) + timedelta(milliseconds=2)
+    return lambda: datetime.now(UTC) > until
+
+
+def test_trace_rows_get_ids_that_sort_in_the_order_they_were_recorded(engine: Engine) -> None:
+    # Issue 29: ids in time order put the rows of one batch on the same pages of the primary
+    # key's index (random ids cost SQLite a page write per row).
+    writer = TraceWriter(engine, idle_wait_s=0.05, linger_s=0.0)
+    writer.start()
+    recorded: list[str] = []
+    try:
+        for i in range(40):
+            if i % 10 == 0:
+                # Let the clock's millisecond move on now and then.
+                wait_for(_two_milliseconds_later(), 1)
+            task = f"t{i:02d}"
+            writer.record_status(job_name="job_a", task_id=task, state="TASK_RUNNING")
+            recorded.append(task)
+        wait_for(lambda: writer.written == 40, 10, message="40 rows written")
+    finally:
+        writer.stop(timeout_s=5)
+    with Session(engine) as session:
+        rows = session.execute(select(StatusTraceLog.id, StatusTraceLog.task_id)).all()
+    ids = [row.id for row in rows]
+    assert len(set(ids)) == 40
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    by_id = [row.task_id for row in sorted(rows, key=lambda row: row.id)]
+    # Within a millisecond the order is the random part's; across the pauses it is time's.
+    assert [t[:2] for t in by_id] == [t[:2] for t in recorded]
