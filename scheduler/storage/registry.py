@@ -594,7 +594,8 @@ class _RecursiveWatches:
 
         def read_watch_event(buffer: bytes, offset: int) -> Any:
             try:
-                self._deliver(buffer, offset)
+                if self._deliver(buffer, offset):
+                    return None
             except Exception:
                 log.exception("registry: a persistent watch's notification was not delivered")
             return kazoos(buffer, offset)
@@ -617,20 +618,26 @@ class _RecursiveWatches:
             del self._callbacks[path]
             return True
 
-    def _deliver(self, buffer: bytes, offset: int) -> None:
+    def _deliver(self, buffer: bytes, offset: int) -> bool:
+        """Hand the notification to the persistent watches covering its node; True when
+        kazoo's own reader has nothing to do with it (no one-shot watch of kazoo's on the
+        node: most of a leader's notifications, its own task nodes' comings and goings, each
+        read twice before)."""
         with self._lock:
             if not self._callbacks:
-                return
+                return False
             watched = [(root, list(each.items())) for root, each in self._callbacks.items()]
         watch, _ = Watch.deserialize(buffer, offset)
         kind = EVENT_TYPE_MAP.get(watch.type)
         if kind not in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
-            return
+            return False
         client = self._client
         path = client.unchroot(watch.path)
         event = WatchedEvent(kind, client._state, path)
+        covered = False
         for root, callbacks in watched:
             if path == root or path.startswith(root + "/"):
+                covered = True
                 for callback, delivery in callbacks:
                     if not delivery.changes and kind == EventType.CHANGED:
                         continue
@@ -641,6 +648,11 @@ class _RecursiveWatches:
                         callback(event)
                     except Exception:
                         log.exception("registry: a persistent watch's callback failed")
+        return (
+            covered
+            and watch.path not in client._data_watchers
+            and watch.path not in client._child_watchers
+        )
 
 
 _HUBS_LOCK = threading.Lock()

@@ -69,6 +69,15 @@ def test_every_change_below_the_path_arrives_until_removed(
         other.set(f"{root}/b", b"x")
         assert events.next() == (EventType.CHANGED, f"{root}/b")
         assert once.next() == (EventType.CHANGED, f"{root}/b")
+        # ... and a one-shot child watch, when its node is deleted: kazoo's own reader still
+        # reads a notification the persistent watch took when kazoo watches its node too.
+        other.create(f"{root}/c", b"")
+        assert events.next() == (EventType.CREATED, f"{root}/c")
+        gone = _Events()
+        registry.watch_children("/w/c", gone)
+        other.delete(f"{root}/c")
+        assert events.next() == (EventType.DELETED, f"{root}/c")
+        assert gone.next() == (EventType.DELETED, f"{root}/c")
         # Nodes outside the path are not reported.
         other.create(registry.abs("/wx"), b"")
         registry.remove_recursive_watch("/w", events)
