@@ -29,10 +29,19 @@ def _task_state(m: re.Match[str]) -> str:
     return f"{state} {job} shard {shard}" + (f": {message}" if message else "")
 
 
+def _finished(tasks: str) -> str:
+    shards = []
+    for each in tasks.split(", "):
+        task = re.match(_TASK, each.removesuffix(" finished"))
+        shards.append(f"{task[1]} shard {task[2]}" if task else each)
+    return "finished " + ", ".join(shards)
+
+
 _REPLICA: tuple[tuple[re.Pattern[str], Shape], ...] = (
     (re.compile(r"^leader: (\S+) won term (\d+)"), lambda m: f"leader {m[1]} (term {m[2]})"),
     (re.compile(r"^leader: term (\d+) ended \((.*)\)"), lambda m: f"term {m[1]} ended: {m[2]}"),
-    (re.compile(rf"^status: {_TASK} finished$"), lambda m: f"finished {m[1]} shard {m[2]}"),
+    # The tasks a batch of status updates ended well: `status: <task> finished, <task> ...`.
+    (re.compile(r"^status: (\S+ finished(?:, \S+ finished)*)$"), lambda m: _finished(m[1])),
     (re.compile(rf"^status: {_TASK} killed$"), lambda m: f"killed {m[1]} shard {m[2]}"),
     (re.compile(rf"^status: {_TASK} (TASK_\w+) \((\w*)\)(.*)$"), _task_state),
     (

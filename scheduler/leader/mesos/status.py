@@ -303,9 +303,9 @@ class StatusHandler:
         )
 
     def _finished(self, task_id: str) -> None:
-        """What follows a TASK_FINISHED written in a batch (`_on_finished`'s rest)."""
+        """What follows a TASK_FINISHED written in a batch (`_on_finished`'s rest, but its log
+        line: the batch logs one for all, `_log_finished`)."""
         self._note_ended(task_id)
-        log.info("status: %s finished", task_id)
 
     def _commit_planned(self, planned: list[tuple[int, _Planned]]) -> dict[int, bool]:
         """Write the planned updates in one fenced transaction, with the folder of each job
@@ -330,14 +330,16 @@ class StatusHandler:
                 return {}
             self.batches += 1
             self.batched += written
-        finished = False
+        ended: list[str] = []
         for _, plan in planned:
             plan.done()
-            finished = finished or plan.finished
+            if plan.finished:
+                ended.append(plan.task_id)
             state = str(plan.status.get("state", ""))
             self.counts[state] = self.counts.get(state, 0) + 1
             self.listeners.emit(plan.status, plan.parsed)
-        if finished:
+        if ended:
+            _log_finished(ended)
             self._wake()
         return {i: True for i, _ in planned}
 
@@ -890,3 +892,10 @@ def _failed_daemon_run(parsed: TaskId, status: dict[str, Any]) -> str | None:
         )
         return lines[-1]
     return None
+
+
+def _log_finished(task_ids: list[str]) -> None:
+    """One line for the tasks a batch ended well, `status: <task> finished, <task> finished`
+    (what `./dev.sh run`'s live view reads): a line per task took about 14% of the event
+    thread's time at 100 tasks a second (issue 29)."""
+    log.info("status: %s", ", ".join(f"{task_id} finished" for task_id in task_ids))

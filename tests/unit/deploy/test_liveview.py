@@ -22,6 +22,12 @@ TID = "demo_job@-@2@-@READY@-@m-S0@-@5f0c"
         ),
         ("INFO", f"scheduler.mesos.status: status: {TID} finished", "finished demo_job shard 2"),
         (
+            "INFO",
+            f"scheduler.mesos.status: status: {TID} finished, "
+            "other@-@0@-@READY@-@agent-1@-@7e1 finished",
+            "finished demo_job shard 2, other shard 0",
+        ),
+        (
             "WARNING",
             f"scheduler.mesos.status: status: {TID} TASK_FAILED (REASON_COMMAND_EXECUTOR_FAILED) "
             "RuntimeError: boom",

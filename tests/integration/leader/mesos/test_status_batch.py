@@ -5,6 +5,7 @@ handled as if the updates had come one at a time."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -103,7 +104,11 @@ def _results(registry: Registry) -> list[str]:
 
 
 def test_updates_that_came_together_are_written_in_one_transaction(
-    stores: TermStores, registry: Registry, handler: StatusHandler, seen: _Seen
+    stores: TermStores,
+    registry: Registry,
+    handler: StatusHandler,
+    seen: _Seen,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     for name in ("a", "b", "c"):
         _job(stores, name)
@@ -123,7 +128,11 @@ def test_updates_that_came_together_are_written_in_one_transaction(
     assert len({n[1].mzxid for n in nodes if n is not None}) == 1
 
     finished = [_update(t, "TASK_FINISHED") for t in tasks]
-    assert handler.handle_many(finished) == [True] * 3
+    with caplog.at_level(logging.INFO, logger="scheduler.leader.mesos.status"):
+        assert handler.handle_many(finished) == [True] * 3
+    # One log line names the three tasks (the live view of `./dev.sh run` reads it).
+    [line] = [r.getMessage() for r in caplog.records if "finished" in r.getMessage()]
+    assert line == "status: " + ", ".join(f"{t} finished" for t in tasks)
     assert (handler.batches, handler.batched) == (2, 6)
     assert all(_node(registry, t) is None for t in tasks)
     # The jobs' folders went with their last task, and each success was journaled once.
