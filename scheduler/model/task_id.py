@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property, lru_cache
 
 from scheduler.model.errors import SchedulerError
 
@@ -37,7 +38,13 @@ class TaskId:
 
     @classmethod
     def parse(cls, text: str) -> TaskId:
-        """Raises InvalidTaskId unless `text` has the five parts of a task id."""
+        """Raises InvalidTaskId unless `text` has the five parts of a task id. The last ids
+        parsed are kept (a task's id is parsed by the launcher, the status handler, the
+        statistics and the metrics, for each of its updates: issue 29)."""
+        return _parsed(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> TaskId:
         parts = text.split(DELIMITER)
         if len(parts) != 5:
             raise InvalidTaskId(f"task id {text!r} does not have 5 parts separated by {DELIMITER}")
@@ -62,6 +69,14 @@ class TaskId:
         return self.agent_id
 
     def __str__(self) -> str:
+        return self._text
+
+    @cached_property
+    def _text(self) -> str:
         return DELIMITER.join(
             (self.job_name, str(self.item), self.type.value, self.agent_id, self.uid)
         )
+
+
+# Bounded: ids that come from clients (a kill through the API) cannot grow it.
+_parsed = lru_cache(maxsize=8192)(TaskId._parse)
