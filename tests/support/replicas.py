@@ -35,7 +35,13 @@ def http_get(
         ) as resp:
             return resp.status, dict(resp.headers), resp.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+        # The error holds the answer's connection: closed here, or the socket is left to the
+        # garbage collector, whose ResourceWarning fails whichever test it lands in (a 503
+        # /health polled through a ZooKeeper freeze, under an 8-worker run).
+        try:
+            return exc.code, dict(exc.headers), exc.read()
+        finally:
+            exc.close()
 
 
 class ReplicaProcess:
