@@ -265,7 +265,7 @@ class TraceWriter:
             # burst keeps the writer's Python work (it holds the GIL) off the launcher's
             # critical path, and makes bigger batches: a short run's start and end fold into one
             # row, and SQLite writes each page of an index once for the whole batch (a batch of
-            # 100 tasks cost about a third less CPU a task than one of 25, issue 29).
+            # 100 tasks cost 0.30 ms of CPU a task against 0.35 for one of 25, issue 29).
             until = time.monotonic() + self._linger_s
             while len(self._buffer) < self._batch_size and not self._stopping.is_set():
                 left = until - time.monotonic()
