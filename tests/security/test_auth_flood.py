@@ -4,7 +4,8 @@ Floods are sent from this process to 127.0.0.1 only, bounded in count (200 reque
 threads) and time (every request has a timeout). Distinct source addresses are taken from
 127.0.0.0/8 (all loopback on Linux), so one flood can look like many clients or like one.
 /health latency and RSS are sampled by a probe process of its own (tests.support.health_probe).
-Figures (RSS before, peak and after, /health p99 under the flood) are printed; run with `-s`.
+Figures (RSS before, peak and after, /health p99 under the flood, the flood's own median answer
+time) are printed; run with `-s`.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ class Answer:
     status: int
     headers: dict[str, str]
     body: Any
+    seconds: float  # from connecting to the answer's last byte
 
 
 def get(
     port: int, path: str, authorization: str | None = None, source: str = "127.0.0.1"
 ) -> Answer:
     """One GET on a fresh connection from `source` (a loopback address) to 127.0.0.1."""
+    started = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
     try:
         conn.request("GET", path, headers={"Authorization": authorization} if authorization else {})
@@ -56,7 +59,8 @@ def get(
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw
-        return Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
+        headers = {k.lower(): v for k, v in resp.getheaders()}
+        return Answer(resp.status, headers, body, time.monotonic() - started)
     finally:
         conn.close()
 
@@ -126,6 +130,7 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
     rss_after_kb = proc_status_kb(leader.pid, "VmRSS")
     peak_kb = max([proc_status_kb(leader.pid, "VmHWM"), *figures["rss_kb"]])
     statuses = [a.status for a in answers]
+    flood_p50_s = sorted(a.seconds for a in answers)[len(answers) // 2]
     print(
         f"\nauth flood: {len(answers)} wrong passwords from {FLOOD} addresses in {flood_s:.2f} s: "
         f"{statuses.count(401)} x 401, {statuses.count(503)} x 503; repeated: "
@@ -133,7 +138,8 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
         f"RSS before {rss_before_kb / 1024:.1f} MiB (peak since start {hwm_before_kb / 1024:.1f}), "
         f"peak {peak_kb / 1024:.1f} MiB, after {rss_after_kb / 1024:.1f} MiB; "
         f"/health p99 {probe.p99_s() * 1000:.0f} ms, "
-        f"max {max(figures['latencies_s']) * 1000:.0f} ms over {probe.samples()} samples"
+        f"max {max(figures['latencies_s']) * 1000:.0f} ms over {probe.samples()} samples; "
+        f"flood answers p50 {flood_p50_s * 1000:.0f} ms"
     )
     # Every guess was refused with a JSON error: 401 once checked, else 503 (busy, retry).
     assert len(answers) == FLOOD * ROUNDS
@@ -146,10 +152,14 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
             assert int(answer.headers["retry-after"]) >= 1
     # A checked credential costs no second hash: the repeat is all 401, none waits for a slot.
     assert [a.status for a in again] == [401] * sum(checked)
-    # Memory and /health stay bounded while the hashes run.
+    # Memory stays bounded while the hashes run, and /health is answered ahead of the flood (its
+    # own workers): its p99 stays under half the flood's median answer time, both measured in
+    # this run, so a machine slowed by other work slows both sides alike. Served by the API
+    # workers, /health waited as long as the flood (ratio 1.1-1.2 measured; 0.18-0.21 as built,
+    # with the replica alone or held to a quarter of a core).
     assert peak_kb - rss_before_kb < 100 * 1024
     assert probe.samples() >= 20
-    assert probe.p99_s() < 1.0
+    assert probe.p99_s() < 0.5 * flood_p50_s
     # The replica kept its term throughout.
     assert set(figures["roles"]) == {"leader"}
     health = leader.health()
