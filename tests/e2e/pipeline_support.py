@@ -164,6 +164,9 @@ class System:
             return state
 
 
+_START_S = 60.0  # for the system's first leader, and its connection to Mesos
+
+
 @contextmanager
 def running_system(
     zk_hosts: str, zk_namespace: str, tmp_path: Path, replicas: int = 2, **settings: Any
@@ -186,10 +189,12 @@ def running_system(
                     **settings,
                 ).start()
             )
-        leader = wait_for(system.leader, 20, message="a leader")
+        # Set-up, not a measured behaviour: the first processes of a run start while every
+        # worker starts its own (a 20-s wait timed out once with the 2 cores overloaded).
+        leader = wait_for(system.leader, _START_S, message="a leader")
         wait_for(
             lambda: (leader.health() or {}).get("mesos") == "connected",
-            20,
+            _START_S,
             message="mesos connected",
         )
         # Every replica serving and knowing the leader (tests send requests to standbys too;

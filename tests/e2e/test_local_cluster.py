@@ -71,6 +71,7 @@ def api(address: str, method: str, path: str, body: Any = None) -> tuple[int, An
             raw = resp.read()
             return resp.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as exc:
+        exc.close()  # its unread answer holds the connection (a ResourceWarning when collected)
         return exc.code, None
 
 
