@@ -11,8 +11,12 @@ shape kazoo gives every request (`type`, `serialize()`, `deserialize(buffer, off
 
 The protocol (ZooKeeper's `AddWatchRequest` and `RemoveWatchesRequest`): addWatch (opcode 106)
 is the path as a length-prefixed UTF-8 string and the mode (int: 0 persistent, 1 persistent
-recursive); removeWatches (opcode 18) is the path and the watcher type (int: 5 persistent
-recursive). Neither answer has a body. The events are ordinary watch notifications (node
+recursive); removeWatches (opcode 18) is the path and the watcher type (int: 1 children, 2
+data, 3 any; 3.9 added 4 persistent and 5 persistent recursive, which 3.6-3.8 refuse with
+MarshallingError, measured on 3.8: such a removal removed nothing). Type 3 removes every watch
+of the session on that exact path, persistent ones included, on 3.6 and later: what is sent,
+and why `Registry` sends it only when kazoo holds no one-shot watch on the path. Neither
+answer has a body. The events are ordinary watch notifications (node
 created, data changed, node deleted; no child events in recursive mode) for each node below
 the path, and for the path itself. Standard library only.
 """
@@ -25,8 +29,8 @@ ADD_WATCH = 106
 REMOVE_WATCHES = 18
 PERSISTENT_RECURSIVE = 1
 """addWatch's mode of a persistent recursive watch."""
-WATCHER_PERSISTENT_RECURSIVE = 5
-"""removeWatches' watcher type of a persistent recursive watch."""
+WATCHER_ANY = 3
+"""removeWatches' watcher type "any": every watch of the session on the path (3.6+)."""
 
 _INT = struct.Struct("!i")
 
@@ -59,7 +63,8 @@ class AddWatch(_PathRequest):
 
 
 class RemoveRecursiveWatch(_PathRequest):
-    """removeWatches of the persistent recursive watch on `path`."""
+    """removeWatches of the session's watches on `path`, its persistent recursive one with
+    them (type "any": the one that servers from 3.6 on all know)."""
 
     type = REMOVE_WATCHES
-    value = WATCHER_PERSISTENT_RECURSIVE
+    value = WATCHER_ANY

@@ -31,10 +31,12 @@ from kazoo.exceptions import (
     EXCEPTIONS,
     BadVersionError,
     ConnectionClosedError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    SessionExpiredError,
     UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -306,15 +308,30 @@ class Registry:
     def remove_recursive_watch(self, path: str, callback: Callable[[Any], None]) -> None:
         """Stop calling `callback` for `path`; the server's watch is removed with the last
         callback (asked, not waited for: a watch already gone with its connection is no
-        error)."""
+        error; a refusal is logged). The request removes every watch of the session on that
+        exact path (`add_watch.RemoveRecursiveWatch`), so it is not sent while kazoo holds a
+        one-shot watch there: the server's notifications then go on, unused (kazoo's reader
+        drops them), until the connection ends."""
         if not _recursive_watches(self._client).discard(self.abs(path), callback):
+            return
+        wire = self._wire_path(path)
+        client = self._client
+        if client._data_watchers.get(wire) or client._child_watchers.get(wire):
+            log.info("registry: persistent watch on %s kept (a one-shot watch shares it)", path)
             return
         # Not waited for: a term that ends without ZooKeeper must not wait on it here (the
         # notifications that still come find no callback).
+        answer = client.handler.async_result()
+
+        def refused(result: Any) -> None:
+            exception = result.exception
+            gone = (ConnectionClosedError, ConnectionLoss, SessionExpiredError)
+            if exception is not None and not isinstance(exception, gone):  # else gone with it
+                log.warning("registry: persistent watch on %s not removed: %r", path, exception)
+
+        answer.rawlink(refused)
         try:
-            self._client._call(
-                RemoveRecursiveWatch(self._wire_path(path)), self._client.handler.async_result()
-            )
+            client._call(RemoveRecursiveWatch(wire), answer)
         except Exception as exc:  # noqa: BLE001 - best effort, as the docstring says
             log.info("registry: persistent watch on %s not removed: %s", path, exc)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Watch
 from kazoo.protocol.states import EventType, KazooState
 
 from deploy.zookeeper import ZooKeeperEnsemble
@@ -86,6 +87,68 @@ def test_every_change_below_the_path_arrives_until_removed(
     finally:
         other.stop()
         other.close()
+
+
+class _Arrivals:
+    """Counts the watch notifications the server sends a client, whatever watch they are for
+    (its connection's reader wrapped, after the registry's own wrapper)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.paths: list[str] = []
+        self._connection = client._connection
+        self._reader = self._connection._read_watch_event
+
+        def counting(buffer: bytes, offset: int) -> Any:
+            self.paths.append(Watch.deserialize(buffer, offset)[0].path)
+            return self._reader(buffer, offset)
+
+        self._connection._read_watch_event = counting
+
+    def close(self) -> None:
+        self._connection._read_watch_event = self._reader
+
+
+def test_removing_the_last_callback_stops_the_servers_notifications(
+    registry: Registry, zk_client: KazooClient
+) -> None:
+    # (ZooKeeper 3.8 refused the removal type 3.9 added with MarshallingError: the server went
+    # on sending the session every change below the path, a leader's past term's running tasks
+    # and jobs, until the session ended.) The server sends a session's notifications before
+    # its answers to the requests after them, so each write's answer closes the count.
+    registry.ensure("/s")
+    root = registry.abs("/s")
+    events = _Events()
+    registry.add_recursive_watch("/s", events, changes=False)
+    arrivals = _Arrivals(zk_client)
+    try:
+        registry.put("/s/a", b"1")
+        assert arrivals.paths == [f"{root}/a"]
+        registry.remove_recursive_watch("/s", events)
+        registry.put("/s/b", b"1")
+        registry.put("/s/a", b"2")
+        registry.delete("/s/a")
+        assert arrivals.paths == [f"{root}/a"]
+    finally:
+        arrivals.close()
+    assert events.next() == (EventType.CREATED, f"{root}/a")
+    assert events.none_within(0.2)
+
+
+def test_a_one_shot_watch_on_the_path_keeps_the_servers_watch_and_still_fires(
+    registry: Registry, zk_client: KazooClient
+) -> None:
+    # The removal request takes every watch of the session on the path: not sent while kazoo
+    # holds one there, whose notification would otherwise never come.
+    registry.ensure("/o")
+    root = registry.abs("/o")
+    events = _Events()
+    registry.add_recursive_watch("/o", events, changes=False)
+    once = _Events()
+    registry.watch_children("/o", once)
+    registry.remove_recursive_watch("/o", events)
+    registry.put("/o/a", b"1")
+    assert once.next() == (EventType.CHILD, root)
+    assert events.none_within(0.2)
 
 
 def test_a_dropped_connection_drops_the_watch_and_it_can_be_set_again(
