@@ -316,7 +316,7 @@ class Registry:
             return
         wire = self._wire_path(path)
         client = self._client
-        if client._data_watchers.get(wire) or client._child_watchers.get(wire):
+        if _kazoo_watches(client, wire):
             log.info("registry: persistent watch on %s kept (a one-shot watch shares it)", path)
             return
         # Not waited for: a term that ends without ZooKeeper must not wait on it here (the
@@ -665,11 +665,12 @@ class _RecursiveWatches:
                         callback(event)
                     except Exception:
                         log.exception("registry: a persistent watch's callback failed")
-        return (
-            covered
-            and watch.path not in client._data_watchers
-            and watch.path not in client._child_watchers
-        )
+        return covered and not _kazoo_watches(client, watch.path)
+
+
+def _kazoo_watches(client: KazooClient, wire_path: str) -> bool:
+    """Whether kazoo holds a one-shot watch (data or children) on the server's path."""
+    return bool(client._data_watchers.get(wire_path) or client._child_watchers.get(wire_path))
 
 
 _HUBS_LOCK = threading.Lock()

@@ -108,6 +108,15 @@ class _Arrivals:
         self._connection._read_watch_event = self._reader
 
 
+def _watched(registry: Registry, path: str) -> tuple[str, _Events]:
+    """`path` made, with a recursive watch (nodes created and deleted) recording its events;
+    the path's absolute form and the recorder."""
+    registry.ensure(path)
+    events = _Events()
+    registry.add_recursive_watch(path, events, changes=False)
+    return registry.abs(path), events
+
+
 def test_removing_the_last_callback_stops_the_servers_notifications(
     registry: Registry, zk_client: KazooClient
 ) -> None:
@@ -115,10 +124,7 @@ def test_removing_the_last_callback_stops_the_servers_notifications(
     # on sending the session every change below the path, a leader's past term's running tasks
     # and jobs, until the session ended.) The server sends a session's notifications before
     # its answers to the requests after them, so each write's answer closes the count.
-    registry.ensure("/s")
-    root = registry.abs("/s")
-    events = _Events()
-    registry.add_recursive_watch("/s", events, changes=False)
+    root, events = _watched(registry, "/s")
     arrivals = _Arrivals(zk_client)
     try:
         registry.put("/s/a", b"1")
@@ -135,14 +141,11 @@ def test_removing_the_last_callback_stops_the_servers_notifications(
 
 
 def test_a_one_shot_watch_on_the_path_keeps_the_servers_watch_and_still_fires(
-    registry: Registry, zk_client: KazooClient
+    registry: Registry,
 ) -> None:
     # The removal request takes every watch of the session on the path: not sent while kazoo
     # holds one there, whose notification would otherwise never come.
-    registry.ensure("/o")
-    root = registry.abs("/o")
-    events = _Events()
-    registry.add_recursive_watch("/o", events, changes=False)
+    root, events = _watched(registry, "/o")
     once = _Events()
     registry.watch_children("/o", once)
     registry.remove_recursive_watch("/o", events)
