@@ -109,8 +109,10 @@ def test_sigterm_hands_over_at_once_and_exits_zero(
     new_leader = one_leader(rest, timeout_s=SESSION_TIMEOUT_S)
     handover_s = time.monotonic() - began
     assert leader.wait(10) == 0
-    # Well under a session timeout: the old node was deleted, not left to expire.
-    assert handover_s < SESSION_TIMEOUT_S / 2, handover_s
+    # Under a session timeout: the old node was deleted, not left to expire (ZooKeeper expires
+    # a session no sooner than its timeout after its last heartbeat). About 0.8 s alone; 2.5 s
+    # once in CI on a loaded machine, which half the timeout (the bound before) refused.
+    assert handover_s < SESSION_TIMEOUT_S, handover_s
     assert "term" in leader.log_text() and "components stopped" in leader.log_text()
     assert health(new_leader)["leader"] == new_leader.identity
     assert_terms_never_overlap(term_records(zk_client, zk_namespace))
