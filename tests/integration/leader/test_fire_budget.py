@@ -48,6 +48,21 @@ def _pending(registry: Registry, name: str) -> int:
     return int(registry.get(f"/state/ready/{name}") or b"0")
 
 
+def _ledger(registry: Registry, name: str) -> tuple[float, int]:
+    """The job's (last accounted fire, pending runs) as one consistent pair.
+
+    The ledger writes both in one transaction, and every accounting changes the record, so a
+    pending count read between two reads of the record at the same version goes with it (a
+    fire may be accounted between any two reads: the producer is running).
+    """
+    path = registry.abs(f"{LAST_FIRE}/{name}")
+    while True:
+        data, before = registry.client.get(path)
+        pending = _pending(registry, name)
+        if registry.client.exists(path).version == before.version:
+            return float(data or b"0"), pending
+
+
 def test_fires_over_the_budget_are_delayed_recorded_and_still_run(
     budgeted: tuple[Producer, list[JobEvent]], registry: Registry
 ) -> None:
@@ -121,14 +136,15 @@ def test_under_sustained_overload_every_fire_still_queues_a_run(
     ]
     for job in every_second:
         producer.schedule(job)
-    started = {n: float(registry.get(f"{LAST_FIRE}/{n}") or b"0") for n in names}
+    # Each job's fires may start before the others are scheduled: count from a consistent pair.
+    started = {n: _ledger(registry, n) for n in names}
     # Four every-second jobs want 4 fires a second; the budget grants 2. Each job waits its
     # turn, then accounts every fire since its record: misfire on, each one a run.
     wait_for(lambda: producer.delayed_fires >= 12, 15, message="fires delayed for a while")
     producer.stop()
     for name in names:
-        last = float(registry.get(f"{LAST_FIRE}/{name}") or b"0")
-        fires = int(last) - int(started[name])  # every whole second in (start, last]
-        assert fires >= 2, (name, started[name], last)
-        assert _pending(registry, name) == fires, name  # none dropped, none twice
+        (first, pending_then), (last, pending) = started[name], _ledger(registry, name)
+        fires = int(last) - int(first)  # every whole second in (first, last]
+        assert fires >= 2, (name, first, last)
+        assert pending - pending_then == fires, name  # none dropped, none twice
     assert {e.kind for e in events} == {JobEventKind.FIRE_DELAYED}
