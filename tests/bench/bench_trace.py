@@ -48,7 +48,7 @@ def _settings(engine: Engine) -> str:
         if engine.dialect.name == "sqlite":
             journal = connection.scalar(text("PRAGMA journal_mode"))
             synchronous = connection.scalar(text("PRAGMA synchronous"))
-            return f"journal_mode={journal}, synchronous={synchronous} (2=FULL)"
+            return f"journal_mode={journal}, synchronous={synchronous} (1=NORMAL, 2=FULL)"
         version = connection.scalar(text("SHOW server_version"))
         fsync = connection.scalar(text("SHOW fsync"))
         commit = connection.scalar(text("SHOW synchronous_commit"))

@@ -306,3 +306,30 @@ def test_trace_rows_get_ids_that_sort_in_the_order_they_were_recorded(engine: En
     by_id = [row.task_id for row in sorted(rows, key=lambda row: row.id)]
     # Within a millisecond the order is the random part's; across the pauses it is time's.
     assert [t[:2] for t in by_id] == [t[:2] for t in recorded]
+
+
+def test_a_sqlite_trace_file_is_written_ahead_so_readers_never_hold_up_the_writer(
+    tmp_path: Path,
+) -> None:
+    engine = create_trace_engine(f"sqlite:///{tmp_path}/data/trace.db")
+    try:
+        upgrade_to_head(engine)
+        _write(engine, _record(1))
+        with engine.connect() as reader:
+            assert reader.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert reader.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            # A reader in the middle of its transaction (an API page being read). With the
+            # rollback journal the writer's commit would wait for it (the busy timeout, then
+            # "database is locked"); with the write-ahead log it commits at once, and the
+            # reader goes on seeing the state its transaction began with.
+            reader.exec_driver_sql("BEGIN")
+            assert reader.execute(select(ExecutionLog.id)).scalars().all() == ["run-001"]
+            writer = _write(engine, _record(2))
+            assert writer.counters()["errors"] == 0
+            assert reader.execute(select(ExecutionLog.id)).scalars().all() == ["run-001"]
+            reader.rollback()
+            ids = reader.execute(select(ExecutionLog.id)).scalars().all()
+            assert sorted(ids) == ["run-001", "run-002"]
+        assert (tmp_path / "data" / "trace.db-wal").exists()
+    finally:
+        engine.dispose()
