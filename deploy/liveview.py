@@ -62,8 +62,9 @@ _REPLICA: tuple[tuple[re.Pattern[str], Shape], ...] = (
         re.compile(rf"^status: {_TASK} (timed out(?: after \d+ s)?)"),
         lambda m: f"{m[3]}: {m[1]} shard {m[2]}",
     ),
-    # Fires that queued no run: skipped, capped, excluded by a calendar (one line per job and
-    # accounting, `producer: job <job>: fire at <time> skipped: <why>` or `<n> fires from ...`).
+    # Fires that queued no run: skipped, capped, excluded by a calendar (a line per job and
+    # outcome at most every 10 s, `producer: job <job>: fire at <time> skipped: <why>` or
+    # `<n> fires from ...`, with `(and <n> skipped fires since the last line)` after the first).
     (
         re.compile(r"^producer: job (\S+): ((?:fire at|\d+ fires from) .*)"),
         lambda m: f"{m[1]}: {m[2]}",

@@ -84,8 +84,10 @@ _FIRE_LEAD_S = 0.005
 # A sustained overload delays fires every second; the log says so at most this often.
 _DELAY_LOG_EVERY_S = 10.0
 
-# A job firing every second in an excluded day: its skips are logged at most this often.
-_EXCLUDED_LOG_EVERY_S = 10.0
+# A job firing every second whose fires are skipped (its last run still going, an excluded
+# day, a full queue): each kind of outcome is logged at most this often per job. Every fire
+# still becomes its event (metrics, webhooks, the job's events).
+_FIRE_EVENT_LOG_EVERY_S = 10.0
 
 
 class CalendarSource(Protocol):
@@ -173,10 +175,10 @@ class Producer(LeaderComponent):
         self._stores = stores
         # Asked at each accounting of a job with `excludeCalendars` (None: no calendars here).
         self._calendars = calendars
-        # (job, calendar) named but missing, warned about once; job -> (when its excluded
-        # fires were last logged, how many since).
+        # (job, calendar) named but missing, warned about once; job -> outcome -> (when its
+        # fires of that outcome were last logged, how many since).
         self._missing_warned: set[tuple[str, str]] = set()
-        self._excluded_log: dict[str, tuple[float, int]] = {}
+        self._fire_log: dict[str, dict[JobEventKind, tuple[float, int]]] = {}
         self._cap = queue_size
         # The term's view of the queues (shared with the launcher): the ledger reads pending
         # and running work from it, and it learns the jobs scheduled here.
@@ -243,7 +245,7 @@ class Producer(LeaderComponent):
             self._triggers.clear()
             self._fire_after.clear()
             self._deferred.clear()
-            self._excluded_log.clear()
+            self._fire_log.clear()
             # Not accounted: the next leader accounts them from the same records.
             self._delayed.clear()
             self._draining = False
@@ -284,7 +286,7 @@ class Producer(LeaderComponent):
             previous_key = self._key_of.get(job.job_name)
             scheduled = job.job_name in self._jobs
             if not scheduled:
-                self._excluded_log.pop(job.job_name, None)
+                self._fire_log.pop(job.job_name, None)
         if scheduled:
             self.unschedule(job.job_name)
         self._queues.note_job(job)  # (replaces what the view knew of a job not scheduled here)
@@ -414,7 +416,7 @@ class Producer(LeaderComponent):
         """Stop producing runs for `job_name`; False when it was not scheduled."""
         self._queues.forget_job(job_name)
         with self._lock:
-            self._excluded_log.pop(job_name, None)
+            self._fire_log.pop(job_name, None)
             if self._jobs.pop(job_name, None) is None:
                 return False
             key = self._key_of.pop(job_name, None)
@@ -560,25 +562,26 @@ class Producer(LeaderComponent):
                 plan.queued,
             )
         for event in fire_events(job.job_name, plan, job.notify_webhook_url):
-            if event.kind is JobEventKind.FIRE_EXCLUDED:
-                self._log_excluded(event)
-            else:
-                log.warning("producer: job %s: %s", job.job_name, event.reason)
+            self._log_fire_event(event)
             self.event_listeners.emit(event)
 
-    def _log_excluded(self, event: JobEvent) -> None:
-        """INFO for a job's excluded fires: the first at once, then at most every 10 s with
-        the count since (a job firing every second through an excluded day)."""
+    def _log_fire_event(self, event: JobEvent) -> None:
+        """Log a job's fires that made no run: the first of each outcome at once, then at most
+        every 10 s with the count since (a job firing every second whose runs overlap, or
+        through an excluded day). WARNING for skipped and capped fires, INFO for excluded."""
         now = time.monotonic()
         with self._lock:
-            logged_at, unlogged = self._excluded_log.get(event.job_name, (float("-inf"), 0))
+            logged = self._fire_log.setdefault(event.job_name, {})
+            logged_at, unlogged = logged.get(event.kind, (float("-inf"), 0))
             unlogged += event.fires
-            log_now = now - logged_at >= _EXCLUDED_LOG_EVERY_S
-            self._excluded_log[event.job_name] = (now, 0) if log_now else (logged_at, unlogged)
+            log_now = now - logged_at >= _FIRE_EVENT_LOG_EVERY_S
+            logged[event.kind] = (now, 0) if log_now else (logged_at, unlogged)
         if log_now:
             earlier = unlogged - event.fires
-            more = f" (and {earlier} excluded fires since the last line)" if earlier else ""
-            log.info("producer: job %s: %s%s", event.job_name, event.reason, more)
+            outcome = event.kind.value.removeprefix("fire_")
+            more = f" (and {earlier} {outcome} fires since the last line)" if earlier else ""
+            level = logging.INFO if event.kind is JobEventKind.FIRE_EXCLUDED else logging.WARNING
+            log.log(level, "producer: job %s: %s%s", event.job_name, event.reason, more)
 
     def _fire(self, key: tuple[object, ...]) -> None:
         """APScheduler thread: one cron fire for every job of `key`."""

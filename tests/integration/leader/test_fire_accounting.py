@@ -3,12 +3,14 @@ off, the cap, a first schedule, concurrent accountants, and a deposed leader."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
 import pytest
 
+from scheduler.leader import producer as producer_module
 from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig, parse_cron
 from scheduler.model.errors import NotLeader
@@ -100,6 +102,38 @@ def test_misfire_off_skips_missed_fires_with_one_event_naming_them(
     assert [(e.kind, e.job_name) for e in events] == [(JobEventKind.FIRE_SKIPPED, "tick")]
     assert events[0].fires in (4, 5) and events[0].webhook_url == "http://127.0.0.1:9/h"
     assert "skipped: missed while no leader acted, and misfire is off" in events[0].reason
+
+
+def test_skipped_fires_are_logged_at_most_every_10_s_a_job_and_each_is_an_event(
+    registry: Registry,
+    fence: Fence,
+    queues: QueueCache,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = time.time()
+    record(registry, now - 9)
+    made, events = producer(registry, fence, queues)
+    configured = job(misfire=False)
+    trigger = configured.cron_spec.trigger()
+    caplog.set_level(logging.WARNING, "scheduler.leader.producer")
+    made.schedule(configured, catch_up=True)
+    # Three more accountings within the 10 s (a job firing every second whose runs overlap):
+    # an event for each, one WARNING line for all.
+    for ahead in (10, 20, 30):
+        made._account(configured, trigger, now + ahead, on_time_from=None)
+    assert len(events) == 4 and {e.kind for e in events} == {JobEventKind.FIRE_SKIPPED}
+
+    def lines() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "skipped: missed" in r.getMessage()]
+
+    assert len(lines()) == 1 and lines()[0].levelno == logging.WARNING
+    # Once the interval has passed, the next line counts the fires not logged since.
+    monkeypatch.setattr(producer_module, "_FIRE_EVENT_LOG_EVERY_S", 0.0)
+    made._account(configured, trigger, now + 40, on_time_from=None)
+    assert len(events) == 5 and len(lines()) == 2
+    unlogged = sum(e.fires for e in events[1:4])
+    assert f"(and {unlogged} skipped fires since the last line)" in lines()[1].getMessage()
 
 
 def test_fires_beyond_the_queue_size_are_capped_and_reported(
