@@ -26,6 +26,7 @@ import atexit
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from typing import Any
 
 __all__ = [
     "die_with_parent",
+    "dying_with_parent",
     "exited",
     "kill_leftovers",
     "set_parent_death_signal",
@@ -91,6 +93,39 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
             os.kill(os.getpid(), sig)
 
     return arm
+
+
+# util-linux's setpriv (2.33 and later) sets the parent-death signal and then runs the command.
+_SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
+# Run by `sh -c` after setpriv has set the signal: a parent that died before that (the child is
+# someone else's now) is not waited for, as `die_with_parent` checks it.
+_CHECK_PARENT = 'test "$PPID" = "$0" || exit 137; exec "$@"'
+
+
+def dying_with_parent(argv: Sequence[str], sig: int = signal.SIGKILL) -> list[str] | None:
+    """`argv` wrapped so that it gets `sig` when the starting thread ends, as `die_with_parent`
+    arranges, but without a `preexec_fn`; None where setpriv is missing (then use that).
+
+    A `preexec_fn` makes subprocess fork (copying the starter's page tables) and run Python in
+    the child; without one it uses vfork. Measured with 100 MB resident: 4.7-4.8 ms of the
+    starter's CPU a start with `die_with_parent`, 0.2 ms wrapped. The command is looked up on
+    the PATH of the environment it is given, as subprocess does; one that cannot be run ends
+    with sh's 126 or 127 instead of an OSError from Popen.
+    """
+    if _SETPRIV is None or _prctl is None:
+        return None
+    name = signal.Signals(sig).name.removeprefix("SIG")
+    return [
+        _SETPRIV,
+        "--pdeathsig",
+        name,
+        "--",
+        "/bin/sh",
+        "-c",
+        _CHECK_PARENT,
+        str(os.getpid()),
+        *argv,
+    ]
 
 
 _lock = threading.Lock()

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from deploy.children import die_with_parent
+from deploy.children import die_with_parent, dying_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -176,16 +176,19 @@ class ProcessSupervisor:
 
     @staticmethod
     def _popen(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        # Wrapped rather than armed by a preexec_fn: a start costs the stand-in about 0.2 ms of
+        # CPU instead of 5 (no fork of the whole process), once per task it runs.
+        wrapped = dying_with_parent(argv)
         with open(cwd / "stdout", "ab") as out, open(cwd / "stderr", "ab") as err:
             return subprocess.Popen(
-                argv,
+                wrapped or argv,
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
-                preexec_fn=die_with_parent(),
+                preexec_fn=None if wrapped else die_with_parent(),
                 close_fds=True,
             )
 

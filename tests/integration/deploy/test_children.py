@@ -27,6 +27,16 @@ child = children.start(["sleep", "300"])
 print(child.pid, flush=True)
 threading.Event().wait()
 """
+# Starts `sleep` wrapped by dying_with_parent (no preexec_fn), prints its pid, then waits.
+WRAPPED_STARTER = """
+import subprocess, threading
+from deploy import children
+argv = children.dying_with_parent(["sleep", "300"])
+assert argv is not None, "setpriv is missing"
+child = subprocess.Popen(argv, start_new_session=True)
+print(child.pid, flush=True)
+threading.Event().wait()
+"""
 # Starts a child that has a process of its own group, forgets it, and exits normally.
 FORGETS = """
 import subprocess
@@ -62,6 +72,40 @@ def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
     assert pid_alive(grandchild)
     os.kill(starter.pid, signal.SIGKILL)
     wait_for(lambda: not pid_alive(grandchild), 10, message="the child of the killed starter dies")
+
+
+def test_a_child_wrapped_to_die_with_its_starter_dies_when_the_starter_is_sigkilled(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    root = Path(__file__).resolve().parents[3]
+    starter = children.start(
+        [sys.executable, "-c", WRAPPED_STARTER], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    started.append(starter)
+    assert starter.stdout is not None
+    grandchild = int(starter.stdout.readline())
+    # The wrapper ran the command in its own place: the same pid, `sleep` now.
+    wait_for(
+        lambda: Path(f"/proc/{grandchild}/cmdline").read_bytes() == b"sleep\x00300\x00",
+        10,
+        message="the wrapped command runs",
+    )
+    os.kill(starter.pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(grandchild), 10, message="the child of the killed starter dies")
+
+
+def test_a_wrapped_child_whose_starter_is_gone_before_it_runs_does_not_run() -> None:
+    # The check the wrapper makes after the signal is set: its parent must still be the
+    # starter. Given another pid as the starter's, it exits 137 without running the command.
+    argv = children.dying_with_parent(["sh", "-c", "echo ran"])
+    assert argv is not None
+    at = argv.index(str(os.getpid()))
+    argv[at] = "1"
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    assert done.returncode == 137 and "ran" not in done.stdout
+    argv[at] = str(os.getpid())
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    assert done.returncode == 0 and done.stdout == "ran\n"
 
 
 def test_stop_kills_what_the_leader_left_in_its_group(
