@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
 from deploy import children
@@ -17,6 +18,12 @@ from tests.support.certificates import self_signed
 # `postgres` (one server per session) and `postgres_url` (a fresh database per test); how the
 # suite runs in parallel (which files keep to one worker, see tests/support/parallel.py).
 pytest_plugins = ["tests.support.postgres", "tests.support.parallel"]
+
+# Property tests are judged by their examples, never by their speed: Hypothesis's default 200-ms
+# deadline per example and its "input generation is slow" check are timed assertions, and failed
+# on a loaded machine (8 workers on 2 cores). Every example still runs and is still checked.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 _ensembles: list[ZooKeeperEnsemble] = []
 
