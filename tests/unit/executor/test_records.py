@@ -158,3 +158,22 @@ def test_the_output_message_names_both_files_and_reads_back() -> None:
 )
 def test_other_messages_and_unsafe_paths_name_no_output(message: str | None) -> None:
     assert parse_output_message(message) is None
+
+
+def test_the_same_status_data_is_decoded_once_and_a_bad_one_every_time() -> None:
+    record = ExecutionRecord(
+        id="c" * 32,
+        job_name="cached",
+        task_id="cached@-@0@-@READY@-@agent-1@-@u1",
+        sharding_item=0,
+        hostname="h",
+        ip="10.0.0.1",
+        start_time_ms=1_700_000_000_000,
+    )
+    data = encode_status_data(record)
+    first = decode_status_data(data)
+    # Statistics and metrics each ask for the record of the same update: the same object.
+    assert first == record and decode_status_data(str(data)) is first
+    for _ in range(2):  # an error is not remembered as an answer
+        with pytest.raises(RecordError):
+            decode_status_data("not base64!")
