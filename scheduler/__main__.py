@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scheduler: {exc.message}", file=sys.stderr)
         return 2
     # The replica's parts are imported once the settings are known to be good: a bad setting
-    # is reported after 0.4 s of CPU instead of 1.4 (the API, the statistics' SQLAlchemy and
+    # is reported after about 0.5 s of CPU instead of 1.4 (the API, the statistics' SQLAlchemy and
     # Alembic, the Mesos driver).
     from scheduler.leader.mesos.driver import DRIVER_CRASHED
     from scheduler.wiring.replica import build_replica

@@ -59,39 +59,41 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
             proc.stdout.close()
 
 
-def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
-    started: list[subprocess.Popen[str]],
-) -> None:
+def _child_of_a_starter(script: str, started: list[subprocess.Popen[str]]) -> tuple[int, int]:
+    """(starter pid, its child's pid): `script` run by a starter that prints its child's pid."""
     root = Path(__file__).resolve().parents[3]
     starter = children.start(
-        [sys.executable, "-c", STARTER], cwd=root, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE, text=True
     )
     started.append(starter)
     assert starter.stdout is not None
-    grandchild = int(starter.stdout.readline())
+    return starter.pid, int(starter.stdout.readline())
+
+
+def _kill_starter_and_see_its_child_die(starter: int, child: int) -> None:
+    os.kill(starter, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(child), 10, message="the child of the killed starter dies")
+
+
+def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    starter, grandchild = _child_of_a_starter(STARTER, started)
     assert pid_alive(grandchild)
-    os.kill(starter.pid, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(grandchild), 10, message="the child of the killed starter dies")
+    _kill_starter_and_see_its_child_die(starter, grandchild)
 
 
 def test_a_child_wrapped_to_die_with_its_starter_dies_when_the_starter_is_sigkilled(
     started: list[subprocess.Popen[str]],
 ) -> None:
-    root = Path(__file__).resolve().parents[3]
-    starter = children.start(
-        [sys.executable, "-c", WRAPPED_STARTER], cwd=root, stdout=subprocess.PIPE, text=True
-    )
-    started.append(starter)
-    assert starter.stdout is not None
-    grandchild = int(starter.stdout.readline())
+    starter, grandchild = _child_of_a_starter(WRAPPED_STARTER, started)
     # The wrapper ran the command in its own place: the same pid, `sleep` now.
     wait_for(
         lambda: Path(f"/proc/{grandchild}/cmdline").read_bytes() == b"sleep\x00300\x00",
         10,
         message="the wrapped command runs",
     )
-    os.kill(starter.pid, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(grandchild), 10, message="the child of the killed starter dies")
+    _kill_starter_and_see_its_child_die(starter, grandchild)
 
 
 def test_a_wrapped_child_whose_starter_is_gone_before_it_runs_does_not_run() -> None:

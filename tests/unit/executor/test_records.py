@@ -161,15 +161,7 @@ def test_other_messages_and_unsafe_paths_name_no_output(message: str | None) -> 
 
 
 def test_the_same_status_data_is_decoded_once_and_a_bad_one_every_time() -> None:
-    record = ExecutionRecord(
-        id="c" * 32,
-        job_name="cached",
-        task_id="cached@-@0@-@READY@-@agent-1@-@u1",
-        sharding_item=0,
-        hostname="h",
-        ip="10.0.0.1",
-        start_time_ms=1_700_000_000_000,
-    )
+    record = started()
     data = encode_status_data(record)
     first = decode_status_data(data)
     # Statistics and metrics each ask for the record of the same update: the same object.
