@@ -25,6 +25,7 @@ from werkzeug.security import generate_password_hash
 
 from tests.security.conftest import StartReplica
 from tests.support.health_probe import HealthProbe
+from tests.support.parallel import ahead_of_the_suite
 from tests.support.waiting import wait_for
 
 PASSWORD = "correct horse battery staple"
@@ -102,6 +103,7 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
     start_leader: StartReplica, admin_hash: str
 ) -> None:
     leader = start_leader(auth_admin_password_hash=admin_hash, auth_max_failures=20)
+    ahead_of_the_suite(leader.pid)  # other tests' processes beside it do not count as the flood
     port = leader.port
     rss_before_kb = proc_status_kb(leader.pid, "VmRSS")
     hwm_before_kb = proc_status_kb(leader.pid, "VmHWM")
@@ -113,7 +115,7 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
         user = "root" if i % 2 else f"user-{i}"
         return [(basic(user, f"guess-{i}-{r}"), API) for r in range(ROUNDS)]
 
-    probe = HealthProbe(port, leader.pid).start()
+    probe = HealthProbe(port, leader.pid, ahead=True).start()
     try:
         started = time.monotonic()
         answers = flood(senders, guesses, port)
@@ -137,7 +139,7 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
         f"{len(again)} x {sorted({a.status for a in again})}\n"
         f"RSS before {rss_before_kb / 1024:.1f} MiB (peak since start {hwm_before_kb / 1024:.1f}), "
         f"peak {peak_kb / 1024:.1f} MiB, after {rss_after_kb / 1024:.1f} MiB; "
-        f"/health p99 {probe.p99_s() * 1000:.0f} ms, "
+        f"/health p50 {probe.p50_s() * 1000:.0f} ms, p99 {probe.p99_s() * 1000:.0f} ms, "
         f"max {max(figures['latencies_s']) * 1000:.0f} ms over {probe.samples()} samples; "
         f"flood answers p50 {flood_p50_s * 1000:.0f} ms"
     )
@@ -152,12 +154,13 @@ def test_a_flood_of_wrong_passwords_keeps_memory_health_and_the_term(
             assert int(answer.headers["retry-after"]) >= 1
     # A checked credential costs no second hash: the repeat is all 401, none waits for a slot.
     assert [a.status for a in again] == [401] * sum(checked)
-    # Memory stays bounded while the hashes run, and /health is answered ahead of the flood (its
-    # own workers): its p99 stays under 1 s, or under half the flood's median answer time when
-    # the machine is so loaded that the flood's own answers take over 2 s at the median (both
-    # measured in this run: CI once ran this flood 8.5 times slower than alone, /health p99
-    # 1.04 s). Served by the API workers, /health waited as long as the flood (1.1-1.2 times
-    # its median, measured); as built 0.15-0.21 times, alone or on a quarter of a core.
+    # Memory stays bounded while the hashes run, and /health keeps answering: its p99 stays
+    # under 1 s, or under half the flood's median answer time when the machine is so loaded
+    # that the flood's own answers take over 2 s at the median (both measured in this run). The
+    # replica and the probe run ahead of the rest of the suite (tests/support/parallel.py): CI
+    # twice measured p99 1.03-1.04 s with other tests' processes beside them; with 24 CPU-bound
+    # sessions beside them, 780 ms without and 52 ms with. (That /health never waits behind the
+    # API's workers is checked without timing in test_wsgiserver.py.)
     assert peak_kb - rss_before_kb < 100 * 1024
     assert probe.samples() >= 20
     assert probe.p99_s() < max(1.0, 0.5 * flood_p50_s)

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from tests.security.conftest import StartReplica
+from tests.support.parallel import ahead_of_the_suite
 from tests.support.replicas import ReplicaProcess, http_get
 from tests.support.waiting import wait_for
 
@@ -130,6 +131,7 @@ def test_many_idle_connections_leave_health_fast_and_the_term_intact(
     start_leader: StartReplica,
 ) -> None:
     replica = start_leader(http_channel_timeout_seconds=300)
+    ahead_of_the_suite(replica.pid)  # its /health bound is on it, not on other tests beside it
     terms = _metrics(replica)["ejc_leader_terms_total"]
     with _sockets() as held:
         _open_connections(replica, held, 1500)
@@ -158,6 +160,7 @@ def test_closing_thousands_of_half_sent_requests_at_once_keeps_the_term(
         http_body_timeout_seconds=300,
         http_channel_timeout_seconds=300,
     )
+    ahead_of_the_suite(replica.pid)  # its /health bound is on it, not on other tests beside it
     terms = _metrics(replica)["ejc_leader_terms_total"]
     with _sockets() as held:
         _open_connections(replica, held, 3000)
@@ -197,6 +200,7 @@ def test_closing_thousands_of_half_sent_requests_at_once_keeps_the_term(
 
 def test_health_stays_fast_while_the_api_is_flooded(start_leader: StartReplica) -> None:
     replica = start_leader(http_threads=2)
+    ahead_of_the_suite(replica.pid)  # its /health bound is on it, not on other tests beside it
     terms = _metrics(replica)["ejc_leader_terms_total"]
 
     def api_call(_: int) -> tuple[int, float]:

@@ -5,13 +5,15 @@ fresh connection every 50 ms, reads VmRSS of PID each time, and stops when its s
 after MAX_S seconds); it then prints one JSON object: `latencies_s`, `roles`, `rss_kb`.
 
 A separate process, so the figures are the replica's and not the GIL contention of a test that
-runs hundreds of client threads. `HealthProbe` starts it and collects the result.
+runs hundreds of client threads. `HealthProbe` starts it (a session of its own, dying with the
+test) and collects the result.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from deploy import children
+from tests.support.parallel import ahead_of_the_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERVAL_S = 0.05
@@ -67,11 +72,12 @@ class HealthProbe:
     port: int
     pid: int
     max_s: float = 120.0
+    ahead: bool = False  # the probe's session `ahead_of_the_suite`, as its replica's should be
     proc: subprocess.Popen[str] | None = None
     result: dict[str, list[Any]] = field(default_factory=dict)
 
     def start(self) -> HealthProbe:
-        self.proc = subprocess.Popen(
+        self.proc = children.start(
             [
                 sys.executable,
                 "-m",
@@ -85,6 +91,8 @@ class HealthProbe:
             stdout=subprocess.PIPE,
             text=True,
         )
+        if self.ahead:
+            ahead_of_the_suite(self.proc.pid)
         return self
 
     def stop(self) -> dict[str, list[Any]]:
@@ -94,11 +102,8 @@ class HealthProbe:
         try:
             out, _ = self.proc.communicate(timeout=15)
             self.result = json.loads(out)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            raise
         finally:
+            children.stop(self.proc, signal.SIGKILL, 0)  # reaped; killed if still there
             self.proc = None
         return self.result
 
@@ -106,8 +111,14 @@ class HealthProbe:
         return len(self.result.get("latencies_s", []))
 
     def p99_s(self) -> float:
+        return self.quantile_s(0.99)
+
+    def p50_s(self) -> float:
+        return self.quantile_s(0.5)
+
+    def quantile_s(self, q: float) -> float:
         ordered = sorted(self.result["latencies_s"])
-        return float(ordered[int(0.99 * (len(ordered) - 1))])
+        return float(ordered[int(q * (len(ordered) - 1))])
 
 
 if __name__ == "__main__":
