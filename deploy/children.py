@@ -6,8 +6,9 @@ Three layers, each covering a way out that the others miss:
   whatever it starts in that group can be signalled as one, and a Ctrl-C or SIGHUP aimed at the
   terminal's foreground group does not reach it behind its owner's back.
 - On Linux every child asks the kernel for a signal (SIGKILL unless told otherwise) when the
-  thread that started it ends (`prctl(PR_SET_PDEATHSIG)`), so a starter that is SIGKILLed, crashes
-  or is killed with its whole test run takes its children along. The kernel ties this to the
+  thread that started it ends (`prctl(PR_SET_PDEATHSIG)`, set by util-linux's setpriv before the
+  command runs: `dying_with_parent`), so a starter that is SIGKILLed, crashes or is killed with
+  its whole test run takes its children along. The kernel ties this to the
   starting *thread*, not the process: start children from a thread that lives as long as they
   should (the main thread, or a long-lived thread of the owner's), never from a short-lived one.
 - Every child started here is remembered until `stop()` has reaped it. `kill_leftovers()`, run at
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import logging
 import os
 import shutil
@@ -137,17 +139,46 @@ def start(
 ) -> subprocess.Popen[Any]:
     """`subprocess.Popen(args, **popen_kwargs)` in a new session that dies with this thread.
 
-    The child is remembered until `stop()` reaps it. Raises what Popen raises.
+    The child is remembered until `stop()` reaps it. Raises what Popen raises: the program is
+    looked up first (on the PATH of `env`, or from `cwd`), so one that is missing is an OSError
+    here, not a wrapper's exit code later.
+
+    Started through `dying_with_parent` where setpriv is present: no `preexec_fn`, which would
+    make subprocess fork the whole starter and run Python in the child, where a lock another
+    thread held at the fork (the test workers and the stand-in run many) can never be released.
     """
     for reserved in ("start_new_session", "preexec_fn", "process_group"):
         if reserved in popen_kwargs:
             raise TypeError(f"deploy.children.start sets {reserved} itself")
+    argv = list(args)
+    wrapped = None
+    if argv and not popen_kwargs.get("shell") and popen_kwargs.get("executable") is None:
+        wrapped = dying_with_parent([_program(argv[0], popen_kwargs), *argv[1:]], death_signal)
     proc: subprocess.Popen[Any] = subprocess.Popen(
-        list(args), start_new_session=True, preexec_fn=die_with_parent(death_signal), **popen_kwargs
+        wrapped or argv,
+        start_new_session=True,
+        preexec_fn=None if wrapped else die_with_parent(death_signal),
+        **popen_kwargs,
     )
     with _lock:
         _started[proc.pid] = proc
     return proc
+
+
+def _program(name: str, popen_kwargs: dict[str, Any]) -> str:
+    """The file Popen would run for `name`: a path (from `cwd` when relative), else looked up
+    on the PATH of `env` (this process's without one); FileNotFoundError if there is none."""
+    if os.sep in name:
+        path = os.path.join(os.fspath(popen_kwargs.get("cwd") or "."), name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.abspath(path)
+    else:
+        env = popen_kwargs.get("env")
+        search = (env if env is not None else os.environ).get("PATH", os.defpath)
+        found = shutil.which(name, path=search)
+        if found is not None:
+            return os.path.abspath(found)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 def _unreaped(proc: subprocess.Popen[Any]) -> bool:

@@ -218,6 +218,23 @@ def test_no_leader_known_gives_503(cluster: Any, zk_client: KazooClient, zk_name
     assert json.loads(body)["type"] == "NotLeader"
 
 
+def _run_scheduler(args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`python -m scheduler ARGS` to its end (its output captured), as a child of this test that
+    dies with it (deploy.children: no preexec_fn forking this many-threaded worker)."""
+    proc = children.start(
+        [sys.executable, "-m", "scheduler", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        children.stop(proc, signal.SIGKILL, 0)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 @pytest.mark.parametrize(
     ("args", "key"),
     [
@@ -227,14 +244,7 @@ def test_no_leader_known_gives_503(cluster: Any, zk_client: KazooClient, zk_name
     ],
 )
 def test_settings_errors_exit_2_naming_the_key(args: list[str], key: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "scheduler", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=children.die_with_parent(),
-        timeout=30,
-    )
+    done = _run_scheduler(args, timeout_s=30)
     assert done.returncode == 2
     assert key in done.stderr
 
@@ -242,14 +252,7 @@ def test_settings_errors_exit_2_naming_the_key(args: list[str], key: str) -> Non
 def test_unknown_key_in_config_file_exits_2(tmp_path: Path) -> None:
     cfg = tmp_path / "s.properties"
     cfg.write_text("http_prot=9000\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "scheduler", "--config", str(cfg)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=children.die_with_parent(),
-        timeout=30,
-    )
+    done = _run_scheduler(["--config", str(cfg)], timeout_s=30)
     assert done.returncode == 2
     assert "http_prot" in done.stderr
 
@@ -257,11 +260,8 @@ def test_unknown_key_in_config_file_exits_2(tmp_path: Path) -> None:
 def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
     from deploy.zookeeper import free_port
 
-    done = subprocess.run(
+    done = _run_scheduler(
         [
-            sys.executable,
-            "-m",
-            "scheduler",
             "--zk_servers",
             f"127.0.0.1:{free_port()}",
             "--zk_connection_timeout_seconds",
@@ -271,11 +271,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
             "--http_bind_address",
             "127.0.0.1",
         ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        preexec_fn=children.die_with_parent(),
-        timeout=60,
+        timeout_s=60,
     )
     assert done.returncode == 1
     assert "cannot connect to ZooKeeper" in done.stderr

@@ -110,6 +110,32 @@ def test_a_wrapped_child_whose_starter_is_gone_before_it_runs_does_not_run() -> 
     assert done.returncode == 0 and done.stdout == "ran\n"
 
 
+def test_start_finds_the_program_as_popen_does_and_raises_for_a_missing_one(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    # start() runs the program through the wrapper, which would turn a missing program into
+    # sh's exit 127: it looks the program up first, on the PATH of `env`, or from `cwd`.
+    tool = tmp_path / "bin" / "say-where"
+    tool.parent.mkdir()
+    tool.write_text('#!/bin/sh\necho "$0 in $PWD"\n')
+    tool.chmod(0o755)
+    for argv, kwargs in (
+        (["say-where"], {"env": {"PATH": str(tool.parent)}}),
+        (["bin/say-where"], {"cwd": tmp_path}),
+    ):
+        child = children.start(argv, stdout=subprocess.PIPE, text=True, **kwargs)
+        started.append(child)
+        out, _ = child.communicate(timeout=10)
+        assert child.returncode == 0
+        assert out.startswith(f"{tool} in ")
+    with pytest.raises(FileNotFoundError):
+        children.start(["say-where"], env={"PATH": str(tmp_path)})
+    with pytest.raises(FileNotFoundError):
+        children.start(["./say-where"], cwd=tool.parent.parent)
+    with pytest.raises(FileNotFoundError):
+        children.start(["no-such-program-anywhere"])
+
+
 def test_stop_kills_what_the_leader_left_in_its_group(
     started: list[subprocess.Popen[str]],
 ) -> None:
