@@ -1,6 +1,7 @@
 """The tests' own notions, checked on real processes: what is a live process or group
-(tests.support.processes), and what a wait on task updates reports when it times out
-(tests.support.updates)."""
+(tests.support.processes), what a wait on task updates reports when it times out
+(tests.support.updates), and a process put ahead of the rest of the suite
+(tests.support.parallel)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from deploy import children
+from tests.support.parallel import ahead_of_the_suite
 from tests.support.processes import group_alive, live_pids, pid_alive, pid_reaped, wait_reaped
 from tests.support.updates import Recorder, Update
 from tests.support.waiting import wait_for
@@ -123,3 +126,33 @@ def test_a_wait_that_times_out_names_the_states_seen_by_the_deadline() -> None:
     recorder.report("t1", "TASK_GONE_BY_OPERATOR")
     assert recorder.wait_terminal("t1", timeout_s=1.0).state == "TASK_GONE_BY_OPERATOR"
     assert recorder.states("t1") == ["TASK_STARTING", "TASK_RUNNING", "TASK_GONE_BY_OPERATOR"]
+
+
+def _autogroup(pid: int) -> str:
+    return Path(f"/proc/{pid}/autogroup").read_text().strip()
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/autogroup").exists() or os.geteuid() != 0,
+    reason="needs autogroups and the right to lower a nice value",
+)
+def test_ahead_of_the_suite_raises_a_started_session_and_leaves_the_workers_own() -> None:
+    child = children.start(["sleep", "60"])
+    try:
+        before = _autogroup(child.pid)
+        assert before.endswith(" nice 0")
+        assert ahead_of_the_suite(child.pid) is True
+        assert _autogroup(child.pid) == before.replace(" nice 0", " nice -10")
+    finally:
+        children.stop(child, signal.SIGKILL, 0)
+    # A process that is not its session's leader is left alone: its session may be the test
+    # workers' own (a plain child of this worker is in this worker's session).
+    plain = subprocess.Popen(["sleep", "60"])
+    try:
+        shared = _autogroup(plain.pid)
+        assert os.getsid(plain.pid) != plain.pid
+        assert ahead_of_the_suite(plain.pid) is False
+        assert _autogroup(plain.pid) == shared
+    finally:
+        plain.kill()
+        plain.wait(10)
