@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,13 +28,14 @@ child = children.start(["sleep", "300"])
 print(child.pid, flush=True)
 threading.Event().wait()
 """
-# Starts `sleep` wrapped by dying_with_parent (no preexec_fn), prints its pid, then waits.
-WRAPPED_STARTER = """
+# Starts `sleep` armed by die_with_parent (the preexec_fn used where setpriv is missing),
+# prints its pid, then waits.
+ARMED_STARTER = """
 import subprocess, threading
 from deploy import children
-argv = children.dying_with_parent(["sleep", "300"])
-assert argv is not None, "setpriv is missing"
-child = subprocess.Popen(argv, start_new_session=True)
+child = subprocess.Popen(
+    ["sleep", "300"], start_new_session=True, preexec_fn=children.die_with_parent()
+)
 print(child.pid, flush=True)
 threading.Event().wait()
 """
@@ -79,20 +81,23 @@ def test_a_child_dies_with_its_starter_even_when_the_starter_is_sigkilled(
     started: list[subprocess.Popen[str]],
 ) -> None:
     starter, grandchild = _child_of_a_starter(STARTER, started)
-    assert pid_alive(grandchild)
-    _kill_starter_and_see_its_child_die(starter, grandchild)
-
-
-def test_a_child_wrapped_to_die_with_its_starter_dies_when_the_starter_is_sigkilled(
-    started: list[subprocess.Popen[str]],
-) -> None:
-    starter, grandchild = _child_of_a_starter(WRAPPED_STARTER, started)
-    # The wrapper ran the command in its own place: the same pid, `sleep` now.
+    # start() wraps the command (dying_with_parent), which then runs in the wrapper's place:
+    # the same pid, `sleep` now.
+    sleep = f"{shutil.which('sleep')}\x00300\x00".encode()
     wait_for(
-        lambda: Path(f"/proc/{grandchild}/cmdline").read_bytes() == b"sleep\x00300\x00",
+        lambda: Path(f"/proc/{grandchild}/cmdline").read_bytes() == sleep,
         10,
         message="the wrapped command runs",
     )
+    _kill_starter_and_see_its_child_die(starter, grandchild)
+
+
+def test_a_child_armed_by_a_preexec_fn_dies_when_the_starter_is_sigkilled(
+    started: list[subprocess.Popen[str]],
+) -> None:
+    # The way without setpriv (die_with_parent in the child before exec).
+    starter, grandchild = _child_of_a_starter(ARMED_STARTER, started)
+    assert pid_alive(grandchild)
     _kill_starter_and_see_its_child_die(starter, grandchild)
 
 

@@ -132,27 +132,25 @@ def _autogroup(pid: int) -> str:
     return Path(f"/proc/{pid}/autogroup").read_text().strip()
 
 
-@pytest.mark.skipif(
-    not Path("/proc/self/autogroup").exists() or os.geteuid() != 0,
-    reason="needs autogroups and the right to lower a nice value",
-)
 def test_ahead_of_the_suite_raises_a_started_session_and_leaves_the_workers_own() -> None:
+    # Where the kernel has no autogroups or this process may not lower a nice value, the helper
+    # says so (False) and the flood tests run as before: that answer is what is checked there.
+    can = Path("/proc/self/autogroup").exists() and os.geteuid() == 0
     child = children.start(["sleep", "60"])
     try:
-        before = _autogroup(child.pid)
-        assert before.endswith(" nice 0")
-        assert ahead_of_the_suite(child.pid) is True
-        assert _autogroup(child.pid) == before.replace(" nice 0", " nice -10")
+        assert ahead_of_the_suite(child.pid) is can
+        if can:
+            assert _autogroup(child.pid).endswith(" nice -10")
     finally:
         children.stop(child, signal.SIGKILL, 0)
     # A process that is not its session's leader is left alone: its session may be the test
     # workers' own (a plain child of this worker is in this worker's session).
     plain = subprocess.Popen(["sleep", "60"])
     try:
-        shared = _autogroup(plain.pid)
+        shared = _autogroup(plain.pid) if can else ""
         assert os.getsid(plain.pid) != plain.pid
         assert ahead_of_the_suite(plain.pid) is False
-        assert _autogroup(plain.pid) == shared
+        assert (_autogroup(plain.pid) if can else "") == shared
     finally:
         plain.kill()
         plain.wait(10)
