@@ -77,6 +77,9 @@ def build_components(ctx: LeaderContext) -> BuiltTerm:
     parts.launcher.launch_listeners.append(parts.statistics.on_launched)
     parts.launcher.launching_listeners.append(parts.status.note_launching)
     parts.launcher.launched_task_listeners.append(parts.status.note_launched)
+    # An unanswered ACCEPT: on its way a while more, then reconciliation asks (status first).
+    parts.launcher.unconfirmed_listeners.append(parts.status.note_unconfirmed)
+    parts.launcher.unconfirmed_listeners.append(parts.reconciler.ask_later)
     parts.status.listeners.append(parts.workflows.on_status)  # a task's end may end a node
     parts.status.listeners.append(parts.backfills.on_status)  # ... or a backfill's fire
     _bind_driver(parts)

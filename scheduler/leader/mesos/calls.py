@@ -53,8 +53,13 @@ _REFUSAL_CHARS = 200
 
 class CallFailed(Exception):
     """Calls could not be written or their answers not read (unreachable master, closed or
-    broken connection, an answer that is not HTTP/1.1 with a length): whether the unanswered
-    ones reached the master is not known."""
+    broken connection, an answer that is not HTTP/1.1 with a length). `written`: some of the
+    unanswered ones were written, whole or in part, so whether they reached the master is not
+    known; False: none left this process (the connection could not be made)."""
+
+    def __init__(self, message: str, *, written: bool) -> None:
+        super().__init__(message)
+        self.written = written
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,8 @@ class PipelinedCalls:
         self._sock: socket.socket | None = None
         self._master: str | None = None
         self._buffer = bytearray()
+        # Whether the current call wrote anything (read when it fails).
+        self._written = False
 
     def close(self) -> None:
         sock, self._sock, self._master = self._sock, None, None
@@ -185,6 +192,7 @@ class PipelinedCalls:
         requests = [b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body) for body in bodies]
         refusals: list[str | None] = []  # per answered request: None, or the refusal
         reason = ""
+        self._written = False
         for _attempt in range(2 if retry else 1):
             try:
                 self._exchange(endpoint.master, requests[len(refusals) :], refusals)
@@ -194,7 +202,9 @@ class PipelinedCalls:
                 reason = str(exc) or type(exc).__name__
         if len(refusals) < len(requests):
             unsent = len(requests) - len(refusals)
-            raise CallFailed(f"{unsent} of {len(requests)} unanswered: {reason}")
+            raise CallFailed(
+                f"{unsent} of {len(requests)} unanswered: {reason}", written=self._written
+            )
         refused = [r for r in refusals if r is not None]
         return CallOutcome(len(refusals) - len(refused), refused)
 
@@ -205,6 +215,7 @@ class PipelinedCalls:
         OSError when the connection cannot carry on."""
         deadline = time.monotonic() + self._timeout_s
         sock = self._connect(master)
+        self._written = True  # from here on, the master may get them
         sock.sendall(b"".join(requests))
         for i in range(len(requests)):
             status, body, close = self._answer(sock, deadline)

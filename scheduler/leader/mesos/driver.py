@@ -49,6 +49,7 @@ from scheduler.leader.mesos.driver_events import (
     StatusUpdate,
     Subscribed,
 )
+from scheduler.leader.mesos.offers import AcceptOutcome
 from scheduler.model.errors import SchedulerError
 from scheduler.model.settings import Settings
 
@@ -466,31 +467,38 @@ class MesosDriver(EventLoopComponent[DriverEvent]):
                 return False
         return True
 
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+    def accept(
+        self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float
+    ) -> AcceptOutcome:
         """Launch `tasks` on the offers: an ACCEPT on the launcher's own connection
-        (`calls.PipelinedCalls`, its body encoded by orjson), never written twice. False (and
-        logged) when the master refused it or did not answer."""
+        (`calls.PipelinedCalls`, its body encoded by orjson), never written twice. REFUSED
+        (logged) when the master refused it or it was not sent; UNCONFIRMED (logged) when it
+        was written and no answer came: the master may have taken it."""
         if not tasks:
-            return self.decline(offer_ids, refuse_s)
+            declined = self.decline(offer_ids, refuse_s)
+            return AcceptOutcome.LAUNCHED if declined else AcceptOutcome.REFUSED
         what = f"launch of {len(tasks)} tasks"
         with self._accept_lock:
             try:
                 endpoint = self._endpoint()
                 if endpoint is None:
                     log.warning("mesos: %s skipped, not connected", what)
-                    return False
+                    return AcceptOutcome.REFUSED
                 body = accept_body(endpoint.framework_id, offer_ids, tasks, refuse_s)
                 outcome = self._accepts.call(endpoint, [body])
             except CallFailed as exc:
-                log.error("mesos: %s failed: %s", what, exc)
-                return False
+                if exc.written:
+                    log.error("mesos: %s unconfirmed (the master may have it): %s", what, exc)
+                    return AcceptOutcome.UNCONFIRMED
+                log.error("mesos: %s failed, not sent: %s", what, exc)
+                return AcceptOutcome.REFUSED
             except (TypeError, ValueError) as exc:  # a TaskInfo orjson cannot write: a bug
                 log.exception("mesos: %s failed: %s", what, exc)
-                return False
+                return AcceptOutcome.REFUSED
         if outcome.refused:
             log.warning("mesos: %s not accepted by the master: %s", what, outcome.refused[0])
-            return False
-        return True
+            return AcceptOutcome.REFUSED
+        return AcceptOutcome.LAUNCHED
 
     def decline(self, offer_ids: list[str], refuse_s: float) -> bool:
         return self._call(

@@ -21,9 +21,10 @@ the starvation guard and what is known of the agents:
    few fenced, versioned transactions as ZooKeeper allows (`LaunchBook`), before any task is
    launched, so that no task ever runs unrecorded; a unit whose write fails (changed meanwhile)
    waits for the next round and counts as left over for step 5;
-4. accept: one ACCEPT per agent with the units written; when one fails, only the bookkeeping
-   of that agent's tasks is undone (a run whose other tasks Mesos took has its missing shards
-   queued for failover, never launched twice);
+4. accept: one ACCEPT per agent with the units written; when one is refused, only the
+   bookkeeping of that agent's tasks is undone (a run whose other tasks Mesos took has its
+   missing shards queued for failover, never launched twice); one that went unanswered keeps
+   its bookkeeping, since the master may have taken it, and reconciliation decides;
 5. decline the offers not used, with a filter (`BUSY_REFUSE_S` when work was left over, else
    `IDLE_REFUSE_S / 6`). With no work the framework suppresses offers and revives when work
    comes back (the original hoarded offers and starved other frameworks); failover shards new
@@ -59,6 +60,7 @@ from scheduler.leader.mesos.launch_round import (
 from scheduler.leader.mesos.offers import (
     BUSY_REFUSE_S,
     IDLE_REFUSE_S,
+    AcceptOutcome,
     FireHold,
     HeldOffers,
     OfferDriver,
@@ -101,6 +103,9 @@ class FireTimeSource(Protocol):
 
 STARVATION_S = 30.0
 REPLACE_RESEND_S = 10.0
+UNCONFIRMED_GRACE_S = 10.0
+"""How long after an unanswered ACCEPT its tasks are taken as on their way (a master slow to
+answer may still take it) before reconciliation asks about them."""
 ALLOW, REPLACE = OverlapPolicy.ALLOW, OverlapPolicy.REPLACE
 
 
@@ -182,6 +187,12 @@ class Launcher(ThreadedComponent):
         # (version 0), before the task's launch listeners. Must not block.
         self.launched_task_listeners: Listeners[[RunningTask]] = Listeners(
             log, "launcher: launched task listener"
+        )
+        # Called after an ACCEPT that went unanswered (the master may have taken it), with its
+        # tasks, whose bookkeeping stays, and how long they are still taken as on their way
+        # before reconciliation should ask about them. Must not block.
+        self.unconfirmed_listeners: Listeners[[list[RunningTask], float]] = Listeners(
+            log, "launcher: unconfirmed launch listener"
         )
         # Tasks killed for a REPLACE run (task id -> monotonic time the kill was sent).
         self._replacing: dict[str, float] = {}
@@ -504,24 +515,44 @@ class Launcher(ThreadedComponent):
 
     def _accept(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> set[str]:
         """Step 4: one ACCEPT per agent for the units written; the bookkeeping of the tasks of an
-        agent whose ACCEPT failed is undone, and only theirs. Returns the agents whose
-        offers were used."""
+        agent whose ACCEPT was refused is undone, and only theirs. That of an agent whose
+        ACCEPT went unanswered stays (the master may have taken it: undone, its runs would be
+        launched again while Mesos runs them): reconciliation asks about those tasks once
+        `UNCONFIRMED_GRACE_S` has passed, and a task Mesos never got comes back unknown and
+        is launched again then, without a failure (`status`). Returns the agents whose
+        offers were used, or may have been."""
         by_agent: dict[str, list[dict[str, Any]]] = {}
         for unit in placed:
             for agent, info in unit.infos:
                 by_agent.setdefault(agent, []).append(info)
         failed: set[str] = set()
         used: set[str] = set()
+        unconfirmed: set[str] = set()
         for agent, infos in by_agent.items():
-            if self._driver.accept(slots[agent].offer_ids, infos, BUSY_REFUSE_S):
+            outcome = self._driver.accept(slots[agent].offer_ids, infos, BUSY_REFUSE_S)
+            if outcome is AcceptOutcome.LAUNCHED:
                 used.add(agent)
                 self.launched += len(infos)
                 self.last_launch_at = time.time()
                 log.info(
                     "launcher: launched %s tasks on %s", len(infos), slots[agent].hostname or agent
                 )
+            elif outcome is AcceptOutcome.UNCONFIRMED:
+                unconfirmed.add(agent)
+                log.warning(
+                    "launcher: launch of %s tasks on %s unconfirmed; their bookkeeping stays "
+                    "and reconciliation asks about them in %g s",
+                    len(infos),
+                    slots[agent].hostname or agent,
+                    UNCONFIRMED_GRACE_S,
+                )
             else:
                 failed.add(agent)
+        if unconfirmed:
+            self.unconfirmed_listeners.emit(
+                [t for p in placed for t in p.launch.tasks if t.agent_id in unconfirmed],
+                UNCONFIRMED_GRACE_S,
+            )
         for unit in placed:
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
             for task in unit.launch.tasks:
@@ -556,7 +587,7 @@ class Launcher(ThreadedComponent):
                     unit.launch.job_name,
                     exc.message,
                 )
-        return used
+        return used | unconfirmed
 
     def _framework_id(self) -> str:
         info = self._driver.framework_info()

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, Protocol
 
 from scheduler.leader.mesos.launch_round import scalar
@@ -32,17 +33,33 @@ _QUIET_LOG_S = 60.0
 _FIRE_READ_EVERY_S = 0.25
 
 
+class AcceptOutcome(Enum):
+    """What came of an ACCEPT."""
+
+    LAUNCHED = "launched"
+    """The master took it (202): its tasks are Mesos's now (an invalid one comes back as a
+    status update)."""
+    REFUSED = "refused"
+    """Not taken: the master refused the call, or it was never sent."""
+    UNCONFIRMED = "unconfirmed"
+    """Sent, and no answer came (a timeout, a connection broken after the write): the master
+    may have taken it or not, and only reconciliation can tell."""
+
+
 class OfferDriver(Protocol):
     """What the launcher asks of the term's Mesos driver (`MesosDriver` is one). Each call
-    returns False, having logged why, when it did not reach the master."""
+    but `accept` returns False, having logged why, when it did not reach the master."""
 
     @property
     def connected(self) -> threading.Event:
         """Set while subscribed to a master."""
         ...
 
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
-        """Launch `tasks` on the offers of one agent, declining what they leave."""
+    def accept(
+        self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float
+    ) -> AcceptOutcome:
+        """Launch `tasks` on the offers of one agent, declining what they leave (logged
+        unless LAUNCHED)."""
         ...
 
     def decline(self, offer_ids: list[str], refuse_s: float) -> bool:

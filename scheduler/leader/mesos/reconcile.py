@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from scheduler.leader.lifecycle import ThreadedComponent
 from scheduler.model.task_id import TaskId
+from scheduler.storage.state import RunningTask
 from scheduler.storage.term_stores import TermStores
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,19 @@ class Reconciler(ThreadedComponent):
             self._driver.reconcile_tasks(tasks)
         log.warning("reconcile: agent %s lost; explicit for its %s tasks", agent_id, len(tasks))
         self.runs += 1
+
+    def ask_later(self, tasks: list[RunningTask], after_s: float) -> None:
+        """Explicit reconciliation of `tasks` in `after_s` (a launcher listener: their ACCEPT
+        went unanswered, and they are taken as on their way until then), asked again until
+        answered, as any explicit question. Never blocks."""
+        at = time.monotonic() + after_s
+        with self._lock:
+            was_waiting = bool(self._unanswered)
+            self._unanswered.update((t.task_id, t.agent_id) for t in tasks)
+            if not was_waiting or at < self._retry_at:
+                self._retry_s = RETRY_FIRST_S
+                self._retry_at = at
+        self._wake.set()
 
     def on_status(self, status: dict[str, Any], parsed: TaskId) -> None:
         """A status handler listener: an update of a task answers for it. Never blocks."""

@@ -628,17 +628,27 @@ class StatusHandler:
         now = time.monotonic()
         with self._written_lock:
             for task_id in task_ids:
-                self._launching[task_id] = now
+                self._launching[task_id] = now + _LAUNCHING_S
             while self._launching:
-                oldest, at = next(iter(self._launching.items()))
-                if now - at < _LAUNCHING_S:
+                oldest, until = next(iter(self._launching.items()))
+                if now < until:
                     break
                 del self._launching[oldest]  # its ACCEPT failed: the node was taken back
 
+    def note_unconfirmed(self, tasks: list[RunningTask], grace_s: float) -> None:
+        """The ACCEPT of `tasks` went unanswered (launcher's thread; never blocks): they are
+        on their way for `grace_s` more (a slow master may still take them); after that, an
+        answer that Mesos does not know one is news: its launch never reached Mesos."""
+        until = time.monotonic() + grace_s
+        with self._written_lock:
+            for task in tasks:
+                if task.task_id in self._launching:
+                    self._launching[task.task_id] = until
+
     def _in_flight(self, task_id: str) -> bool:
         with self._written_lock:
-            at = self._launching.get(task_id)
-        return at is not None and time.monotonic() - at < _LAUNCHING_S
+            until = self._launching.get(task_id)
+        return until is not None and time.monotonic() < until
 
     def note_launched(self, task: RunningTask) -> None:
         """The launcher created `task`'s running node (version 0) and Mesos accepted it: its

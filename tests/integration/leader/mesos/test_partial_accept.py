@@ -8,6 +8,7 @@ from typing import Any
 from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.launcher import Launcher
+from scheduler.leader.mesos.offers import AcceptOutcome
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.layout import WORKFLOW_FIRES, WORKFLOW_TASKS, workflow_queue_folder
 from scheduler.storage.queue_cache import QueueCache
@@ -33,13 +34,15 @@ class _SecondAcceptFails(MesosDriver):
         self.accepted: list[list[str]] = []
         self.refused: list[list[str]] = []
 
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+    def accept(
+        self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float
+    ) -> AcceptOutcome:
         ids = [str(t["task_id"]["value"]) for t in tasks]
         if self.accepted and not self.refused:
             self.refused.append(ids)
-            return False
+            return AcceptOutcome.REFUSED
         ok = super().accept(offer_ids, tasks, refuse_s)
-        if ok:
+        if ok is AcceptOutcome.LAUNCHED:
             self.accepted.append(ids)
         return ok
 
@@ -100,10 +103,12 @@ class _FirstAcceptFails(MesosDriver):
         super().__init__(*args, **kwargs)
         self.refused: list[list[str]] = []
 
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+    def accept(
+        self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float
+    ) -> AcceptOutcome:
         if not self.refused:
             self.refused.append([str(t["task_id"]["value"]) for t in tasks])
-            return False
+            return AcceptOutcome.REFUSED
         return super().accept(offer_ids, tasks, refuse_s)
 
 

@@ -12,7 +12,7 @@ from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import MesosDriver
 from scheduler.leader.mesos.launch_round import PlacedUnit
 from scheduler.leader.mesos.launcher import Launcher
-from scheduler.leader.mesos.offers import BUSY_REFUSE_S
+from scheduler.leader.mesos.offers import BUSY_REFUSE_S, AcceptOutcome
 from scheduler.leader.mesos.placement import OfferSlot
 from scheduler.model.task_id import TaskId, TaskType
 from scheduler.storage.queue_cache import QueueCache
@@ -37,7 +37,9 @@ class _Recording(MesosDriver):
         self.revives: list[float] = []
         self.accepts: list[float] = []
 
-    def accept(self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float) -> bool:
+    def accept(
+        self, offer_ids: list[str], tasks: list[dict[str, Any]], refuse_s: float
+    ) -> AcceptOutcome:
         self.accepts.append(time.monotonic())
         return super().accept(offer_ids, tasks, refuse_s)
 

@@ -26,6 +26,7 @@ from scheduler.leader.mesos.calls import (
 )
 from scheduler.leader.mesos.driver import DriverHandlers, MesosDriver
 from scheduler.leader.mesos.driver_events import StatusUpdate
+from scheduler.leader.mesos.offers import AcceptOutcome
 from scheduler.model.settings import load_settings
 from tests.support.waiting import wait_for
 
@@ -210,16 +211,18 @@ def test_an_answer_that_cannot_be_framed_fails_the_batch_after_a_second_try(
 def test_a_master_that_never_answers_fails_the_batch_within_the_timeout() -> None:
     master = _Master(batch=2)  # waits for a second request that never comes
     with _talking_to(master, 0.3) as (address, sender):
-        with pytest.raises(CallFailed, match="1 of 1 unanswered"):
+        with pytest.raises(CallFailed, match="1 of 1 unanswered") as failed:
             sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0)])
+    assert failed.value.written  # the master may have it
 
 
 def test_an_unreachable_master_fails_the_batch() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         address = f"127.0.0.1:{taken.getsockname()[1]}"
     sender = PipelinedCalls(1.0)
-    with pytest.raises(CallFailed, match="2 of 2 unanswered"):
+    with pytest.raises(CallFailed, match="2 of 2 unanswered") as failed:
         sender.acknowledge(CallEndpoint(address, "s", "fw"), [_status(0), _status(1)])
+    assert not failed.value.written  # nothing left this process
 
 
 @pytest.mark.parametrize("field_name", ["master", "stream_id", "framework_id", "credential"])
@@ -391,11 +394,11 @@ def test_the_driver_s_accept_goes_on_its_own_connection_and_a_refusal_is_false(
         driver._driver = fake  # type: ignore[assignment]
         driver.connected.set()
         try:
-            assert driver.accept(["o1"], [task], 5.0) is True
+            assert driver.accept(["o1"], [task], 5.0) is AcceptOutcome.LAUNCHED
             with caplog.at_level(logging.WARNING, logger="scheduler.leader.mesos.driver"):
-                assert driver.accept(["o2"], [task], 5.0) is False
+                assert driver.accept(["o2"], [task], 5.0) is AcceptOutcome.REFUSED
             # No task: the offers are declined (as pymesos's launchTasks does).
-            assert driver.accept(["o3"], [], 5.0) is True
+            assert driver.accept(["o3"], [], 5.0) is AcceptOutcome.LAUNCHED
         finally:
             driver._driver = None
             driver.stop()
@@ -405,3 +408,35 @@ def test_the_driver_s_accept_goes_on_its_own_connection_and_a_refusal_is_false(
     assert len(master.requests) == 2 and fake.declined == [[{"value": "o3"}]]
     [record] = caplog.records
     assert "launch of 1 tasks not accepted by the master: HTTP 400: Offer o2" in record.message
+
+
+def test_an_unanswered_accept_is_unconfirmed_and_one_never_sent_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The launcher keeps the bookkeeping of an ACCEPT the master may have taken (it must not
+    launch those runs again) and undoes only one that never left: the driver tells them apart."""
+    master = _Master(batch=2)  # reads the ACCEPT, then waits for a request that never comes
+    driver = MesosDriver(
+        load_settings({}, {}, {"mesos_url": "http://127.0.0.1:5050"}),
+        framework_ids=None,  # type: ignore[arg-type]
+    )
+    driver._accepts = PipelinedCalls(0.3)
+    task = {"task_id": {"value": "t1"}, "agent_id": {"value": "a1"}}
+    with _master(master) as address:
+        driver._driver = _Subscribed(address)  # type: ignore[assignment]
+        driver.connected.set()
+        try:
+            with caplog.at_level(logging.ERROR, logger="scheduler.leader.mesos.driver"):
+                assert driver.accept(["o1"], [task], 5.0) is AcceptOutcome.UNCONFIRMED
+            assert len(master.requests) == 0  # read, never answered
+            with socket.create_server(("127.0.0.1", 0)) as taken:
+                gone = f"127.0.0.1:{taken.getsockname()[1]}"
+            driver._driver = _Subscribed(gone)  # type: ignore[assignment]
+            with caplog.at_level(logging.ERROR, logger="scheduler.leader.mesos.driver"):
+                assert driver.accept(["o2"], [task], 5.0) is AcceptOutcome.REFUSED
+        finally:
+            driver._driver = None
+            driver.stop()
+    first, second = (r.message for r in caplog.records)
+    assert "launch of 1 tasks unconfirmed (the master may have it)" in first
+    assert "launch of 1 tasks failed, not sent" in second
