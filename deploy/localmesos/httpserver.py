@@ -39,6 +39,8 @@ class Response:
     body: bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: Mapping[str, str] = field(default_factory=dict)
+    then: Callable[[], None] | None = None
+    """Run once the answer is written, before the connection's next request is read."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,11 @@ class _Handler(BaseHTTPRequestHandler):
             result = Response(500, b"Internal error\n")
         if isinstance(result, Response):
             self._send(result)
+            if result.then is not None:
+                try:
+                    result.then()
+                except Exception:
+                    log.exception("%s %s failed after its answer", self.command, path)
             return
         stream = result.stream
         try:

@@ -100,10 +100,10 @@ def master_routes(cluster: LocalMesos) -> dict[str, Route]:
                         400, "Subscribe calls should not include the 'Mesos-Stream-Id' header"
                     )
                 return StreamResponse(scheduler_api.subscribe(master, call, principal))
-            status = scheduler_api.handle_call(
+            status, then = scheduler_api.handle_call(
                 master, call, request.headers.get("Mesos-Stream-Id"), principal
             )
-            return Response(status)
+            return Response(status, then=then)
         except CallError as exc:
             return _refusal(exc)
 

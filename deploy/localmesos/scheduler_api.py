@@ -7,10 +7,12 @@ is answered 202 and reported later through updates, because pymesos dies on a 4x
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .launch import accept, offer_ids, refuse_seconds
@@ -135,8 +137,14 @@ def _refusal(master: Master, framework_id: str, info: Json) -> str | None:
     return None
 
 
-def handle_call(master: Master, call: Json, stream_id: str | None, principal: str | None) -> int:
-    """Validate and apply a non-SUBSCRIBE call; returns the HTTP status (202, or 200)."""
+def handle_call(
+    master: Master, call: Json, stream_id: str | None, principal: str | None
+) -> tuple[int, Callable[[], None] | None]:
+    """Validate and apply a non-SUBSCRIBE call; returns the HTTP status (202, or 200) and what
+    is left to apply once the answer is written (None: nothing). An ACCEPT is answered first
+    and its launch applied after, as Mesos answers it once it has the call (its launch waits
+    for authorization, asynchronously); the server applies it before reading the connection's
+    next call."""
     kind = call.get("type")
     if not isinstance(kind, str):
         raise CallError(400, "Expecting 'type' to be present")
@@ -170,14 +178,24 @@ def handle_call(master: Master, call: Json, stream_id: str | None, principal: st
                 f"The stream ID '{stream_id}' included in this request didn't match the stream "
                 f"ID currently associated with framework ID {framework_id}",
             )
-        return _dispatch(master, framework, kind, payload if isinstance(payload, dict) else {})
+        if kind == "ACCEPT":
+            return 202, functools.partial(_accept_later, master, framework, payload)
+        body = payload if isinstance(payload, dict) else {}
+        return _dispatch(master, framework, kind, body), None
+
+
+def _accept_later(master: Master, framework: Framework, payload: Json) -> None:
+    with master.lock:
+        if master.frameworks.get(framework.id) is not framework:
+            # Removed meanwhile: Mesos's launch finds no framework and recovers the offers.
+            log.info("framework %s: removed before its ACCEPT was applied", framework.id)
+            return
+        accept(master, framework, payload)
 
 
 def _dispatch(master: Master, framework: Framework, kind: str, payload: Json) -> int:
     if kind == "TEARDOWN":
         master.remove_framework(framework, "TEARDOWN")
-    elif kind == "ACCEPT":
-        accept(master, framework, payload)
     elif kind == "DECLINE":
         _decline(master, framework, payload)
     elif kind == "REVIVE":
