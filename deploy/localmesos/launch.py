@@ -75,13 +75,19 @@ def accept(master: Master, framework: Framework, payload: Json) -> None:
     for offer in offers:
         available = available + offer.resources
     launched: list[str] = []
-    with agent.launching():  # the agent starts them once all are accounted
+    # The master accounts every task first (TASK_STAGING from then on), then hands them to the
+    # agent, as Mesos sends an agent its tasks after adding them; the agent starts them once
+    # all are handed over.
+    runs = _Runs()
+    with agent.launching():
         for operation in operations:
             kind = operation.get("type")
             if kind == "LAUNCH":
                 launch = operation.get("launch") or {}
                 for task in launch.get("task_infos") or []:
-                    available = _launch(master, framework, agent, available, [task], None, launched)
+                    available = _launch(
+                        master, framework, agent, available, [task], None, launched, runs
+                    )
             elif kind == "LAUNCH_GROUP":
                 group = operation.get("launch_group") or {}
                 executor = group.get("executor")
@@ -94,20 +100,23 @@ def accept(master: Master, framework: Framework, payload: Json) -> None:
                     tasks,
                     executor if executor else {},
                     launched,
+                    runs,
                 )
             else:
                 log.warning(
                     "framework %s: operation %s is not supported, skipped", framework.id, kind
                 )
-    if launched:
-        # One line per ACCEPT: what a log reader needs to see a launch round as one event.
-        log.info(
-            "framework %s: launched %d task(s) on %s: %s",
-            framework.id,
-            len(launched),
-            agent.hostname,
-            " ".join(launched),
-        )
+        if launched:
+            # One line per ACCEPT: what a log reader needs to see a launch round as one event.
+            log.info(
+                "framework %s: launched %d task(s) on %s: %s",
+                framework.id,
+                len(launched),
+                agent.hostname,
+                " ".join(launched),
+            )
+        for infos, executor_info, group in runs.handed:
+            agent.run_tasks(framework.info, infos, executor_info, group)
     master.offers.add_filter(framework.id, agent.id, available, refuse_seconds(payload))
 
 
@@ -121,6 +130,16 @@ def _tasks_of(operations: list[Json]) -> list[Json]:
     return [t for t in tasks if isinstance(t, dict)]
 
 
+class _Runs:
+    """What one ACCEPT hands its agent once every task is accounted: (TaskInfos, their
+    ExecutorInfo or None, whether a task group), in order; and the executors it starts, by id,
+    with their info (a later task of the same ACCEPT finds its executor there)."""
+
+    def __init__(self) -> None:
+        self.handed: list[tuple[list[Json], Json | None, bool]] = []
+        self.executors: dict[str, Json] = {}
+
+
 def _launch(
     master: Master,
     framework: Framework,
@@ -129,9 +148,11 @@ def _launch(
     tasks: list[Any],
     group_executor: Json | None,
     launched: list[str],
+    runs: _Runs,
 ) -> Resources:
-    """Validate and start `tasks` (a LAUNCH_GROUP when `group_executor` is given); returns
-    what is left of the offered resources and appends the ids it launched to `launched`."""
+    """Validate and account `tasks` (a LAUNCH_GROUP when `group_executor` is given), handed to
+    the agent through `runs`; returns what is left of the offered resources and appends the ids
+    it launched to `launched`."""
     infos: list[Json] = []
     needed = Resources()
     errors: list[tuple[Json, str]] = []
@@ -150,7 +171,7 @@ def _launch(
         if group_executor is not None:
             task["executor"] = group_executor
         try:
-            info, executor_info, new_executor = _validate(master, framework, agent, task)
+            info, executor_info, new_executor = _validate(master, framework, agent, task, runs)
         except _Invalid as exc:
             errors.append((task, str(exc)))
             continue
@@ -197,7 +218,9 @@ def _launch(
         framework.tasks[task_id] = record
         log.debug("task %s: launching on agent %s", task_id, agent.id)  # the ACCEPT names all
         launched.append(task_id)
-    agent.run_tasks(framework.info, infos, executor_info, group_executor is not None)
+    if executor_info is not None and new_executor:
+        runs.executors[str(id_value(executor_info, "executor_id"))] = executor_info
+    runs.handed.append((infos, executor_info, group_executor is not None))
     return available - needed
 
 
@@ -206,9 +229,10 @@ class _Invalid(Exception):
 
 
 def _validate(
-    master: Master, framework: Framework, agent: Agent, task: Json
+    master: Master, framework: Framework, agent: Agent, task: Json, runs: _Runs
 ) -> tuple[Json, Json | None, bool]:
-    """Returns (TaskInfo to send, its ExecutorInfo or None, whether that executor is new)."""
+    """Returns (TaskInfo to send, its ExecutorInfo or None, whether that executor is new: not
+    running on the agent, nor started by an earlier task of this ACCEPT)."""
     task_id = task["task_id"]["value"]
     problem = valid_id(task_id)
     if problem:
@@ -250,8 +274,9 @@ def _validate(
     except ResourceError as exc:
         raise _Invalid(f"Executor uses invalid resources: {exc}") from exc
     info = {**executor, "framework_id": wrap(framework.id)}
-    existing = agent.live_executor(framework.id, executor_id)
-    if existing is not None and existing.info != info:
+    live = agent.live_executor(framework.id, executor_id)
+    existing = live.info if live is not None else runs.executors.get(executor_id)
+    if existing is not None and existing != info:
         raise _Invalid(
             f"ExecutorInfo is not compatible with ExecutorInfo of running executor {executor_id}"
         )

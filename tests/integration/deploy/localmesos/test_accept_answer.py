@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from deploy.localmesos import LocalMesos, launch, scheduler_api
-from tests.support.mesosfw import Framework, RecordingScheduler, command_task
+from tests.support.mesosfw import (
+    Framework,
+    RecordingScheduler,
+    command_task,
+    executor_info,
+    executor_task,
+)
 from tests.support.waiting import wait_for
 
 
@@ -64,3 +70,36 @@ def test_an_accept_is_answered_before_its_launch_is_applied(
     finally:
         release.set()
         framework.stop()
+
+
+def test_tasks_of_one_accept_share_the_executor_the_first_one_starts(tmp_path: Path) -> None:
+    """The agent is handed an ACCEPT's tasks once all are accounted: a later task of the same
+    ACCEPT still finds the executor an earlier one starts, whose resources count once (room
+    for two tasks and one executor, not two)."""
+    local = LocalMesos(
+        agents=1,
+        resources="cpus:0.3;mem:96;disk:64",
+        work_dir=tmp_path / "mesos",
+        allocation_interval_s=0.1,
+    ).start()
+    scheduler = RecordingScheduler()
+    framework = Framework(local.address, scheduler).start()
+    try:
+        executor = executor_info("shared", cpus=0.1, mem=32)
+        scheduler.launch(
+            *(
+                executor_task(f"t{i}", executor, mode="run", finish_file=str(tmp_path / "never"))
+                for i in range(2)
+            )
+        )
+        for i in range(2):
+            scheduler.wait_state(f"t{i}", "TASK_RUNNING")
+        assert "TASK_ERROR" not in scheduler.states("t0") + scheduler.states("t1")
+        with local.master.lock:
+            [agent] = local.master.agents.values()
+            live = [e for e in agent.executors.values() if e.framework_id == framework.id]
+        assert [e.executor_id for e in live] == ["shared"]
+        assert sorted(live[0].tasks) == ["t0", "t1"]
+    finally:
+        framework.stop()
+        local.stop()
