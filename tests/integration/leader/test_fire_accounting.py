@@ -23,6 +23,7 @@ from scheduler.storage.registry import Registry
 from scheduler.storage.term_stores import TermStores
 from scheduler.storage.transactions import Fence
 from tests.support.bodies import job_config
+from tests.support.waiting import wait_for
 
 CRON = "0/2 * * * * ?"
 
@@ -196,3 +197,41 @@ def test_a_deposed_leader_cannot_account(
     with pytest.raises(NotLeader):
         made.schedule(job(misfire=True), catch_up=True)
     assert pending(registry) == 0 and events == []
+
+
+def test_the_next_fire_is_now_while_a_fire_is_being_accounted(
+    registry: Registry, fence: Fence, queues: QueueCache
+) -> None:
+    """The launcher holds its offers until a second after the next fire; a fire of 10,000 jobs
+    takes longer to account, so while one is being accounted the next fire is now."""
+    made, _events = producer(registry, fence, queues)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_listener(job_name: str, fire_time: float) -> None:
+        entered.set()
+        release.wait(30)
+
+    made.fire_listeners.append(slow_listener)
+    made.start()
+    try:
+        made.schedule(job(cron="0/5 * * * * ?", misfire=False), catch_up=True)
+        # (The schedule's catch-up accounting is a job of its own, due at once.)
+        scheduled = wait_for(
+            lambda: (at := made.next_fire_at()) is not None and at > time.time() and at,
+            10,
+            message="the cron fire scheduled",
+        )
+        assert entered.wait(10), "no fire accounted"
+        asked = time.time()
+        during = made.next_fire_at()
+        assert during is not None and scheduled <= during <= time.time()
+        assert asked - scheduled < 4  # the next cron fire (5 s on) is not the answer
+        release.set()
+        wait_for(
+            lambda: (at := made.next_fire_at()) is not None and at >= scheduled + 5,
+            10,
+            message="the next cron fire once the accounting ended",
+        )
+    finally:
+        release.set()
+        made.stop()
