@@ -20,6 +20,7 @@ has its own, so the end of an earlier attempt can never be taken for the current
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -84,8 +85,10 @@ def fire_key(run_id: str, node: str, attempt: int) -> str:
     return f"{run_id}{_KEY_SEPARATOR}{node}{_KEY_SEPARATOR}{attempt}"
 
 
+@functools.lru_cache(maxsize=1024)
 def iso_fire_time(fire_time: float) -> str:
-    """A fire time as its shards see it: ISO 8601 in UTC, to the millisecond."""
+    """A fire time as its shards see it: ISO 8601 in UTC, to the millisecond. Kept for the
+    last fires (the shards of a burst share their fire)."""
     moment = datetime.fromtimestamp(fire_time, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
