@@ -325,10 +325,18 @@ class LocalCluster:
         """Register the demo app and job unless an earlier run did; show the job as it is."""
         say(install_demo(leader, self.data_dir))
 
-    def follow(self, stop: threading.Event, parent_pid: int) -> None:
-        """Print the live view until `stop` is set or the parent process is gone."""
+    def follow(self, stop: threading.Event, parent_pid: int, demo_waits: bool = False) -> None:
+        """Print the live view until `stop` is set or the parent process is gone. With
+        `demo_waits` (no replica led within the start's time, on a loaded machine), the
+        first leader is named and the demo registered once one leads."""
         reported: set[str] = set()
         while not stop.wait(0.5):
+            if demo_waits:
+                leader = self.leader()
+                if leader is not None:
+                    demo_waits = False
+                    say(f"leader        {leader}")
+                    self.install_demo(leader)
             events = []
             for followed in self.logs:
                 events += [(key, t, followed.label, text) for key, t, text in followed.new_events()]
@@ -408,7 +416,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-demo", action="store_true", help="do not register the demo app and job"
     )
+    parser.add_argument(
+        "--leader-wait-s",
+        type=float,
+        default=_START_TIMEOUT_S,
+        help="how long to wait for a first leader before the live view starts; the leader is "
+        f"named, and the demo registered, when one leads later (default {_START_TIMEOUT_S:g})",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.leader_wait_s <= 3600:
+        parser.error("--leader-wait-s must be between 0 and 3600")
     ports = _http_ports(args, parser)
     if not ports or args.agents < 1:
         parser.error("--replicas and --agents must be at least 1")
@@ -443,15 +460,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start(stop)
         leader = None
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + args.leader_wait_s
         while leader is None and not stop.is_set() and time.monotonic() < deadline:
             leader = cluster.leader()
             stop.wait(0.2)
         if not stop.is_set():
+            with_demo = not args.no_demo and not args.no_mesos
             say(f"leader        {leader or 'none yet'}")
-            if leader and not args.no_demo and not args.no_mesos:
+            if leader and with_demo:
                 cluster.install_demo(leader)
-            cluster.follow(stop, parent_pid)
+            cluster.follow(stop, parent_pid, demo_waits=leader is None and with_demo)
     except ClusterError as exc:
         say(f"error: {exc}", error=True)
         code = 1

@@ -113,9 +113,15 @@ class ClusterRun:
         return "\n".join(self.lines[since:])
 
     def wait_for_output(self, pattern: str, timeout_s: float, since: int = 0) -> re.Match[str]:
-        return wait_for(
-            lambda: re.search(pattern, self.text(since)), timeout_s, message=f"output {pattern!r}"
-        )
+        try:
+            return wait_for(
+                lambda: re.search(pattern, self.text(since)),
+                timeout_s,
+                message=f"output {pattern!r}",
+            )
+        except AssertionError as exc:
+            tail = "\n".join(self.lines[-40:])
+            raise AssertionError(f"{exc}; the output's last lines:\n{tail}") from exc
 
     def leader(self) -> str:
         """The address the banner names as leader."""
@@ -288,3 +294,18 @@ def test_a_sigkilled_cluster_takes_every_process_it_started_with_it(
     assert executors
     run.proc.kill()
     assert_nothing_left(run.data_dir)
+
+
+def test_a_leader_that_comes_after_the_wait_is_named_and_gets_the_demo(
+    tmp_path: Path, runs: list[ClusterRun]
+) -> None:
+    """On a loaded machine the first election can outlast the start's wait: the live view
+    starts, and the leader is named and the demo registered once one leads."""
+    run = ClusterRun(tmp_path / "data", free_ports(4), "--leader-wait-s", "0")
+    runs.append(run)
+    run.wait_for_output(r"(?m)^leader +none yet$", 90)
+    found = run.wait_for_output(r"(?m)^leader +(127\.0\.0\.1:\d+)$", 90)
+    assert found.group(1) in run.addresses
+    run.wait_for_output(r"demo +app demo_app", 90)
+    status, body = api(found.group(1), "GET", "/api/job/jobs/demo_job")
+    assert status == 200 and body["jobName"] == "demo_job"
