@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,6 +15,7 @@ __all__ = ["install_demo"]
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "examples" / "demo_app"
 _AUTH = "Basic " + base64.b64encode(b"root:root").decode()
+_REGISTER_WITHIN_S = 60.0
 
 
 def _api(address: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -38,7 +40,8 @@ def install_demo(leader: str, data_dir: Path) -> str:
     every 5 s) on the leader at `leader`, unless an earlier run did (an app or job that exists
     is left as it is). Returns the banner line: the job as it is now, or what went wrong.
 
-    Blocks on HTTP calls (10 s each at most).
+    Blocks on HTTP calls (10 s each at most; a registration unanswered is asked again for up
+    to a minute).
     """
     from executor.package import build_app_archive
 
@@ -65,7 +68,13 @@ def install_demo(leader: str, data_dir: Path) -> str:
         "failover": True,
     }
     for path, body in (("/api/app", app), ("/api/job/register", job)):
+        # A leader just elected on a loaded machine may not answer at once: asked again (a
+        # registration that went through answers 409 then) for up to a minute.
+        deadline = time.monotonic() + _REGISTER_WITHIN_S
         status, _ = _api(leader, "POST", path, body)
+        while status in (0, 503) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            status, _ = _api(leader, "POST", path, body)
         if status not in (204, 409):  # 409: already there from an earlier run
             return f"demo          not registered: POST {path} answered {status or 'nothing'}"
     status, now = _api(leader, "GET", "/api/job/jobs/demo_job")
