@@ -18,7 +18,6 @@ transactions of its own; when one of them fails, those already written are undon
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -85,7 +84,7 @@ class Launch:
             out.append(Op.create(running_folder(self.job_name)))
         for task in self.tasks:
             path = running_path(self.job_name, task.task_id)
-            out.append(Op.create(path, json.dumps(task.to_json()).encode()))
+            out.append(Op.create(path, task.to_bytes()))
         for entry in self.failover:
             out.append(Op.delete(entry.path, version=entry.version))
         if self.ready is not None:

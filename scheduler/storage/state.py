@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from scheduler.model.errors import Conflict, NotFound
 from scheduler.model.task_id import TaskId
 from scheduler.storage.layout import (
@@ -188,6 +190,11 @@ class RunningTask:
             **({"pool": self.pool, "poolSlots": self.pool_slots} if self.pool else {}),
         }
 
+    def to_bytes(self) -> bytes:
+        """The running node's data: `to_json` as compact JSON (orjson: a fifth of the
+        standard library's time, for each task of a launch round and each status write)."""
+        return orjson.dumps(self.to_json())
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunningTask:
         return cls(
@@ -223,7 +230,7 @@ class RunningStore(_Store):
 
     def add(self, task: RunningTask) -> None:
         job = task.parsed.job_name
-        self._writer.put(running_path(job, task.task_id), json.dumps(task.to_json()).encode())
+        self._writer.put(running_path(job, task.task_id), task.to_bytes())
 
     def task(self, job: str, task_id: str) -> tuple[RunningTask, int] | None:
         """The running task `task_id` of `job` from its own node, with the node's version (for
@@ -244,7 +251,7 @@ class RunningStore(_Store):
     def update_op(task: RunningTask, version: int) -> Op:
         """The op that writes the task's node over `version` (to commit with others)."""
         path = running_path(task.parsed.job_name, task.task_id)
-        return Op.set(path, json.dumps(task.to_json()).encode(), version)
+        return Op.set(path, task.to_bytes(), version)
 
     @staticmethod
     def remove_op(job: str, task_id: str, version: int) -> Op:
@@ -272,7 +279,7 @@ class RunningStore(_Store):
             return
         job = task.parsed.job_name
         path = running_path(job, task.task_id)
-        data = json.dumps(task.to_json()).encode()
+        data = task.to_bytes()
         if self._registry.exists(path):
             first = Op.set(path, data)
         else:
