@@ -66,6 +66,8 @@ class Reconciler(ThreadedComponent):
         # ask again; guarded by `_lock` (status listeners run on `sched-mesos-events`).
         self._lock = threading.Lock()
         self._unanswered: dict[str, str] = {}
+        # Tasks whose answer counts only from a time on (`ask_later`): task id -> that time.
+        self._not_before: dict[str, float] = {}
         self._retry_s = RETRY_FIRST_S
         self._retry_at = 0.0
         self._wake = threading.Event()
@@ -102,16 +104,26 @@ class Reconciler(ThreadedComponent):
         at = time.monotonic() + after_s
         with self._lock:
             was_waiting = bool(self._unanswered)
-            self._unanswered.update((t.task_id, t.agent_id) for t in tasks)
+            for task in tasks:
+                self._unanswered[task.task_id] = task.agent_id
+                self._not_before[task.task_id] = at
             if not was_waiting or at < self._retry_at:
                 self._retry_s = RETRY_FIRST_S
                 self._retry_at = at
         self._wake.set()
 
     def on_status(self, status: dict[str, Any], parsed: TaskId) -> None:
-        """A status handler listener: an update of a task answers for it. Never blocks."""
+        """A status handler listener: an update of a task answers for it, unless it came
+        before the task's `ask_later` time (an answer then, to a reconciliation asked about
+        every task, says nothing: the status handler takes the task as on its way). Never
+        blocks."""
         task_id = str(status.get("task_id", {}).get("value", ""))
         with self._lock:
+            not_before = self._not_before.get(task_id)
+            if not_before is not None:
+                if time.monotonic() < not_before:
+                    return
+                del self._not_before[task_id]
             self._unanswered.pop(task_id, None)
 
     @property
@@ -145,6 +157,7 @@ class Reconciler(ThreadedComponent):
             for task_id in asked:
                 if task_id not in held:
                     self._unanswered.pop(task_id, None)
+                    self._not_before.pop(task_id, None)
         if tasks and self._driver.reconcile_tasks(tasks):
             self.retries += 1
             log.warning(

@@ -139,6 +139,10 @@ def test_a_launch_that_never_reached_mesos_is_launched_again_once_after_the_grac
     store_script_job(stores, tmp_path, "lost", "sleep 120")
     stores.ready.add_transient("lost", misfire=True)
     term.launcher.wake()
+    wait_for(lambda: term.driver.accepts, 30, message="the first ACCEPT")
+    # A reconciliation of every task within the grace (a resubscription, say): Mesos answers
+    # that it does not know the task, which is no news yet; it is asked about again after.
+    term.reconciler.reconcile(True)
 
     def relaunched() -> list[dict[str, Any]] | None:
         found = [t for t in _in_master(standin) if t["state"] == "TASK_RUNNING"]
