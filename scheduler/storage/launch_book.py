@@ -38,7 +38,7 @@ from scheduler.storage.registry import Registry
 from scheduler.storage.state import RunningTask
 from scheduler.storage.transactions import Fence, FencedWriter, Op, OpKind
 
-__all__ = ["TXN_BUDGET_BYTES", "Launch", "LaunchBook", "RoundWriter"]
+__all__ = ["TXN_BUDGET_BYTES", "Launch", "LaunchBook"]
 
 log = logging.getLogger(__name__)
 
@@ -142,16 +142,35 @@ class LaunchBook:
         before stays; the transactions after fail the same fence) and RegistryError when
         ZooKeeper cannot say whether a write was applied.
         """
-        writer = self.writer()
-        for launch in launches:
-            writer.add(launch)
-        return writer.finish()
-
-    def writer(self) -> RoundWriter:
-        """`commit` unit by unit, as a round places them: each transaction is sent once it is
-        full, so that ZooKeeper applies it while the round places the next units; `finish`
-        reads the answers. Raises as `commit`, from `add` or `finish`."""
-        return RoundWriter(self)
+        ops_of = [launch.ops() for launch in launches]
+        done: set[int] = set()
+        sent: list[tuple[list[int], Callable[[], None]]] = []
+        batch: list[int] = []
+        batch_size = 0
+        for index, ops in enumerate(ops_of):
+            size = _size(ops)
+            if size > self._budget:
+                if self._commit_alone(launches[index]):
+                    done.add(index)
+                continue
+            if batch and batch_size + size > self._budget:
+                sent.append((batch, self._send_batch(ops_of, batch)))
+                batch, batch_size = [], 0
+            batch.append(index)
+            batch_size += size
+        if batch:
+            sent.append((batch, self._send_batch(ops_of, batch)))
+        for batch, answer in sent:
+            done |= self._settle(launches, ops_of, batch, answer)
+        written = [launch for index, launch in enumerate(launches) if index in done]
+        for launch in written:
+            self._queues.launched(
+                launch.job_name,
+                (t.task_id for t in launch.tasks),
+                launch.ready_after,
+                (e.path for e in launch.failover),
+            )
+        return written
 
     def _send_batch(self, ops_of: list[list[Op]], batch: list[int]) -> Callable[[], None]:
         """Send one transaction of the units `batch`; the call that waits for its answer."""
@@ -328,56 +347,3 @@ class LaunchBook:
             len(tasks),
             "; their shards queued for failover" if requeue else "",
         )
-
-
-class RoundWriter:
-    """One round's bookkeeping, sent as it is added (`LaunchBook.writer`); one thread."""
-
-    def __init__(self, book: LaunchBook) -> None:
-        self._book = book
-        self._launches: list[Launch] = []
-        self._ops_of: list[list[Op]] = []
-        self._done: set[int] = set()
-        self._sent: list[tuple[list[int], Callable[[], None]]] = []
-        self._batch: list[int] = []
-        self._batch_size = 0
-
-    def add(self, launch: Launch) -> None:
-        """Take `launch` into the round's next transaction, sending the one before when this
-        one would not fit in it; a unit bigger than a transaction is written alone, now."""
-        book = self._book
-        index = len(self._launches)
-        ops = launch.ops()
-        self._launches.append(launch)
-        self._ops_of.append(ops)
-        size = _size(ops)
-        if size > book._budget:
-            if book._commit_alone(launch):
-                self._done.add(index)
-            return
-        if self._batch and self._batch_size + size > book._budget:
-            self._send()
-        self._batch.append(index)
-        self._batch_size += size
-
-    def _send(self) -> None:
-        batch, self._batch, self._batch_size = self._batch, [], 0
-        self._sent.append((batch, self._book._send_batch(self._ops_of, batch)))
-
-    def finish(self) -> list[Launch]:
-        """Send what is left, read every answer; the launches written, each whole, in order."""
-        book = self._book
-        if self._batch:
-            self._send()
-        done = self._done
-        for batch, answer in self._sent:
-            done |= book._settle(self._launches, self._ops_of, batch, answer)
-        written = [launch for index, launch in enumerate(self._launches) if index in done]
-        for launch in written:
-            book._queues.launched(
-                launch.job_name,
-                (t.task_id for t in launch.tasks),
-                launch.ready_after,
-                (e.path for e in launch.failover),
-            )
-        return written

@@ -18,11 +18,9 @@ the starvation guard and what is known of the agents:
    reported once (a WARNING, and `unplaceable_jobs()` for the metrics) and passed over: it holds
    no younger run back (that would stall them forever) and counts as no work;
 3. commit: the round's bookkeeping (running nodes, taken runs, failover entries removed) in as
-   few fenced, versioned transactions as ZooKeeper allows (`LaunchBook`), all answered before
-   any task is launched, so that no task ever runs unrecorded; each unit goes to the round's
-   writer as it is placed, and a full transaction is sent at once, so that ZooKeeper applies
-   it while the next units are placed; a unit whose write fails (changed meanwhile) waits for
-   the next round and counts as left over for step 5;
+   few fenced, versioned transactions as ZooKeeper allows (`LaunchBook`), before any task is
+   launched, so that no task ever runs unrecorded; a unit whose write fails (changed meanwhile)
+   waits for the next round and counts as left over for step 5;
 4. accept: one ACCEPT per agent with the units written; when one is refused, only the
    bookkeeping of that agent's tasks is undone (a run whose other tasks Mesos took has its
    missing shards queued for failover, never launched twice); one that went unanswered keeps
@@ -76,7 +74,7 @@ from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.launch_book import Launch, LaunchBook, RoundWriter
+from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
 from scheduler.storage.term_stores import TermStores
@@ -313,16 +311,11 @@ class Launcher(ThreadedComponent):
         if not slots:
             return
         clock.lap("gather")
-        writer = self._book.writer()
-        try:
-            # 2, and 3 begun: each full transaction goes while the next units are placed.
-            placed, left_over = self._place(work, unplaceable, list(slots.values()), writer)
-            clock.lap("place")
-            written = self._commit(placed, writer)  # 3
-        except SchedulerError:
-            # Nothing is launched: the round's offers are given back, not left outstanding.
-            self._flow.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S)
-            raise
+        placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
+        clock.lap("place")
+        if placed:
+            self.launching_listeners.emit([t.task_id for p in placed for t in p.launch.tasks])
+        written = self._commit(placed, slots)  # 3
         clock.lap("commit")
         # A unit whose write was refused (a fire or a status update changed its nodes since
         # the view read them) is still pending: it is left over like a unit that did not fit,
@@ -407,17 +400,11 @@ class Launcher(ThreadedComponent):
         self._pools.launched(tasks, jobs)
 
     def _place(
-        self,
-        work: list[PlacementUnit],
-        unplaceable: set[str],
-        slots: list[OfferSlot],
-        writer: RoundWriter,
+        self, work: list[PlacementUnit], unplaceable: set[str], slots: list[OfferSlot]
     ) -> tuple[list[PlacedUnit], bool]:
-        """Step 2: place the round's units on `slots`: failover shards one by one, READY runs
-        whole, the starvation guard holding younger runs back. Each unit placed goes to
-        `writer` (step 3 begun: a full transaction is sent while the next units are placed),
-        its tasks noted as launching first. Returns the units placed, with their bookkeeping
-        and TaskInfos, and whether some work was left over."""
+        """Step 2: place the round's units on `slots` (no I/O): failover shards one by one, READY
+        runs whole, the starvation guard holding younger runs back. Returns the units placed,
+        with their bookkeeping and TaskInfos, and whether some work was left over."""
         placed: list[PlacedUnit] = []
         left_over = False
         now = time.monotonic()
@@ -445,10 +432,7 @@ class Launcher(ThreadedComponent):
                 self._unplaceable.placeable(unit.job.job_name)
             elif len(chosen) < len(unit.items):
                 left_over = True
-            done = self._unit_placed(unit, chosen, framework_id)
-            self.launching_listeners.emit([t.task_id for t in done.launch.tasks])
-            writer.add(done.launch)
-            placed.append(done)
+            placed.append(self._unit_placed(unit, chosen, framework_id))
         return placed, left_over
 
     def _unit_placed(
@@ -513,13 +497,17 @@ class Launcher(ThreadedComponent):
             return wall if known is None else known
         return source.fire_of(original) if source is not None and original else None
 
-    def _commit(self, placed: list[PlacedUnit], writer: RoundWriter) -> list[PlacedUnit]:
-        """Step 3: the placed units' bookkeeping, sent by `writer` as they were placed, all
-        answered; returns the units written (the others wait for the next round). Raises
-        NotLeader or another SchedulerError: then nothing is launched."""
+    def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
+        """Step 3: write the placed units' bookkeeping; returns those written (the others wait
+        for the next round). Raises NotLeader or another SchedulerError: then nothing is
+        launched, and the round's offers are given back rather than left outstanding."""
         if not placed:
             return []
-        written = {id(launch) for launch in writer.finish()}
+        try:
+            written = {id(launch) for launch in self._book.commit([p.launch for p in placed])}
+        except SchedulerError:
+            self._flow.decline([o for s in slots.values() for o in s.offer_ids], BUSY_REFUSE_S)
+            raise
         done = [p for p in placed if id(p.launch) in written]
         if self._workflows is not None:
             self._workflows.drop([p.workflow.key for p in done if p.workflow is not None])

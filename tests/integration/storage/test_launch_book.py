@@ -88,32 +88,6 @@ def test_transactions_stay_within_the_request_limit(
     assert len(stores.running.tasks()) == 120
 
 
-def test_a_round_s_transactions_go_as_its_units_come_and_are_answered_at_the_finish(
-    registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
-) -> None:
-    """The launcher adds each unit as it places it: a full transaction is sent at once, so
-    that ZooKeeper applies it while the next units are placed; `finish` reads the answers."""
-    launches = _forty_runs(stores, queues)
-    book = LaunchBook(registry, fence, queues, budget_bytes=8 * 1024)
-    writer = book.writer()
-    sent: list[int] = []
-    for launch in launches:
-        writer.add(launch)
-        sent.append(book.transactions)
-    assert sent[0] == 0 and sent[-1] >= 3  # sent before the last unit came
-    # The first transaction was applied with no answer read yet: its nodes are there.
-    first = launches[0].tasks[0]
-    wait_for(
-        lambda: registry.exists(f"/state/running/{first.parsed.job_name}/{first.task_id}"),
-        10,
-        message="the first transaction applied before the finish",
-    )
-    assert writer.finish() == launches
-    assert book.transactions == sent[-1] + 1  # the last, partly full one at the finish
-    assert stores.ready.counts() == {}
-    assert len(stores.running.tasks()) == 120
-
-
 def test_a_stale_run_is_left_out_and_the_others_are_written(
     registry: Registry, fence: Fence, stores: TermStores, queues: QueueCache
 ) -> None:

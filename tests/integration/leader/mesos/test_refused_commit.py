@@ -10,12 +10,11 @@ from typing import Any
 
 from scheduler.leader.lifecycle import WakeSignal
 from scheduler.leader.mesos.driver import MesosDriver
-from scheduler.leader.mesos.launch_round import PlacedUnit, PlacementUnit
+from scheduler.leader.mesos.launch_round import PlacedUnit
 from scheduler.leader.mesos.launcher import Launcher
 from scheduler.leader.mesos.offers import BUSY_REFUSE_S, AcceptOutcome
 from scheduler.leader.mesos.placement import OfferSlot
 from scheduler.model.task_id import TaskId, TaskType
-from scheduler.storage.launch_book import RoundWriter
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.term_stores import TermStores
 from tests.integration.leader.mesos.helpers import (
@@ -59,18 +58,11 @@ class _FireRacesFirstCommit(Launcher):
 
     raced_at: float | None = None
 
-    def _place(
-        self,
-        work: list[PlacementUnit],
-        unplaceable: set[str],
-        slots: list[OfferSlot],
-        writer: RoundWriter,
-    ) -> tuple[list[PlacedUnit], bool]:
-        # Placing writes each unit's bookkeeping: the fire lands just before.
-        if work and self.raced_at is None:
-            self._stores.ready.add_transient(work[0].job.job_name, misfire=True)
+    def _commit(self, placed: list[PlacedUnit], slots: dict[str, OfferSlot]) -> list[PlacedUnit]:
+        if placed and self.raced_at is None:
+            self._stores.ready.add_transient(placed[0].launch.job_name, misfire=True)
             self.raced_at = time.monotonic()
-        return super()._place(work, unplaceable, slots, writer)
+        return super()._commit(placed, slots)
 
 
 def _tasks(standin: StandIn, state: str) -> list[TaskId]:
