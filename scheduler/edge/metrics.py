@@ -100,6 +100,8 @@ class TermFigures:
     offers_declined: int = 0
     launch_rounds: int = 0
     """Launcher rounds (each gathers the pending work and places what it can)."""
+    launches_unconfirmed: int = 0
+    """Tasks whose ACCEPT went unanswered (their bookkeeping kept; reconciliation decides)."""
     status_batches: int = 0
     """Transactions that wrote status updates that came together (issue 29)."""
     status_batched: int = 0
@@ -245,6 +247,12 @@ def _term_families(t: TermFigures) -> Iterator[Metric]:
         "ejc_launch_rounds",
         "Launcher rounds this term: each gathers the pending work and places what it can.",
         value=t.launch_rounds,
+    )
+    yield CounterMetricFamily(
+        "ejc_launches_unconfirmed",
+        "Tasks this term whose ACCEPT the master did not answer: kept as launched, asked "
+        "about by reconciliation after a grace.",
+        value=t.launches_unconfirmed,
     )
     yield CounterMetricFamily(
         "ejc_status_batches",

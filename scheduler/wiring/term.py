@@ -319,6 +319,7 @@ def _figures(parts: _TermParts, event_counts: JobEventCounts) -> Callable[[], Te
             offers_held=launcher.held_offers(),
             offers_declined=launcher.declined,
             launch_rounds=launcher.rounds,
+            launches_unconfirmed=launcher.unconfirmed,
             status_batches=parts.status.batches,
             status_batched=parts.status.batched,
             status_batch_fallbacks=parts.status.batch_fallbacks,

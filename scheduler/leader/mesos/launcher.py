@@ -166,6 +166,8 @@ class Launcher(ThreadedComponent):
         # gathered every round).
         self._fire_of: dict[str, NodeFire | None] = {}
         self.launched = 0
+        self.unconfirmed = 0
+        """Tasks whose ACCEPT went unanswered, this term (read by /metrics from any thread)."""
         # For /metrics: the queues as the last round read them.
         self.rounds = 0
         """Rounds run this term (read by /metrics from any thread)."""
@@ -539,6 +541,7 @@ class Launcher(ThreadedComponent):
                 )
             elif outcome is AcceptOutcome.UNCONFIRMED:
                 unconfirmed.add(agent)
+                self.unconfirmed += len(infos)
                 log.warning(
                     "launcher: launch of %s tasks on %s unconfirmed; their bookkeeping stays "
                     "and reconciliation asks about them in %g s",

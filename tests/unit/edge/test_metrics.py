@@ -220,6 +220,7 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
             offers_held=2,
             offers_declined=7,
             launch_rounds=9,
+            launches_unconfirmed=3,
             status_batches=5,
             status_batched=21,
             status_batch_fallbacks=1,
@@ -241,6 +242,7 @@ def test_the_replica_collector_exports_role_connections_and_the_terms_figures(
     assert samples[("ejc_ready_runs", ())] == 4
     assert samples[("ejc_offers_declined_total", ())] == 7
     assert samples[("ejc_launch_rounds_total", ())] == 9
+    assert samples[("ejc_launches_unconfirmed_total", ())] == 3
     assert samples[("ejc_status_batches_total", ())] == 5
     assert samples[("ejc_status_updates_batched_total", ())] == 21
     assert samples[("ejc_status_batch_fallbacks_total", ())] == 1

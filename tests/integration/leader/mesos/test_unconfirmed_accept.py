@@ -130,6 +130,7 @@ def test_a_launch_mesos_took_whose_answer_was_lost_runs_once_and_keeps_its_bookk
     assert [t["id"] for t in _in_master(standin)] == [task_id]  # never launched again
     assert len(term.driver.accepts) == 1
     assert term.launcher.launched == 0  # not counted as a confirmed launch
+    assert term.launcher.unconfirmed == 1  # /metrics: ejc_launches_unconfirmed_total
 
 
 @pytest.mark.parametrize("term", [False], indirect=True)
