@@ -1,7 +1,7 @@
 """Pieces the launcher's and the status handler's tests share: a term that acts, a status
 update, framework ids kept in memory, settings for a driver of the stand-in, a script job
-stored with its app, and the driver wired to a launcher and a status handler as a term wires
-them."""
+stored with its app, the tasks the stand-in's master knows, and the driver wired to a launcher
+and a status handler as a term wires them."""
 
 from __future__ import annotations
 
@@ -74,6 +74,13 @@ def store_script_job(
     }
     stores.registry.create("/config/app/app", json.dumps(app).encode())
     stores.registry.create(f"/config/job/{name}", json.dumps(job).encode())
+
+
+def master_tasks(standin: StandIn) -> list[dict[str, Any]]:
+    """Every task the master knows, ended ones included: a task's terminal update is
+    acknowledged within milliseconds, and Mesos then lists it under `completed_tasks`."""
+    frameworks = standin.state()["frameworks"]
+    return [t for f in frameworks for t in (*f["tasks"], *f.get("completed_tasks", ()))]
 
 
 def wire_launcher(launcher: Launcher, driver: MesosDriver, stores: TermStores) -> StatusHandler:

@@ -20,6 +20,7 @@ from scheduler.storage.term_stores import TermStores
 from tests.integration.leader.mesos.helpers import (
     Acting,
     FrameworkIds,
+    master_tasks,
     settings_for,
     store_script_job,
     wire_launcher,
@@ -66,11 +67,8 @@ class _FireRacesFirstCommit(Launcher):
 
 
 def _tasks(standin: StandIn, state: str) -> list[TaskId]:
-    """The master's tasks in `state`, ended ones included: a task's terminal update is
-    acknowledged within milliseconds, and Mesos then lists it under `completed_tasks`."""
-    frameworks = standin.state()["frameworks"]
-    tasks = [t for f in frameworks for t in (*f["tasks"], *f.get("completed_tasks", ()))]
-    return [TaskId.parse(t["id"]) for t in tasks if t["state"] == state]
+    """The master's tasks in `state`, ended ones included."""
+    return [TaskId.parse(t["id"]) for t in master_tasks(standin) if t["state"] == state]
 
 
 def test_a_round_whose_write_was_refused_declines_with_the_short_filter(

@@ -26,6 +26,7 @@ from scheduler.storage.term_stores import TermStores
 from tests.integration.leader.mesos.helpers import (
     Acting,
     FrameworkIds,
+    master_tasks,
     settings_for,
     store_script_job,
     wire_launcher,
@@ -97,26 +98,25 @@ def term(
         launcher.stop()
 
 
-def _in_master(standin: StandIn) -> list[dict[str, Any]]:
-    """Every task the master knows of, running or ended."""
-    state = standin.state()
-    frameworks = state["frameworks"] + state.get("completed_frameworks", [])
-    return [t for f in frameworks for t in f["tasks"] + f.get("completed_tasks", [])]
+def _queue_run(term: _Term, stores: TermStores, tmp_path: Path, job: str) -> None:
+    """One pending run of a new one-shard script job, and the launcher woken for it."""
+    store_script_job(stores, tmp_path, job, "sleep 120")
+    stores.ready.add_transient(job, misfire=True)
+    term.launcher.wake()
+
+
+def _running(standin: StandIn) -> list[dict[str, Any]] | None:
+    """The master's running tasks; None while there is none."""
+    return [t for t in master_tasks(standin) if t["state"] == "TASK_RUNNING"] or None
 
 
 @pytest.mark.parametrize("term", [True], indirect=True)
 def test_a_launch_mesos_took_whose_answer_was_lost_runs_once_and_keeps_its_bookkeeping(
     term: _Term, standin: StandIn, stores: TermStores, tmp_path: Path
 ) -> None:
-    store_script_job(stores, tmp_path, "once", "sleep 120")
-    stores.ready.add_transient("once", misfire=True)
-    term.launcher.wake()
-
-    def running() -> list[str] | None:
-        found = [t["id"] for t in _in_master(standin) if t["state"] == "TASK_RUNNING"]
-        return found or None
-
-    (task_id,) = wait_for(running, 30, message="the task running in Mesos")
+    _queue_run(term, stores, tmp_path, "once")
+    (task,) = wait_for(lambda: _running(standin), 30, message="the task running in Mesos")
+    task_id = task["id"]
     [(first_at, first)] = term.driver.accepts
     assert first == [task_id]
     # The grace passes; the task's own updates have answered for it (no question needed).
@@ -127,7 +127,7 @@ def test_a_launch_mesos_took_whose_answer_was_lost_runs_once_and_keeps_its_bookk
     )
     assert [t.task_id for t in stores.running.tasks("once")] == [task_id]
     assert stores.ready.counts() == {} and stores.failover.entries() == []
-    assert [t["id"] for t in _in_master(standin)] == [task_id]  # never launched again
+    assert [t["id"] for t in master_tasks(standin)] == [task_id]  # never launched again
     assert len(term.driver.accepts) == 1
     assert term.launcher.launched == 0  # not counted as a confirmed launch
     assert term.launcher.unconfirmed == 1  # /metrics: ejc_launches_unconfirmed_total
@@ -137,19 +137,13 @@ def test_a_launch_mesos_took_whose_answer_was_lost_runs_once_and_keeps_its_bookk
 def test_a_launch_that_never_reached_mesos_is_launched_again_once_after_the_grace(
     term: _Term, standin: StandIn, stores: TermStores, tmp_path: Path
 ) -> None:
-    store_script_job(stores, tmp_path, "lost", "sleep 120")
-    stores.ready.add_transient("lost", misfire=True)
-    term.launcher.wake()
+    _queue_run(term, stores, tmp_path, "lost")
     wait_for(lambda: term.driver.accepts, 30, message="the first ACCEPT")
     # A reconciliation of every task within the grace (a resubscription, say): Mesos answers
     # that it does not know the task, which is no news yet; it is asked about again after.
     term.reconciler.reconcile(True)
 
-    def relaunched() -> list[dict[str, Any]] | None:
-        found = [t for t in _in_master(standin) if t["state"] == "TASK_RUNNING"]
-        return found or None
-
-    (task,) = wait_for(relaunched, GRACE_S + 30, message="the shard launched again")
+    (task,) = wait_for(lambda: _running(standin), GRACE_S + 30, message="the shard launched again")
     (first_at, [first]), (again_at, [again]) = term.driver.accepts
     assert task["id"] == again != first
     # Not before the grace: a slow master could still have taken the first ACCEPT.
@@ -157,5 +151,5 @@ def test_a_launch_that_never_reached_mesos_is_launched_again_once_after_the_grac
     parsed = TaskId.parse(again)
     assert (parsed.job_name, parsed.item, parsed.type) == ("lost", 0, TaskType.FAILOVER)
     assert [t.task_id for t in stores.running.tasks("lost")] == [again]
-    assert [t["id"] for t in _in_master(standin)] == [again]
+    assert [t["id"] for t in master_tasks(standin)] == [again]
     assert stores.ready.counts() == {} and stores.failover.entries() == []
