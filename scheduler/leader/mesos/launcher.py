@@ -174,8 +174,11 @@ class Launcher(ThreadedComponent):
         self.ready_runs = 0
         self.failover_shards = 0
         self.last_launch_at: float = 0.0
-        # Called after each successful ACCEPT, per task: (task id, agent id, original task id:
-        # the failed task a failover launch replaces, else the task itself). Must not block.
+        # Called after each ACCEPT that Mesos took, or may have taken (its answer never came:
+        # the task's bookkeeping stays, and the statistics' launch row with it; should Mesos
+        # not have it, reconciliation's TASK_LOST follows), per task: (task id, agent id,
+        # original task id: the failed task a failover launch replaces, else the task itself).
+        # Must not block.
         self.launch_listeners: Listeners[[str, str, str]] = Listeners(
             log, "launcher: launch listener"
         )
@@ -559,13 +562,14 @@ class Launcher(ThreadedComponent):
         for unit in placed:
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
             for task in unit.launch.tasks:
-                if task.agent_id in used:
+                if task.agent_id in used or task.agent_id in unconfirmed:
                     node_fire = unit.workflow or unit.launch_fires.get(task.task_id)
                     if node_fire is not None and self._fire_times is not None:
                         self._fire_times.node_fire_launched(
                             task.task_id, node_fire.fire_time, node_fire.backfill_id
                         )
-                    self.launched_task_listeners.emit(task)
+                    if task.agent_id in used:
+                        self.launched_task_listeners.emit(task)
                     self.launch_listeners.emit(
                         task.task_id, task.agent_id, unit.originals[task.task_id]
                     )

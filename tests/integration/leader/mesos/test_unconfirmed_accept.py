@@ -62,6 +62,11 @@ class _Term:
     driver: _FirstAnswerLost
     launcher: Launcher
     reconciler: Reconciler
+    launches: list[tuple[str, str]]
+    """(task id, original task id) as the launch listeners (the statistics' launch row) got
+    them."""
+    confirmed: list[str]
+    """The task ids the launched-task listeners (the status handler's note) got."""
 
 
 @pytest.fixture
@@ -87,11 +92,17 @@ def term(
     launcher.unconfirmed_listeners.append(status.note_unconfirmed)
     launcher.unconfirmed_listeners.append(reconciler.ask_later)
     status.listeners.append(reconciler.on_status)
+    launches: list[tuple[str, str]] = []
+    confirmed: list[str] = []
+    launcher.launch_listeners.append(
+        lambda task, _agent, original: launches.append((task, original))
+    )
+    launcher.launched_task_listeners.append(lambda task: confirmed.append(task.task_id))
     launcher.start()
     reconciler.start()
     driver.start()
     try:
-        yield _Term(driver, launcher, reconciler)
+        yield _Term(driver, launcher, reconciler, launches, confirmed)
     finally:
         driver.stop()
         reconciler.stop()
@@ -131,6 +142,10 @@ def test_a_launch_mesos_took_whose_answer_was_lost_runs_once_and_keeps_its_bookk
     assert len(term.driver.accepts) == 1
     assert term.launcher.launched == 0  # not counted as a confirmed launch
     assert term.launcher.unconfirmed == 1  # /metrics: ejc_launches_unconfirmed_total
+    # Its launch is recorded once (the trace's launch row), as launched; the status handler
+    # was not told it was confirmed (its updates are read from its node instead).
+    assert term.launches == [(task_id, task_id)]
+    assert term.confirmed == []
 
 
 @pytest.mark.parametrize("term", [False], indirect=True)
@@ -153,3 +168,7 @@ def test_a_launch_that_never_reached_mesos_is_launched_again_once_after_the_grac
     assert [t.task_id for t in stores.running.tasks("lost")] == [again]
     assert [t["id"] for t in master_tasks(standin)] == [again]
     assert stores.ready.counts() == {} and stores.failover.entries() == []
+    # Both launches recorded: the first (its TASK_LOST follows it in the trace), then the
+    # failover launch in its place.
+    assert term.launches == [(first, first), (again, first)]
+    assert term.confirmed == [again]
