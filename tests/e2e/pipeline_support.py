@@ -9,7 +9,6 @@ import json
 import signal
 import tarfile
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.http import exchange
 from tests.support.mesosfw import StandIn
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
@@ -88,18 +88,12 @@ class System:
             if raw is not None
             else (None if body is None else json.dumps(body).encode())
         )
-        req = urllib.request.Request(f"http://{leader.identity}{path}", data=data, method=method)
-        req.add_header("Authorization", AUTH)
-        if body is not None or raw is not None:
+        headers = {"Authorization": AUTH}
+        if data is not None:
             # A raw job name goes as the original's clients send it (urllib would say form).
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            return exc.code, json.loads(text) if text else None
+            headers["Content-Type"] = "application/json"
+        answer = exchange(method, f"http://{leader.identity}{path}", data=data, headers=headers)
+        return answer.status, answer.json()
 
     def make_app(
         self, name: str = "rec_app", script: str = RECORD_SH, file: str = "record.sh"

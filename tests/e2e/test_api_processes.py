@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import signal
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
+from tests.support.http import exchange
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -31,24 +30,13 @@ def request(method: str, url: str, body: Any = None, auth: str | None = AUTH) ->
 
 def _once(method: str, url: str, body: Any, auth: str | None) -> tuple[int, Any, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
+    headers = {}
     if data is not None:
-        req.add_header("Content-Type", "application/json")
+        headers["Content-Type"] = "application/json"
     if auth:
-        req.add_header("Authorization", auth)
-    opener = urllib.request.build_opener(_NoRedirect)
-    try:
-        with opener.open(req, timeout=5) as resp:
-            raw = resp.read()
-            return resp.status, resp.headers, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, exc.headers, json.loads(raw) if raw else None
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+        headers["Authorization"] = auth
+    answer = exchange(method, url, data=data, headers=headers, timeout_s=5, follow_redirects=False)
+    return answer.status, answer.headers, answer.json()
 
 
 @pytest.fixture

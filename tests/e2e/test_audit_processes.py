@@ -14,8 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from kazoo.client import KazooClient
 from deploy.postgres import PostgresServer
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.test_api_processes import AUTH
+from tests.support.http import exchange
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -50,19 +49,17 @@ class Leader:
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any, dict[str, str]]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            f"http://{self.replica.identity}{path}", data=data, method=method
-        )
-        req.add_header("Authorization", AUTH)
+        headers = {"Authorization": AUTH}
         if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=15) as resp:
-                raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None, dict(resp.headers)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            return exc.code, json.loads(raw) if raw else None, dict(exc.headers)
+            headers["Content-Type"] = "application/json"
+        answer = exchange(
+            method,
+            f"http://{self.replica.identity}{path}",
+            data=data,
+            headers=headers,
+            timeout_s=15,
+        )
+        return answer.status, answer.json(), dict(answer.headers)
 
     def records(self, query: str = "") -> list[dict[str, Any]]:
         status, body, _ = self.call("GET", f"/api/audit?limit=100{query}")

@@ -12,8 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
+from tests.support.http import exchange
 from tests.support.replicas import ROOT, ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -66,16 +65,14 @@ class Cli:
 
 def api(replica: ReplicaProcess, path: str, auth: tuple[str, str] = ADMIN) -> tuple[int, Any]:
     """GET `path` on `replica` directly (no redirects): (status, decoded JSON)."""
-    request = urllib.request.Request(f"http://{replica.identity}{path}")
     token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
+    answer = exchange(
+        "GET",
+        f"http://{replica.identity}{path}",
+        headers={"Authorization": f"Basic {token}"},
+        timeout_s=5,
+    )
+    return answer.status, answer.json()
 
 
 @pytest.fixture

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +26,7 @@ import pytest
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
 from executor.package import build_app_archive
 from tests.e2e.pipeline_support import AUTH
+from tests.support.http import exchange
 from tests.support.mesosfw import StandIn
 from tests.support.replicas import ROOT, ReplicaProcess, http_get
 from tests.support.waiting import wait_for
@@ -40,17 +39,11 @@ DEMO_APP = ROOT / "examples" / "demo_app"
 
 def _api(replica: ReplicaProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{replica.identity}{path}", data=data, method=method)
-    request.add_header("Authorization", AUTH)
+    headers = {"Authorization": AUTH}
     if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
+        headers["Content-Type"] = "application/json"
+    answer = exchange(method, f"http://{replica.identity}{path}", data=data, headers=headers)
+    return answer.status, answer.json()
 
 
 class _Cluster:

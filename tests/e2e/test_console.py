@@ -19,9 +19,7 @@ import io
 import json
 import re
 import tarfile
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,6 +39,7 @@ from playwright.sync_api import (
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.pipeline_support import System, running_system
+from tests.support.http import exchange
 from tests.support.replicas import ROOT, ReplicaProcess, http_get
 from tests.support.waiting import wait_for
 
@@ -76,18 +75,11 @@ def call(
 ) -> tuple[int, dict[str, str], Any]:
     """One request straight to `replica` (no redirects followed): (status, headers, JSON)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://{replica.identity}{path}", data=data, method=method, headers=headers or {}
-    )
+    sent = dict(headers or {})
     if body is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            raw = resp.read()
-            return resp.status, dict(resp.headers), json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, dict(exc.headers), json.loads(raw) if raw else None
+        sent["Content-Type"] = "application/json"
+    answer = exchange(method, f"http://{replica.identity}{path}", data=data, headers=sent)
+    return answer.status, dict(answer.headers), answer.json()
 
 
 @dataclass

@@ -20,8 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwrig
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.test_console import CHROMIUM, SCREENSHOTS, ConsolePage, new_tab
+from tests.support.http import exchange
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -50,19 +49,13 @@ def call(
 ) -> tuple[int, Any]:
     """One request to `replica` (no redirect followed): (status, JSON or None)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{replica.identity}{path}", data=data, method=method)
+    headers = {}
     if auth is not None:
-        request.add_header("Authorization", auth)
+        headers["Authorization"] = auth
     if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            raw = resp.read()
-            status = resp.status
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        status = exc.code
-    return status, json.loads(raw) if raw else None
+        headers["Content-Type"] = "application/json"
+    answer = exchange(method, f"http://{replica.identity}{path}", data=data, headers=headers)
+    return answer.status, answer.json()
 
 
 @dataclass

@@ -13,7 +13,6 @@ import ssl
 import tarfile
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -27,6 +26,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expec
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.pipeline_support import System, running_system
+from tests.support.http import exchange
 from tests.support.recording_http import Recorded, Reply, recording_server
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
@@ -44,16 +44,8 @@ def call(
     replica: ReplicaProcess, path: str, headers: dict[str, str], method: str = "GET"
 ) -> tuple[int, Any]:
     """One request straight to `replica` (no redirects followed): (status, JSON)."""
-    request = urllib.request.Request(
-        f"http://{replica.identity}{path}", method=method, headers=headers
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
+    answer = exchange(method, f"http://{replica.identity}{path}", headers=headers)
+    return answer.status, answer.json()
 
 
 @pytest.fixture(scope="module")

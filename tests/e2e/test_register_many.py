@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.support.bodies import app_body, job_body
+from tests.support.http import exchange
 from tests.support.replicas import ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -21,17 +20,13 @@ AUTH = "Basic " + base64.b64encode(b"root:root").decode()
 
 def _call(replica: ReplicaProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{replica.identity}{path}", data=data, method=method)
-    req.add_header("Authorization", AUTH)
+    headers = {"Authorization": AUTH}
     if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
+        headers["Content-Type"] = "application/json"
+    answer = exchange(
+        method, f"http://{replica.identity}{path}", data=data, headers=headers, timeout_s=30
+    )
+    return answer.status, answer.json()
 
 
 def _ready_jobs(replica: ReplicaProcess) -> set[str]:

@@ -23,8 +23,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +32,7 @@ import pytest
 
 from deploy.zookeeper import ZooKeeperEnsemble
 from tests.e2e.pipeline_support import System, running_system
+from tests.support.http import exchange
 from tests.support.replicas import ROOT, ReplicaProcess
 from tests.support.waiting import wait_for
 
@@ -55,16 +54,6 @@ def bearer(token: str) -> str:
     return f"Bearer {token}"
 
 
-class _KeepRedirects(urllib.request.HTTPRedirectHandler):
-    """A 307 is the answer (a standby's), not something to follow with the credentials."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_NO_REDIRECTS = urllib.request.build_opener(_KeepRedirects)
-
-
 def call(
     replica: ReplicaProcess,
     method: str,
@@ -75,16 +64,20 @@ def call(
 ) -> tuple[int, Any, str]:
     """One request to `replica` itself (no redirect followed): (status, JSON or None, text)."""
     data = raw.encode() if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{replica.identity}{path}", data=data, method=method)
+    headers = {}
     if auth is not None:
-        request.add_header("Authorization", auth)
+        headers["Authorization"] = auth
     if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with _NO_REDIRECTS.open(request, timeout=10) as resp:
-            status, text = resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        status, text = exc.code, exc.read().decode()
+        headers["Content-Type"] = "application/json"
+    # A 307 is the answer (a standby's), not something to follow with the credentials.
+    answer = exchange(
+        method,
+        f"http://{replica.identity}{path}",
+        data=data,
+        headers=headers,
+        follow_redirects=False,
+    )
+    status, text = answer.status, answer.body.decode()
     try:
         decoded = json.loads(text) if text else None
     except ValueError:

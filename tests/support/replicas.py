@@ -8,13 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from deploy import children
 from deploy.zookeeper import free_port
+from tests.support.http import exchange
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,25 +22,8 @@ def http_get(
     url: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, str], bytes]:
     """GET without following redirects: (status, headers, body)."""
-
-    class _NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    opener = urllib.request.build_opener(_NoRedirect)
-    try:
-        with opener.open(
-            urllib.request.Request(url, headers=headers or {}), timeout=timeout_s
-        ) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as exc:
-        # The error holds the answer's connection: closed here, or the socket is left to the
-        # garbage collector, whose ResourceWarning fails whichever test it lands in (a 503
-        # /health polled through a ZooKeeper freeze, under an 8-worker run).
-        try:
-            return exc.code, dict(exc.headers), exc.read()
-        finally:
-            exc.close()
+    answer = exchange("GET", url, headers=headers, timeout_s=timeout_s, follow_redirects=False)
+    return answer.status, dict(answer.headers), answer.body
 
 
 class ReplicaProcess:

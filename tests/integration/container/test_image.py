@@ -25,8 +25,6 @@ import shutil
 import subprocess
 import tarfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from werkzeug.security import generate_password_hash
 from deploy.image import build as image_build
 from deploy.zookeeper import ZooKeeperEnsemble, free_port
 from marathon.template import AppSpec, render
+from tests.support.http import exchange
 from tests.support.mesosfw import StandIn
 from tests.support.waiting import wait_for
 
@@ -168,11 +167,11 @@ class Replica:
 
     def health(self) -> dict[str, Any] | None:
         try:
-            with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as resp:
-                found: dict[str, Any] = json.load(resp)
+            answer = exchange("GET", f"http://{self.address}/health", timeout_s=2)
+            if 200 <= answer.status < 300:
+                found: dict[str, Any] = json.loads(answer.body)
                 return found
-        except urllib.error.HTTPError as exc:
-            body: dict[str, Any] = json.loads(exc.read() or b"null") or {}
+            body: dict[str, Any] = json.loads(answer.body or b"null") or {}
             return body
         except (OSError, ValueError):
             return None
@@ -198,19 +197,15 @@ class Cluster:
         password: str = _ADMIN_PASSWORD,
     ) -> tuple[int, Any]:
         token = base64.b64encode(f"root:{password}".encode()).decode()
-        req = urllib.request.Request(
+        answer = exchange(
+            method,
             f"http://{replica.address}{path}",
             data=None if body is None else json.dumps(body).encode(),
-            method=method,
             headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
         )
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            return exc.code, text.decode(errors="replace")
+        if 200 <= answer.status < 300:
+            return answer.status, answer.json()
+        return answer.status, answer.body.decode(errors="replace")
 
     def logs(self) -> str:
         parts = []
