@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.error
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -28,6 +29,10 @@ def wait_for(
             if value:
                 return value
         except Exception as exc:  # noqa: BLE001 - "not yet", reported on timeout
+            if isinstance(exc, urllib.error.HTTPError):
+                # It holds its answer's connection: closed now, or the garbage collector finds
+                # the socket later and its ResourceWarning fails whichever test that is in.
+                exc.close()
             last_error = exc
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {message}") from (

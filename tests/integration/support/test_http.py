@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.http import exchange
+from tests.support.waiting import wait_for
 
 # How long a handler waits for the client to hang up, and the tests for the handler to see it.
 HANG_UP_WAIT_S = 10.0
@@ -142,3 +145,23 @@ def test_a_refused_redirect_is_the_answer_and_is_closed(server: _Server) -> None
     assert answer.status == 307
     assert answer.headers["Location"] == "/ok"
     assert server.hung_up["/moved"].wait(HANG_UP_WAIT_S)
+
+
+def test_wait_for_closes_an_http_error_it_takes_as_not_yet(server: _Server) -> None:
+    """A waited condition that raises HTTPError (a bare urlopen meeting a 503) holds its answer's
+    connection; `wait_for` closes it, or the garbage collector's ResourceWarning would fail a
+    later test."""
+    errors: list[urllib.error.HTTPError] = []
+
+    def stalled() -> bool:
+        try:
+            urllib.request.urlopen(f"{server.url}/stalled", timeout=5).close()
+        except urllib.error.HTTPError as exc:
+            errors.append(exc)  # kept referenced: only `wait_for` can close it
+            raise
+        return True
+
+    with pytest.raises(AssertionError, match="the stalled answer"):
+        wait_for(stalled, 0.0, message="the stalled answer")
+    assert len(errors) == 1
+    assert server.hung_up["/stalled"].wait(HANG_UP_WAIT_S), "the socket was left open"
