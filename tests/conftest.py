@@ -30,8 +30,9 @@ _ensembles: list[ZooKeeperEnsemble] = []
 
 @pytest.fixture(scope="session")
 def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
-    """One real ZooKeeper server for the whole session (never skipped: set-up installs it)."""
-    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"), size=1)
+    """One real ZooKeeper server for the whole session (never skipped: set-up installs it),
+    started quick (`ZooKeeperServer.quick_start`: the suite is CPU-bound on 2 cores)."""
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"), size=1, quick_start=True)
     ensemble.start()
     _ensembles.append(ensemble)
     yield ensemble

@@ -174,7 +174,7 @@ def infra_system(
     With `first` (extra arguments of `Infra.start_replica`), the first replica is started with
     them and leads before the others start. With `skewed`, every replica runs under
     `tests.support.skewed_clock` (`Infra.clock_files`)."""
-    ensemble = ZooKeeperEnsemble(tmp_path / "zk", size=zk_servers)
+    ensemble = ZooKeeperEnsemble(tmp_path / "zk", size=zk_servers, quick_start=True)
     links: list[ZkLink] = []
     mesos: StandIn | None = None
     infra: Infra | None = None

@@ -190,3 +190,24 @@ def test_a_zookeeper_whose_port_another_one_serves_is_refused_and_stopped(
         second.start(timeout_s=30)
     assert not second.running
     assert zk.servers[0].running
+
+
+def _jvm_options(server: ZooKeeperServer) -> list[str]:
+    assert server._proc is not None
+    return Path(f"/proc/{server._proc.pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_a_quick_start_zookeeper_jits_with_the_client_compiler_only_and_serves(
+    zk: ZooKeeperEnsemble, tmp_path: Path
+) -> None:
+    # The suite's session server is one (tests/conftest.py), and serves every test.
+    assert "-XX:TieredStopAtLevel=1" in _jvm_options(zk.servers[0])
+    assert zk.servers[0].mode() == "standalone"
+    # The default (`./dev.sh run`, the benchmarks) keeps the JVM's full JIT.
+    full = ZooKeeperServer(tmp_path / "zk")
+    full.start(timeout_s=60)
+    try:
+        assert not any(o.startswith("-XX:TieredStopAtLevel") for o in _jvm_options(full))
+        assert full.mode() == "standalone"
+    finally:
+        full.stop()
