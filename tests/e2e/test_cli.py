@@ -64,7 +64,7 @@ class Cli:
 
 
 def api(replica: ReplicaProcess, path: str, auth: tuple[str, str] = ADMIN) -> tuple[int, Any]:
-    """GET `path` on `replica` directly (no redirects): (status, decoded JSON)."""
+    """GET `path` on `replica` (a redirect is followed, as urllib does): (status, decoded JSON)."""
     token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
     answer = exchange(
         "GET",

@@ -73,7 +73,8 @@ def call(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
-    """One request straight to `replica` (no redirects followed): (status, headers, JSON)."""
+    """One request to `replica` (a redirect is followed, as urllib does): (status, headers,
+    JSON)."""
     data = None if body is None else json.dumps(body).encode()
     sent = dict(headers or {})
     if body is not None:

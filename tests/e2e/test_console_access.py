@@ -47,7 +47,8 @@ HOSTILE = '<img src=x onerror="window.pwned=1"> ci & <b>bold</b>'
 def call(
     replica: ReplicaProcess, method: str, path: str, auth: str | None, body: Any = None
 ) -> tuple[int, Any]:
-    """One request to `replica` (no redirect followed): (status, JSON or None)."""
+    """One request to `replica` (a redirect is followed, as urllib does): (status, JSON or
+    None)."""
     data = None if body is None else json.dumps(body).encode()
     headers = {}
     if auth is not None:

@@ -43,7 +43,7 @@ expect.set_options(timeout=WAIT_MS)
 def call(
     replica: ReplicaProcess, path: str, headers: dict[str, str], method: str = "GET"
 ) -> tuple[int, Any]:
-    """One request straight to `replica` (no redirects followed): (status, JSON)."""
+    """One request to `replica` (a redirect is followed, as urllib does): (status, JSON)."""
     answer = exchange(method, f"http://{replica.identity}{path}", headers=headers)
     return answer.status, answer.json()
 
