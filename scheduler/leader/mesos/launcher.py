@@ -559,10 +559,11 @@ class Launcher(ThreadedComponent):
                 [t for p in placed for t in p.launch.tasks if t.agent_id in unconfirmed],
                 UNCONFIRMED_GRACE_S,
             )
+        reached = used | unconfirmed
         for unit in placed:
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
             for task in unit.launch.tasks:
-                if task.agent_id in used or task.agent_id in unconfirmed:
+                if task.agent_id in reached:
                     node_fire = unit.workflow or unit.launch_fires.get(task.task_id)
                     if node_fire is not None and self._fire_times is not None:
                         self._fire_times.node_fire_launched(
@@ -594,7 +595,7 @@ class Launcher(ThreadedComponent):
                     unit.launch.job_name,
                     exc.message,
                 )
-        return used | unconfirmed
+        return reached
 
     def _framework_id(self) -> str:
         info = self._driver.framework_info()
