@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from executor.records import ExecutionRecord, RecordError, decode_status_data
 from scheduler.edge.job_series import JobCounter, JobHistogram, MetricsRegistry, TextFamily
 from scheduler.model.job_events import JobEvent, JobEventKind
 from scheduler.model.runs import NO_RUN_KEY, CommandRuns, run_result
-from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 from scheduler.model.task_states import TERMINAL_STATES
 
 __all__ = [
@@ -475,15 +475,16 @@ class SchedulerMetrics:
 
     # -- listeners ---------------------------------------------------------------------------
 
-    def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
-        """Launcher listener (sched-launcher)."""
-        try:
-            parsed = TaskId.parse(task_id)
-        except InvalidTaskId:
-            return
+    def on_launched(self, launched: Sequence[LaunchedTask]) -> None:
+        """Launcher listener (sched-launcher): a round's launches, counted by type."""
+        counts: dict[str, int] = {}
         with self._lock:
-            self._gone.pop(parsed.job_name, None)  # registered anew
-        self.launches.labels(parsed.type.value).inc()
+            for task, _agent, _original in launched:
+                self._gone.pop(task.job_name, None)  # registered anew
+                kind = task.type.value
+                counts[kind] = counts.get(kind, 0) + 1
+        for kind, count in counts.items():
+            self.launches.labels(kind).inc(count)
 
     def on_fire_launched(self, latency_s: float) -> None:
         self.fire_to_launch.observe(max(0.0, latency_s))

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 from scheduler.model.errors import SchedulerError
 
@@ -51,12 +52,9 @@ class TaskId:
         job, item, kind, agent, uid = parts
         if not item.isdigit():
             raise InvalidTaskId(f"task id {text!r}: sharding item {item!r} is not a number")
-        try:
-            task_type = TaskType(kind)
-        except ValueError:
-            raise InvalidTaskId(
-                f"task id {text!r}: type {kind!r} is not READY or FAILOVER"
-            ) from None
+        task_type = _TYPES.get(kind)  # not `TaskType(kind)`: a lookup is a fifth of its time
+        if task_type is None:
+            raise InvalidTaskId(f"task id {text!r}: type {kind!r} is not READY or FAILOVER")
         return cls(job, int(item), task_type, agent, uid)
 
     @property
@@ -76,6 +74,20 @@ class TaskId:
         return DELIMITER.join(
             (self.job_name, str(self.item), self.type.value, self.agent_id, self.uid)
         )
+
+
+_TYPES = {kind.value: kind for kind in TaskType}
+
+
+class LaunchedTask(NamedTuple):
+    """A task the launcher launched, or may have (its ACCEPT unanswered): the launch listeners
+    get a round's tasks in one list (issue 29: one call per task cost a 10,000-task round
+    about a fifth of its time)."""
+
+    task: TaskId
+    agent_id: str
+    original_task_id: str
+    """The task it relaunches (a failover launch), else its own id."""
 
 
 # Bounded: ids that come from clients (a kill through the API) cannot grow it.

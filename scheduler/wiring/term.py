@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.api.component import RestApi
@@ -35,6 +35,7 @@ from scheduler.leader.webhooks import WebhookNotifier
 from scheduler.leader.workflows import WorkflowEngine
 from scheduler.model.errors import SchedulerError
 from scheduler.model.job_events import JobEvent, JobEventCounts
+from scheduler.model.task_id import LaunchedTask
 from scheduler.model.workflow import WorkflowRun, ended_event
 from scheduler.replica.term import BuiltTerm, LeaderContext, TermReadout
 from scheduler.replica.terms_log import TermRecorder
@@ -247,11 +248,12 @@ def _wire_metrics(metrics: SchedulerMetrics, parts: _TermParts) -> None:
     time from a fire to its launch, and the series of deleted jobs dropped."""
     fires = parts.fires
 
-    def on_launched(task_id: str, agent_id: str, original_task_id: str) -> None:
-        """Before the statistics' TASK_STAGING row, which names the fire."""
-        fire, first = fires.launched(task_id)
-        if first and fire is not None:
-            metrics.on_fire_launched(time.time() - fire)
+    def on_launched(launched: Sequence[LaunchedTask]) -> None:
+        """Before the statistics' TASK_STAGING rows, which name the fire."""
+        now = time.time()
+        for fire, first in fires.launched([task for task, _agent, _original in launched]):
+            if first and fire is not None:
+                metrics.on_fire_launched(now - fire)
 
     def on_deleted(job_name: str) -> None:
         fires.forget(job_name)

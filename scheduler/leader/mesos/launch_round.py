@@ -75,6 +75,8 @@ class PlacedUnit:
     """A unit placed this round: its bookkeeping and, per task, the agent and TaskInfo."""
 
     launch: Launch
+    ids: list[TaskId]
+    """The ids of `launch.tasks`, in their order."""
     infos: list[tuple[str, dict[str, Any]]]
     originals: dict[str, str]
     """Task id -> the task it relaunches (failover), else itself."""

@@ -73,7 +73,7 @@ from scheduler.model.config.app import AppConfig
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.config.policies import OverlapPolicy
 from scheduler.model.errors import NotLeader, SchedulerError
-from scheduler.model.task_id import TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 from scheduler.storage.launch_book import Launch, LaunchBook
 from scheduler.storage.queue_cache import QueueCache
 from scheduler.storage.state import KILLED_BY_REPLACE, RunningTask
@@ -174,12 +174,12 @@ class Launcher(ThreadedComponent):
         self.ready_runs = 0
         self.failover_shards = 0
         self.last_launch_at: float = 0.0
-        # Called after each ACCEPT that Mesos took, or may have taken (its answer never came:
-        # the task's bookkeeping stays, and the statistics' launch row with it; should Mesos
-        # not have it, reconciliation's TASK_LOST follows), per task: (task id, agent id,
-        # original task id: the failed task a failover launch replaces, else the task itself).
-        # Must not block.
-        self.launch_listeners: Listeners[[str, str, str]] = Listeners(
+        # Called once a round, after its ACCEPTs, with the tasks Mesos took or may have taken
+        # (an answer that never came: the task's bookkeeping stays, and the statistics' launch
+        # row with it; should Mesos not have it, reconciliation's TASK_LOST follows), each
+        # with its agent and original task id (the failed task a failover launch replaces,
+        # else the task itself). Must not block.
+        self.launch_listeners: Listeners[[list[LaunchedTask]]] = Listeners(
             log, "launcher: launch listener"
         )
         # Called before a round's bookkeeping is written, with the ids of the tasks it may
@@ -188,9 +188,9 @@ class Launcher(ThreadedComponent):
         self.launching_listeners: Listeners[[list[str]]] = Listeners(
             log, "launcher: launching listener"
         )
-        # Called after each successful ACCEPT with each task as its running node was created
-        # (version 0), before the task's launch listeners. Must not block.
-        self.launched_task_listeners: Listeners[[RunningTask]] = Listeners(
+        # Called once a round, after its ACCEPTs, with the tasks Mesos took, each as its running
+        # node was created (version 0), before the launch listeners. Must not block.
+        self.launched_task_listeners: Listeners[[list[RunningTask]]] = Listeners(
             log, "launcher: launched task listener"
         )
         # Called after an ACCEPT that went unanswered (the master may have taken it), with its
@@ -446,11 +446,13 @@ class Launcher(ThreadedComponent):
         job, app = unit.job, unit.app
         wall = time.time()
         tasks: list[RunningTask] = []
+        ids: list[TaskId] = []
         infos: list[tuple[str, dict[str, Any]]] = []
         originals: dict[str, str] = {}
         also: list[Op] = []
         for item, slot in sorted(chosen.items()):
             parsed = TaskId.new(job.job_name, item, unit.kind, slot.agent_id)
+            ids.append(parsed)
             task_id = str(parsed)
             entry = unit.failover.get(item)
             originals[task_id] = (entry.original if entry is not None else "") or task_id
@@ -487,9 +489,11 @@ class Launcher(ThreadedComponent):
             also=tuple(also),
             requeue=requeue,
         )
-        relaunched = {t.task_id: f for t in tasks if (f := unit.relaunch.get(t.parsed.item))}
+        relaunched = (
+            {str(i): f for i in ids if (f := unit.relaunch.get(i.item))} if unit.relaunch else {}
+        )
         return PlacedUnit(
-            launch, infos, originals, unit.workflow[0] if unit.workflow else None, relaunched
+            launch, ids, infos, originals, unit.workflow[0] if unit.workflow else None, relaunched
         )
 
     def _fire_time(self, unit: PlacementUnit, original: str, wall: float) -> float | None:
@@ -560,9 +564,11 @@ class Launcher(ThreadedComponent):
                 UNCONFIRMED_GRACE_S,
             )
         reached = used | unconfirmed
+        confirmed: list[RunningTask] = []
+        launched: list[LaunchedTask] = []
         for unit in placed:
             lost = {t.task_id for t in unit.launch.tasks if t.agent_id in failed}
-            for task in unit.launch.tasks:
+            for task, parsed in zip(unit.launch.tasks, unit.ids, strict=True):
                 if task.agent_id in reached:
                     node_fire = unit.workflow or unit.launch_fires.get(task.task_id)
                     if node_fire is not None and self._fire_times is not None:
@@ -570,9 +576,9 @@ class Launcher(ThreadedComponent):
                             task.task_id, node_fire.fire_time, node_fire.backfill_id
                         )
                     if task.agent_id in used:
-                        self.launched_task_listeners.emit(task)
-                    self.launch_listeners.emit(
-                        task.task_id, task.agent_id, unit.originals[task.task_id]
+                        confirmed.append(task)
+                    launched.append(
+                        LaunchedTask(parsed, task.agent_id, unit.originals[task.task_id])
                     )
             if not lost:
                 continue
@@ -595,6 +601,10 @@ class Launcher(ThreadedComponent):
                     unit.launch.job_name,
                     exc.message,
                 )
+        if confirmed:
+            self.launched_task_listeners.emit(confirmed)
+        if launched:
+            self.launch_listeners.emit(launched)
         return reached
 
     def _framework_id(self) -> str:

@@ -650,15 +650,21 @@ class StatusHandler:
             until = self._launching.get(task_id)
         return until is not None and time.monotonic() < until
 
-    def note_launched(self, task: RunningTask) -> None:
-        """The launcher created `task`'s running node (version 0) and Mesos accepted it: its
-        first live update needs no read (launcher's thread; never blocks). Kept only when
-        this handler has not written the node yet (an update may come before this note)."""
+    def note_launched(self, tasks: list[RunningTask]) -> None:
+        """The launcher created the running nodes of `tasks` (version 0) and Mesos accepted
+        them: their first live updates need no read (launcher's thread, once a round; never
+        blocks). A task is kept only when this handler has not written its node yet (an
+        update may come before this note)."""
         with self._written_lock:
-            self._launching.pop(task.task_id, None)
-            if task.task_id in self._written or task.task_id in self._ended:
-                return
-        self._remember(task, 0)
+            written = self._written
+            for task in tasks:
+                task_id = task.task_id
+                self._launching.pop(task_id, None)
+                if task_id in written or task_id in self._ended:
+                    continue
+                written[task_id] = (replace(task), 0)
+            while len(written) > _WRITTEN_KEPT:
+                written.popitem(last=False)
 
     def _remembered(self, task_id: str) -> tuple[RunningTask, int] | None:
         """A copy (the handlers change the task they get) of what `_remember` kept."""

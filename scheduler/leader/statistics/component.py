@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from scheduler.leader.statistics.writer import TraceWriter, first_line, unreacha
 from scheduler.model.job_events import JobEvent
 from scheduler.model.runs import CommandRuns, launch_message
 from scheduler.model.settings import Settings
-from scheduler.model.task_id import TaskId
+from scheduler.model.task_id import LaunchedTask, TaskId
 from scheduler.model.task_states import TERMINAL_STATES
 from scheduler.model.trace_url import resolve_url
 from scheduler.storage.registry import Registry
@@ -135,30 +135,32 @@ class Statistics(ThreadedComponent):
         self.audit.open(engine, self.database)
         self._start_thread()
 
-    def on_launched(self, task_id: str, agent_id: str, original_task_id: str) -> None:
-        """Launcher listener (sched-launcher): the TASK_STAGING row, as the original wrote at
-        launch; later rows of the task carry the same `original_task_id` (for a failover
-        launch, the failed task it replaces)."""
+    def on_launched(self, launched: Sequence[LaunchedTask]) -> None:
+        """Launcher listener (sched-launcher, once a round): each task's TASK_STAGING row, as
+        the original wrote at launch; later rows of a task carry the same `original_task_id`
+        (for a failover launch, the failed task it replaces)."""
         writer = self._writer
         if writer is None:
             return
         with self._lock:
-            if len(self._originals) >= _ORIGINALS_KEPT:
-                self._originals.pop(next(iter(self._originals)))
-            self._originals[task_id] = original_task_id
+            originals = self._originals
+            for task, _agent, original in launched:
+                if len(originals) >= _ORIGINALS_KEPT:
+                    originals.pop(next(iter(originals)))
+                originals[str(task)] = original
         fire_of, backfill_of = self._fire_of, self._backfill_of
-        _trace(
-            writer,
-            TaskId.parse(task_id),
-            task_id,
-            "TASK_STAGING",
-            agent_id,
-            launch_message(
+        # The tasks of a round mostly share a few fires: each message is made once.
+        messages: dict[tuple[float | None, str], str] = {}
+        for task, agent_id, original in launched:
+            task_id = str(task)
+            key = (
                 fire_of(task_id) if fire_of is not None else None,
                 backfill_of(task_id) if backfill_of is not None else "",
-            ),
-            original_task_id,
-        )
+            )
+            message = messages.get(key)
+            if message is None:
+                message = messages[key] = launch_message(*key)
+            _trace(writer, task, task_id, "TASK_STAGING", agent_id, message, original)
 
     def on_status(self, status: dict[str, Any], parsed: TaskId) -> None:
         """StatusHandler listener (sched-mesos-events): queue only."""

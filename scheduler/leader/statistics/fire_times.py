@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 
-from scheduler.model.task_id import InvalidTaskId, TaskId, TaskType
+from scheduler.model.task_id import TaskId, TaskType
 
 _TASKS_KEPT = 100_000
 _FIRES_KEPT_PER_JOB = 1000
@@ -55,33 +56,36 @@ class FireTimes:
             self._pending.pop(job_name, None)
             self._current.pop(job_name, None)
 
-    def launched(self, task_id: str) -> tuple[float | None, bool]:
-        """(the fire time of the run `task_id` belongs to, whether it is the run's first
-        task). A FAILOVER task has none."""
-        try:
-            parsed = TaskId.parse(task_id)
-        except InvalidTaskId:
-            return None, False
-        if parsed.type is not TaskType.READY:
-            return None, False
+    def launched(self, tasks: Sequence[TaskId]) -> list[tuple[float | None, bool]]:
+        """For each of a round's launched `tasks`: (the fire time of the run it belongs to,
+        whether it is the run's first task). A FAILOVER task has none."""
         now = time.monotonic()
+        found: list[tuple[float | None, bool]] = []
         with self._lock:
-            if task_id in self._node_tasks:
-                # Its own fire, noted by the launcher: no pending cron fire of the job is taken.
-                return self._of_task.get(task_id), parsed.item == 0
-            current = self._current.get(parsed.job_name)
-            first = current is None or parsed.item in current[1] or now - current[2] > _SAME_RUN_S
-            if first:
-                pending = self._pending.get(parsed.job_name)
-                fire = pending.popleft() if pending else None
-                current = (fire, set(), now)
-                self._current[parsed.job_name] = current
-            assert current is not None
-            current[1].add(parsed.item)
-            self._of_task[task_id] = current[0]
+            for task in tasks:
+                found.append(self._launched(task, now))
             while len(self._of_task) > _TASKS_KEPT:
                 self._of_task.popitem(last=False)
-            return current[0], first
+        return found
+
+    def _launched(self, task: TaskId, now: float) -> tuple[float | None, bool]:
+        if task.type is not TaskType.READY:
+            return None, False
+        task_id = str(task)
+        if task_id in self._node_tasks:
+            # Its own fire, noted by the launcher: no pending cron fire of the job is taken.
+            return self._of_task.get(task_id), task.item == 0
+        current = self._current.get(task.job_name)
+        first = current is None or task.item in current[1] or now - current[2] > _SAME_RUN_S
+        if first:
+            pending = self._pending.get(task.job_name)
+            fire = pending.popleft() if pending else None
+            current = (fire, set(), now)
+            self._current[task.job_name] = current
+        assert current is not None
+        current[1].add(task.item)
+        self._of_task[task_id] = current[0]
+        return current[0], first
 
     def node_fire_launched(self, task_id: str, fire_time: float, backfill_id: str) -> None:
         """The launcher launched `task_id` for a node fire (a workflow node's, or a backfill's

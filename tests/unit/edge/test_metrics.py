@@ -20,7 +20,7 @@ from scheduler.edge.metrics import (
 )
 from scheduler.leader.statistics.fire_times import FireTimes
 from scheduler.model.job_events import JobEvent, JobEventKind
-from scheduler.model.task_id import TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -162,9 +162,9 @@ def test_a_deleted_jobs_series_stay_gone_when_its_killed_tasks_end_until_it_runs
 ) -> None:
     metrics = SchedulerMetrics(registry)
     done, running = _task("a", 0), _task("a", 1)
-    metrics.on_launched(str(done), "S0", str(done))
+    metrics.on_launched([LaunchedTask(done, "S0", str(done))])
     metrics.on_status(_status(done, "TASK_FINISHED"), done)
-    metrics.on_launched(str(running), "S0", str(running))
+    metrics.on_launched([LaunchedTask(running, "S0", str(running))])
     assert _runs(registry, "a", "success") == 1
     # Deleting the job drops its series and kills its running task, whose end comes later.
     metrics.forget_job("a")
@@ -173,7 +173,7 @@ def test_a_deleted_jobs_series_stay_gone_when_its_killed_tasks_end_until_it_runs
     assert "a" not in metrics.job_names()
     # Registered again under the same name: its new runs count.
     again = _task("a", 0)
-    metrics.on_launched(str(again), "S0", str(again))
+    metrics.on_launched([LaunchedTask(again, "S0", str(again))])
     metrics.on_status(_status(again, "TASK_FAILED"), again)
     assert _runs(registry, "a", "failure") == 1 and _runs(registry, "a", "success") == 0
 
@@ -185,21 +185,32 @@ def test_fire_times_go_to_the_runs_that_run_them_and_time_the_launch(
     fires.fired("j", 100.0)
     fires.fired("j", 110.0)
     first = [_task("j", item) for item in range(3)]
-    seen = [fires.launched(str(tid)) for tid in (first[1], first[0], first[2])]
+    # One round launches the run's three shards, in any order.
+    seen = fires.launched([first[1], first[0], first[2]])
     assert seen == [(100.0, True), (100.0, False), (100.0, False)]
     second = _task("j", 1)
-    assert fires.launched(str(second)) == (110.0, True)  # the item again: the next run
-    assert fires.launched(str(_task("j", 0))) == (110.0, False)
-    assert fires.launched(str(_task("j", 1))) == (None, True)  # a run no fire of ours queued
-    assert fires.launched(str(_task("j", 0, TaskType.FAILOVER))) == (None, False)
+    assert fires.launched([second]) == [(110.0, True)]  # the item again: the next run
+    # In one round: the run's other shard, then the item again (a run no fire of ours
+    # queued), then a relaunch, which has no fire.
+    assert fires.launched([_task("j", 0), _task("j", 1), _task("j", 0, TaskType.FAILOVER)]) == [
+        (110.0, False),
+        (None, True),
+        (None, False),
+    ]
     assert fires.fire_of(str(first[2])) == 100.0 and fires.fire_of("nosuch") is None
     metrics = SchedulerMetrics(registry)
     metrics.on_fire_launched(2.5)
-    metrics.on_launched(str(second), "S0", str(second))
+    metrics.on_launched([LaunchedTask(second, "S0", str(second))])
     samples = _samples(registry)
     assert samples[("ejc_fire_to_launch_seconds_count", ())] == 1
     assert samples[("ejc_task_launches_total", (("type", "READY"),))] == 1
     assert samples[("ejc_task_launches_total", (("type", "FAILOVER"),))] == 0
+    # A round's launches are counted by type.
+    round_ = [_task("k", 0), _task("k", 1), _task("k", 0, TaskType.FAILOVER)]
+    metrics.on_launched([LaunchedTask(task, "S0", str(task)) for task in round_])
+    samples = _samples(registry)
+    assert samples[("ejc_task_launches_total", (("type", "READY"),))] == 3
+    assert samples[("ejc_task_launches_total", (("type", "FAILOVER"),))] == 1
 
 
 def test_the_replica_collector_exports_role_connections_and_the_terms_figures(

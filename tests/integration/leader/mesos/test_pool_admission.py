@@ -166,7 +166,7 @@ def test_a_chatty_job_does_not_starve_the_other_job_of_its_pool(
     wire_launcher(launcher, driver, stores)
     launched: list[str] = []
     launcher.launch_listeners.append(
-        lambda task_id, _agent, _original: launched.append(TaskId.parse(task_id).job_name)
+        lambda round_: launched.extend(task.job_name for task, _agent, _original in round_)
     )
     launcher.start()
     driver.start()

@@ -83,7 +83,7 @@ def _launched(stores: TermStores, handler: StatusHandler, job: str, item: int = 
     """A task as a launch round leaves it: its node written (version 0), noted launched."""
     task = RunningTask(str(TaskId.new(job, item, TaskType.READY, "agent-1")), "agent-1")
     stores.running.add(task)
-    handler.note_launched(replace(task))
+    handler.note_launched([replace(task)])
     return task.task_id
 
 

@@ -622,7 +622,7 @@ def test_a_launched_task_s_first_live_update_needs_no_read(
     launched = [RunningTask(first, "agent-1"), RunningTask(second, "agent-1")]
     for task in launched:
         stores.running.add(task)  # as the launch book creates it: version 0
-        handler.note_launched(task)
+        handler.note_launched([task])
     reads = _watch_reads(stores, monkeypatch)
     assert handler.handle(_update(first, "TASK_RUNNING"))
     assert reads == []
@@ -644,7 +644,7 @@ def test_a_task_s_end_needs_no_read_and_a_kill_reason_recorded_meanwhile_still_d
     killed = str(TaskId.new("job", 1, TaskType.READY, "agent-1"))
     for task in (RunningTask(done, "agent-1"), RunningTask(killed, "agent-1")):
         stores.running.add(task)
-        handler.note_launched(task)
+        handler.note_launched([task])
     reads = _watch_reads(stores, monkeypatch)
     assert handler.handle(_update(done, "TASK_RUNNING"))
     assert handler.handle(_update(killed, "TASK_RUNNING"))
@@ -668,7 +668,7 @@ def test_starting_is_kept_in_memory_and_running_is_written(
     task_id = str(TaskId.new("job", 0, TaskType.READY, "agent-1"))
     task = RunningTask(task_id, "agent-1")
     stores.running.add(task)
-    handler.note_launched(task)
+    handler.note_launched([task])
     reads = _watch_reads(stores, monkeypatch)
     assert handler.handle(_update(task_id, "TASK_STARTING"))
     found = stores.running.task("job", task_id)
@@ -703,7 +703,7 @@ def test_a_task_whose_accept_is_on_its_way_is_not_relaunched_when_mesos_does_not
     assert list(_running(stores, "t")) == [task_id] and stores.failover.entries() == []
     assert seen.events == [] and answer[NO_RUN_KEY] is True
     # The ACCEPT answered: its updates are handled as any task's.
-    handler.note_launched(task)
+    handler.note_launched([task])
     assert handler.handle(_update(task_id, "TASK_RUNNING"))
     assert handler.handle(_update(task_id, "TASK_FINISHED"))
     assert stores.running.tasks("t") == []

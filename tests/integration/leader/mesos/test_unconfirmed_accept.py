@@ -95,9 +95,11 @@ def term(
     launches: list[tuple[str, str]] = []
     confirmed: list[str] = []
     launcher.launch_listeners.append(
-        lambda task, _agent, original: launches.append((task, original))
+        lambda round_: launches.extend((str(task), original) for task, _a, original in round_)
     )
-    launcher.launched_task_listeners.append(lambda task: confirmed.append(task.task_id))
+    launcher.launched_task_listeners.append(
+        lambda tasks: confirmed.extend(task.task_id for task in tasks)
+    )
     launcher.start()
     reconciler.start()
     driver.start()

@@ -27,7 +27,7 @@ from scheduler.leader.statistics.models import (
 )
 from scheduler.model.errors import NotLeader
 from scheduler.model.settings import load_settings
-from scheduler.model.task_id import TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 from scheduler.storage.layout import RESULTS, RUNNING
 from scheduler.storage.registry import Registry
 from scheduler.storage.result_journal import bucket_name
@@ -366,13 +366,13 @@ def test_component_traces_launches_with_original_task_ids_and_counts_results(
     try:
         wait_for(lambda: statistics.engine is not None, 20, message="schema migrated")
         failed = _running(stores, "job", 0)
-        statistics.on_launched(failed, "agent-1", failed)
+        statistics.on_launched([LaunchedTask(TaskId.parse(failed), "agent-1", failed)])
         assert handler.handle(_status(failed, "TASK_RUNNING"))
         assert handler.handle(_status(failed, "TASK_FAILED"))
         # The failover launch that replaces it names it as its original task.
         relaunch = str(TaskId.new("job", 0, TaskType.FAILOVER, "agent-2"))
         stores.running.add(RunningTask(relaunch, "agent-2"))
-        statistics.on_launched(relaunch, "agent-2", failed)
+        statistics.on_launched([LaunchedTask(TaskId.parse(relaunch), "agent-2", failed)])
         assert handler.handle(_status(relaunch, "TASK_FINISHED"))
         engine = statistics.engine
         assert engine is not None

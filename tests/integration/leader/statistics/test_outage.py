@@ -33,7 +33,7 @@ from scheduler.leader.statistics.models import (
 )
 from scheduler.leader.statistics.outage import STALL_S
 from scheduler.model.settings import load_settings
-from scheduler.model.task_id import TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 from scheduler.storage import result_journal
 from scheduler.storage.layout import RESULTS, RUNNING
 from scheduler.storage.registry import Registry
@@ -116,9 +116,10 @@ class _Run:
 
     def one(self) -> None:
         """A task launched (its STAGING row), then finished (journaled, its FINISHED row)."""
-        task_id = str(TaskId.new(self.job, len(self.task_ids), TaskType.READY, "agent-1"))
+        parsed = TaskId.new(self.job, len(self.task_ids), TaskType.READY, "agent-1")
+        task_id = str(parsed)
         self.stores.running.add(RunningTask(task_id, "agent-1"))
-        self.statistics.on_launched(task_id, "agent-1", task_id)
+        self.statistics.on_launched([LaunchedTask(parsed, "agent-1", task_id)])
         assert self.handler.handle(_status(task_id, "TASK_FINISHED"))
         self.task_ids.append(task_id)
 

@@ -15,7 +15,7 @@ from scheduler.leader.statistics.models import ExecutionLog
 from scheduler.leader.statistics.writer import TraceWriter
 from scheduler.model.runs import COMMAND_EXECUTION_SOURCE, launch_message
 from scheduler.model.settings import load_settings
-from scheduler.model.task_id import TaskId, TaskType
+from scheduler.model.task_id import LaunchedTask, TaskId, TaskType
 from scheduler.storage.registry import Registry
 from scheduler.storage.transactions import Fence
 from tests.support.waiting import wait_for
@@ -165,8 +165,8 @@ def test_command_tasks_get_execution_records_from_their_updates(
         engine = statistics.engine
         assert engine is not None
         for task_id in (ok, bad):
-            statistics.on_launched(task_id, "agent-1", task_id)
             tid = TaskId.parse(task_id)
+            statistics.on_launched([LaunchedTask(tid, "agent-1", task_id)])
             statistics.on_status(_command_status(task_id, "TASK_STARTING", T0), tid)
             statistics.on_status(
                 _command_status(task_id, "TASK_RUNNING", T0 + timedelta(seconds=1)), tid
