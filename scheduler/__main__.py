@@ -9,7 +9,6 @@ one of its threads died): its supervisor should start it again.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import resource
@@ -27,9 +26,6 @@ log = logging.getLogger("scheduler")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
 
-GC_THRESHOLDS = (50_000, 10, 10)
-"""The cyclic garbage collector's thresholds in a replica (Python's default: 700, 10, 10)."""
-
 
 def _configure_logging(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level, format=LOG_FORMAT, stream=sys.stderr)
@@ -38,20 +34,6 @@ def _configure_logging(settings: Settings) -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     logging.getLogger("waitress").setLevel(logging.WARNING)
-
-
-def _tune_gc() -> None:
-    """Collect the youngest generation after 50,000 allocations instead of 700 (issue 29).
-
-    A leader holds a large heap (its jobs, triggers and views), and a launch round of
-    thousands of tasks allocates hundreds of thousands of objects that live until the round
-    ends. Each collection of the default's young generations moves them on, until the
-    collector walks the whole heap again and again: in a 10,000-task round, the full
-    collections took 0.9 s of its 5.5 s. With the higher threshold a collection is rare and
-    finds the round's objects gone. Reference counting still frees all other garbage at
-    once; only garbage in reference cycles waits longer (at most 50,000 allocations).
-    """
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _raise_fd_limit() -> None:
@@ -96,7 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"scheduler: {exc.message}", file=sys.stderr)
         return 2
-    _tune_gc()  # before the imports: they allocate much, and keep almost all of it
     # The replica's parts are imported once the settings are known to be good: a bad setting
     # is reported after about 0.5 s of CPU instead of 1.4 (the API, the statistics' SQLAlchemy and
     # Alembic, the Mesos driver).

@@ -25,12 +25,11 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
-from scheduler.leader.lifecycle import EventLoopComponent, Listeners
+from scheduler.leader.lifecycle import EventLoopComponent, Listeners, collector_paused
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import NotLeader, RegistryError
 from scheduler.storage.layout import DISABLE_APP, DISABLE_JOB, JOBS, job_path
@@ -87,23 +86,6 @@ class RunProducer(Protocol):
     def unschedule(self, job_name: str) -> bool:
         """Stop producing runs for `job_name`; False when it was not scheduled."""
         ...
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a term's start builds every job, and what
-    is alive then set aside from its later collections (`gc.freeze`; the term's stop gives them
-    back with `gc.unfreeze`). Each full collection walks every object alive: 100,000 new jobs
-    set off several during the start, and one after it took a third of a second. The jobs hold
-    no cycles; reference counting frees them, frozen or not."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was:
-            gc.enable()
 
 
 class ConfigListener(EventLoopComponent[ConfigEvent]):
@@ -222,10 +204,18 @@ class ConfigListener(EventLoopComponent[ConfigEvent]):
         # No watches yet: a read that sets one costs a request of its own.
         loaded = self._registry.get_many([job_path(name) for name in names])
         read = time.monotonic()
-        with _collector_paused():
-            for path, got in loaded.items():
-                if got is not None:
-                    self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
+        # The collector paused while every job is built, and what is alive then set aside
+        # from its later collections (`gc.freeze`; the term's stop gives them back with
+        # `gc.unfreeze`). Each full collection walks every object alive: 100,000 new jobs set
+        # off several during the start, and one after it took a third of a second. The jobs
+        # hold no cycles; reference counting frees them, frozen or not.
+        try:
+            with collector_paused():
+                for path, got in loaded.items():
+                    if got is not None:
+                        self._apply(path.rsplit("/", 1)[1], got, catch_up=True)
+        finally:
+            gc.freeze()
         applied = time.monotonic()
         if self._parsed_ahead is not None:
             self._parsed_ahead.clear()  # the term keeps its own configs from here on

@@ -9,11 +9,13 @@ A `TermComponents` lives for one leadership term. Components are built fresh for
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from scheduler.model.errors import SchedulerError
@@ -356,3 +358,56 @@ class TermComponents:
             log.exception("leader: component %s failed to stop cleanly", component.name)
             return
         log.info("leader: stopped %s in %.0f ms", component.name, (time.monotonic() - began) * 1000)
+
+
+class _CollectorPauses:
+    """The pauses of Python's cyclic garbage collector that are going on, from any thread:
+    the collector runs again when the last ends (if it ran when the first began)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._was_enabled = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._count == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+                if self._count == 0 and self._was_enabled:
+                    gc.enable()
+
+
+_PAUSES = _CollectorPauses()
+
+
+def collector_paused() -> AbstractContextManager[None]:
+    """Pause Python's cyclic garbage collector for a burst of allocations whose objects live
+    to its end (a term's start building every job, a launch round of thousands of tasks):
+    each collection meanwhile would walk them all again, to free nothing (issue 29: the full
+    collections of a 10,000-task round took 0.9 s of its 5.5 s). Reference counting frees
+    everything else meanwhile; only garbage in reference cycles waits for the end. Pauses
+    from several threads overlap: the collector runs again when the last one ends."""
+    return _PAUSES.paused()
+
+
+PAUSE_COLLECTOR_AT = 500
+"""A launch round of at least this many units places, writes and launches them with the
+collector paused (`collector_paused_for`). Not a smaller one: were every round to pause it, the
+collector would hardly run between them under a steady load, and its collections would grow
+long enough to delay launches (a replica whose young generation was 50,000 objects instead of
+700 launched a 2-s job's fires at a p99 of 61-284 ms instead of 41-42 ms, while 5,000 jobs
+fired every minute)."""
+
+
+def collector_paused_for(units: int) -> AbstractContextManager[None]:
+    """`collector_paused` for a burst of `units` (a launch round's) of at least
+    `PAUSE_COLLECTOR_AT`; nothing for a smaller one."""
+    return collector_paused() if units >= PAUSE_COLLECTOR_AT else nullcontext()

@@ -45,7 +45,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from scheduler.leader.lifecycle import Listeners, TermView, ThreadedComponent, WakeSignal
+from scheduler.leader.lifecycle import (
+    Listeners,
+    TermView,
+    ThreadedComponent,
+    WakeSignal,
+    collector_paused_for,
+)
 from scheduler.leader.mesos.agent_census import AgentCensus, UnplaceableJobs
 from scheduler.leader.mesos.capacity import AgentCapacity, Unplaceable
 from scheduler.leader.mesos.launch_round import (
@@ -316,6 +322,17 @@ class Launcher(ThreadedComponent):
         if not slots:
             return
         clock.lap("gather")
+        with collector_paused_for(len(work)):
+            self._launch(work, unplaceable, slots, clock)
+
+    def _launch(
+        self,
+        work: list[PlacementUnit],
+        unplaceable: set[str],
+        slots: dict[str, OfferSlot],
+        clock: _RoundClock,
+    ) -> None:
+        """Steps 2 to 5 of a round that found work and offers."""
         placed, left_over = self._place(work, unplaceable, list(slots.values()))  # 2
         clock.lap("place")
         if placed:
