@@ -399,15 +399,15 @@ def collector_paused() -> AbstractContextManager[None]:
 
 
 PAUSE_COLLECTOR_AT = 500
-"""A launch round of at least this many units places, writes and launches them with the
-collector paused (`collector_paused_for`). Not a smaller one: were every round to pause it, the
-collector would hardly run between them under a steady load, and its collections would grow
-long enough to delay launches (a replica whose young generation was 50,000 objects instead of
-700 launched a 2-s job's fires at a p99 of 61-284 ms instead of 41-42 ms, while 5,000 jobs
-fired every minute)."""
+"""A cron fire of at least this many jobs is accounted, and a launch round of at least this many
+units placed, written and launched, with the collector paused (`collector_paused_for`). Not a
+smaller one: were every round to pause it, the collector would hardly run between them under
+a steady load, and its collections would grow long enough to delay launches (a replica whose
+young generation was 50,000 objects instead of 700 launched a 2-s job's fires at a p99 of
+61-284 ms instead of 41-42 ms, while 5,000 jobs fired every minute)."""
 
 
 def collector_paused_for(units: int) -> AbstractContextManager[None]:
-    """`collector_paused` for a burst of `units` (a launch round's) of at least
+    """`collector_paused` for a burst of `units` (jobs fired, units launched) of at least
     `PAUSE_COLLECTOR_AT`; nothing for a smaller one."""
     return collector_paused() if units >= PAUSE_COLLECTOR_AT else nullcontext()

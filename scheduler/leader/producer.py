@@ -44,7 +44,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from apscheduler.schedulers.base import STATE_STOPPED  # type: ignore[import-untyped]
 from apscheduler.triggers.base import BaseTrigger  # type: ignore[import-untyped]
 
-from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView
+from scheduler.leader.lifecycle import LeaderComponent, Listeners, TermView, collector_paused_for
 from scheduler.model.calendar import Calendar, excluded_by
 from scheduler.model.config.job import JobConfig, JobExecutionType
 from scheduler.model.errors import InvalidRequest, NotLeader, SchedulerError
@@ -618,11 +618,17 @@ class Producer(LeaderComponent):
                     self._accounting -= 1
 
     def _account_fire(self, jobs: list[JobConfig], trigger: Trigger, now: float) -> None:
-        """Account the cron fire at `now` of `jobs` (producer pool); errors are logged."""
+        """Account the cron fire at `now` of `jobs` (producer pool); errors are logged. A fire
+        of many jobs is accounted with the garbage collector paused, as the launch round that
+        follows it is."""
         try:
-            self._account_many(
-                [(job, False) for job in jobs], trigger, now, on_time_from=now - _MISFIRE_GRACE_S
-            )
+            with collector_paused_for(len(jobs)):
+                self._account_many(
+                    [(job, False) for job in jobs],
+                    trigger,
+                    now,
+                    on_time_from=now - _MISFIRE_GRACE_S,
+                )
         except NotLeader:
             return
         except SchedulerError as exc:

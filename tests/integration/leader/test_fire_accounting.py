@@ -3,6 +3,7 @@ off, the cap, a first schedule, concurrent accountants, and a deposed leader."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.leader import lifecycle
 from scheduler.leader import producer as producer_module
 from scheduler.leader.producer import Producer
 from scheduler.model.config import JobConfig, parse_cron
@@ -235,3 +237,27 @@ def test_the_next_fire_is_now_while_a_fire_is_being_accounted(
     finally:
         release.set()
         made.stop()
+
+
+def test_a_fire_of_many_jobs_is_accounted_with_the_collector_paused(
+    registry: Registry, fence: Fence, queues: QueueCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: the objects of a cron fire of thousands of jobs live until it is accounted;
+    each collection meanwhile would walk them again. A fire of fewer jobs leaves the
+    collector be."""
+    monkeypatch.setattr(lifecycle, "PAUSE_COLLECTOR_AT", 2)
+    made, _events = producer(registry, fence, queues)
+    seen: list[tuple[str, bool]] = []
+    made.fire_listeners.append(lambda name, _at: seen.append((name, gc.isenabled())))
+    now = time.time()
+    jobs = []
+    for name in ("a", "b", "c"):
+        registry.put(f"{LAST_FIRE}/{name}", f"{now - 5:.3f}".encode())
+        jobs.append(job_config(name, job_type="SIMPLE", strict=False, cron=CRON, misfire=True))
+    trigger = parse_cron(CRON, "UTC").trigger()
+    made._account_fire(jobs[:2], trigger, now)  # one fire of two jobs
+    made._account_fire(jobs[2:], trigger, now)  # one of a job alone on its cron
+    assert {name for name, _on in seen} == {"a", "b", "c"}
+    assert not any(on for name, on in seen if name in ("a", "b"))
+    assert all(on for name, on in seen if name == "c")
+    assert gc.isenabled()
